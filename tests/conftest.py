@@ -1,0 +1,38 @@
+"""Shared test fixtures: fixture paths, the golden-file switch, the corpus location."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).parent.parent
+CORPUS = REPO.parent / "shared" / "corpus"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="Rewrite golden files (*.expected.*) from the current output instead of comparing.",
+    )
+
+
+@pytest.fixture
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-goldens"))
+
+
+def check_golden(path: Path, actual: Any, update: bool) -> None:
+    """Compare `actual` (JSON-able or str) with the golden file at `path`, or rewrite it."""
+    text = actual if isinstance(actual, str) else json.dumps(actual, indent=2, sort_keys=True) + "\n"
+    if update or not path.exists():
+        path.write_text(text, encoding="utf-8")
+        if not update:
+            pytest.fail(f"golden {path.name} did not exist; written, review and commit it")
+        return
+    assert text == path.read_text(encoding="utf-8"), f"output differs from golden {path}"

@@ -1,0 +1,1 @@
+"""Command-line interface: thin commands that parse options, call one function and map errors."""

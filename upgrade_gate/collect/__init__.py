@@ -1,0 +1,1 @@
+"""Collect stage: run probes through a `CommandRunner` and record them as capture bundles."""

@@ -1,0 +1,85 @@
+"""One error tree for the whole tool, and the exit codes it maps to.
+
+Only the CLI maps errors (and verdicts) to exit codes, in one place (`cli.main`). Every error the
+package raises derives from `GateError`; each subclass says which `ExitCode` it means, so a new error
+type cannot forget to choose one. Messages are one line and name the file, node or field at fault.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The CLI contract (DESIGN.md): what each exit status means."""
+
+    PASS = 0
+    BLOCK = 1
+    USAGE = 2
+    BAD_INPUT = 3
+    ENVIRONMENT = 4
+    INTERRUPTED = 130
+
+
+class GateError(Exception):
+    """Root of every error upgrade-gate raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.ENVIRONMENT
+
+
+class UsageError(GateError):
+    """The command line itself is wrong (flags that contradict each other, a missing argument)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class InputError(GateError):
+    """A document or bundle given to the tool is unreadable, malformed or fails its schema."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class SchemaError(InputError):
+    """A JSON/YAML document does not match its JSON Schema; the message names the file and field."""
+
+
+class BundleError(InputError):
+    """A capture bundle is corrupt or unsafe (path traversal, links, oversized members)."""
+
+
+class ConfigError(InputError):
+    """A configuration value (plan, policy, CVF ConfigMap key) is unknown or malformed."""
+
+
+class ParseError(InputError):
+    """A parser met output it cannot read by the format's rules.
+
+    Parsers never guess: they return a complete value or raise this, naming the tool, the 1-based
+    line number (0 when the whole text is at fault) and an excerpt of the offending line.
+    """
+
+    def __init__(self, tool: str, line_no: int, excerpt: str, message: str = "unexpected output") -> None:
+        self.tool = tool
+        self.line_no = line_no
+        self.excerpt = excerpt[:120]
+        self.message = message
+        where = f"line {line_no}" if line_no else "output"
+        super().__init__(f"{tool}: {message} at {where}: {self.excerpt!r}")
+
+
+class EnvironmentFailure(GateError):
+    """Something the tool needs from its environment is unreachable (store, API server, tool)."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class StoreError(EnvironmentFailure):
+    """The baseline store cannot be read or written (not a repo, concurrent writer, corrupt)."""
+
+
+class StoreConflictError(StoreError):
+    """Another save landed first; retry after reading the new head."""
+
+
+class NotFoundError(InputError):
+    """A named thing (node baseline, ref, file) does not exist."""

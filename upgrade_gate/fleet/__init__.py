@@ -1,0 +1,1 @@
+"""Fleet stage: Kubernetes executor and the canary change window (the only user of `kubernetes`)."""

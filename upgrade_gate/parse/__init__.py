@@ -1,0 +1,1 @@
+"""Pure parsers, one module per tool: text in, typed value out, or `ParseError`. No I/O."""

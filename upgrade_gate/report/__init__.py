@@ -1,0 +1,1 @@
+"""Report stage: one pure renderer per output format."""

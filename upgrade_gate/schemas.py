@@ -1,0 +1,56 @@
+"""Load the shipped JSON Schemas and validate documents against them.
+
+Schemas live inside the package (`upgrade_gate/schemas/*.schema.json`) so a wheel carries them;
+validators are compiled once per process. Errors name the file and the JSON path of the first
+failing field, on one line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any
+
+from upgrade_gate.errors import SchemaError
+
+
+@functools.cache
+def load_schema(name: str) -> dict[str, Any]:
+    """Return the parsed schema `name` (e.g. "snapshot") from the package."""
+    ref = resources.files("upgrade_gate") / "schemas" / f"{name}.schema.json"
+    try:
+        data: dict[str, Any] = json.loads(ref.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:  # a packaging bug, not user input
+        raise RuntimeError(f"schema {name!r} is not shipped with the package") from exc
+    return data
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    import jsonschema
+
+    schema = load_schema(name)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def validate(name: str, document: Any, *, source: str) -> None:
+    """Raise SchemaError naming `source` and the failing path if `document` breaks schema `name`."""
+    validator = _validator(name)
+    error = next(iter(sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))), None)
+    if error is None:
+        return
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    raise SchemaError(f"{source}: {name} schema: ${path}: {error.message}")
+
+
+def schema_names() -> tuple[str, ...]:
+    """Names of every shipped schema."""
+    folder = resources.files("upgrade_gate") / "schemas"
+    return tuple(
+        sorted(
+            p.name.removesuffix(".schema.json") for p in folder.iterdir() if p.name.endswith(".schema.json")
+        )
+    )

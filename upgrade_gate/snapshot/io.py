@@ -1,0 +1,84 @@
+"""Read and write snapshot documents: canonical JSON, schema-checked on every write and read.
+
+Canonical means sorted keys, two-space indent and a trailing newline, so the same snapshot always
+serialises to the same bytes and the baseline store's git diffs stay small and meaningful.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from upgrade_gate import codec, schemas
+from upgrade_gate.errors import InputError, NotFoundError
+from upgrade_gate.model import Snapshot
+
+
+def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
+    """Plain-JSON form of a snapshot, validated against the snapshot schema."""
+    data: dict[str, Any] = codec.to_jsonable(snapshot)
+    schemas.validate("snapshot", data, source=f"snapshot of {snapshot.node.name}")
+    return data
+
+
+def canonical_json(data: Any) -> str:
+    """The one serialisation every file upgrade-gate writes uses."""
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def dumps_snapshot(snapshot: Snapshot) -> str:
+    """Canonical JSON text of a snapshot (schema-checked)."""
+    return canonical_json(snapshot_to_dict(snapshot))
+
+
+def snapshot_from_dict(data: Any, *, source: str) -> Snapshot:
+    """Validate and decode a snapshot document; errors name `source`."""
+    schemas.validate("snapshot", data, source=source)
+    try:
+        return codec.from_jsonable(Snapshot, data)
+    except InputError as exc:
+        raise type(exc)(f"{source}: {exc}") from exc
+
+
+def loads_snapshot(text: str, *, source: str) -> Snapshot:
+    """Parse JSON text into a Snapshot; one-line error naming `source` on failure."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: not JSON: {exc.msg} at line {exc.lineno}") from exc
+    return snapshot_from_dict(data, source=source)
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    """Read a snapshot file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"{path}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: unreadable: {exc}") from exc
+    return loads_snapshot(text, source=str(path))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder and rename, so readers never see half a file."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_snapshot(snapshot: Snapshot, path: Path) -> None:
+    """Write a snapshot atomically in canonical form."""
+    write_text_atomic(path, dumps_snapshot(snapshot))

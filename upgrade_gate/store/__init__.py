@@ -1,0 +1,1 @@
+"""Store stage: versioned baselines in a git repository (the only user of gitpython)."""
