@@ -241,6 +241,39 @@ class Snapshot:
     probes: tuple[ProbeStatus, ...] = ()
 
 
+def measurements_of(snapshot: Snapshot) -> tuple[Measurement, ...]:
+    """Every measurement of a snapshot: its own and those of its phase results."""
+    out = list(snapshot.measurements)
+    for phase in snapshot.phases:
+        out.extend(phase.measurements)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricSummary:
+    """One metric across the nodes of a class: median and spread of the per-node medians."""
+
+    key: str
+    unit: str
+    median: float
+    spread: float  # median absolute deviation of the per-node medians
+    n_nodes: int
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassReference:
+    """The prevailing state of a node class, for nodes without a baseline and the odd node out."""
+
+    node_class: str
+    nodes: tuple[NodeName, ...]
+    gpu_order: tuple[str | None, ...] = ()  # prevailing BDF per index
+    firmware: dict[str, str] = field(default_factory=dict)  # "gpu/<block>" or "nic/fw_ver" -> version
+    software: dict[str, str] = field(default_factory=dict)
+    sriov: dict[str, int] = field(default_factory=dict)  # PF BDF -> prevailing numvfs
+    metrics: tuple[MetricSummary, ...] = ()
+
+
 # --------------------------------------------------------------------------- judge
 
 

@@ -1,0 +1,37 @@
+"""Every parser by tool name, for `upgrade-gate parse --tool TOOL FILE` and the corpus tests.
+
+Each parser module exports `PARSERS: dict[str, Callable[[str], object]]` (tool name -> pure parse
+function). This module only gathers them; it is the one place that knows the module list.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+PARSER_MODULES = (
+    "upgrade_gate.parse.rocminfo",
+    "upgrade_gate.parse.lspci",
+    "upgrade_gate.parse.sysfs",
+    "upgrade_gate.parse.dmesg",
+    "upgrade_gate.parse.amdsmi",
+    "upgrade_gate.parse.rocmsmi",
+    "upgrade_gate.parse.rdma",
+    "upgrade_gate.parse.rccl_tests",
+    "upgrade_gate.parse.perftest",
+    "upgrade_gate.parse.rvs",
+)
+
+
+def all_parsers() -> dict[str, Callable[[str], object]]:
+    """Tool name -> parse function, over every parser module that exists."""
+    out: dict[str, Callable[[str], object]] = {}
+    for name in PARSER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # not written yet
+        out.update(module.PARSERS)
+    return out
