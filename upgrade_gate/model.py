@@ -365,6 +365,7 @@ class GateReport:
     nodes: tuple[NodeReport, ...] = ()
     fleet_findings: tuple[Finding, ...] = ()
     checklist: tuple[ChecklistRow, ...] = ()
+    rules_evaluated: tuple[RuleId, ...] = ()  # every rule the judge ran, for one JUnit case each
 
     @property
     def findings(self) -> tuple[Finding, ...]:

@@ -1,0 +1,181 @@
+"""Self-contained HTML report: verdict banner, findings, device-order tables, bandwidth curves, checklist.
+
+Charts are drawn with matplotlib (a well-kept library) as inline SVG, so the file opens offline with
+no script or font downloads. SVG ids are salted with a fixed string and metadata dates are dropped so
+the same report renders to the same bytes. A small inline script counts the chart paths that have a
+non-empty bounding box and writes the number to `<body data-charts-drawn=...>`, which the Chromium
+test reads to prove the charts actually drew.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+from collections.abc import Mapping
+
+from upgrade_gate.model import Gpu, NodeName, Severity, Snapshot, Verdict, measurements_of
+from upgrade_gate.report.interface import ReportContext
+from upgrade_gate.report.text import show_value, sorted_findings
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a}
+.banner{padding:14px 18px;border-radius:6px;color:#fff;font-size:22px;font-weight:700}
+.PASS{background:#1b7f3b}.BLOCK{background:#b3261e}
+table{border-collapse:collapse;margin:8px 0 18px}td,th{border:1px solid #ccd;padding:4px 8px;font-size:13px}
+th{background:#eef}tr.changed td{background:#fde2e0}.sev-block{color:#b3261e;font-weight:700}
+.sev-warn{color:#9a6700}.sev-info{color:#0b5cad}code{font-size:12px}
+h2{margin-top:28px;border-bottom:1px solid #ccd}.chart svg{max-width:720px;height:auto}
+"""
+
+_SCRIPT = """
+document.addEventListener('DOMContentLoaded', function () {
+  var drawn = 0;
+  document.querySelectorAll('.chart svg path').forEach(function (p) {
+    var b = p.getBBox(); if (b.width > 0 || b.height > 0) { drawn += 1; }
+  });
+  document.body.setAttribute('data-charts-drawn', String(drawn));
+});
+"""
+
+_SIZE_KEY = re.compile(r"^(?P<scope>mesh|cluster)/(?P<op>[a-z_]+)/busbw/(?P<bytes>\d+)$")
+
+
+def _e(value: object) -> str:
+    return html.escape(show_value(value))
+
+
+def _curves(snapshot: Snapshot | None) -> dict[str, dict[int, float]]:
+    """(scope/op) -> {message bytes: median busbw} from a snapshot's measurements."""
+    out: dict[str, dict[int, float]] = {}
+    if snapshot is None:
+        return out
+    for m in measurements_of(snapshot):
+        match = _SIZE_KEY.match(m.key)
+        if match and m.samples:
+            samples = sorted(m.samples)
+            median = samples[len(samples) // 2]
+            out.setdefault(f"{match['scope']}/{match['op']}", {})[int(match["bytes"])] = median
+    return out
+
+
+def _chart_svg(title: str, series: Mapping[str, Mapping[int, float]]) -> str:
+    import matplotlib
+
+    matplotlib.rcParams["svg.hashsalt"] = "upgrade-gate"
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.2, 3.2))
+    ax = fig.add_subplot()
+    styles = {"baseline": ("#0b5cad", "o"), "candidate": ("#b3261e", "s")}
+    for name, points in series.items():
+        xs = sorted(points)
+        colour, marker = styles.get(name, ("#555", "."))
+        ax.plot(xs, [points[x] for x in xs], marker=marker, markersize=3, color=colour, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg") :]
+
+
+def _order_table(base: Snapshot | None, cand: Snapshot | None) -> str:
+    def by_index(s: Snapshot | None) -> dict[int, Gpu]:
+        return {g.index: g for g in s.gpus} if s else {}
+
+    b, c = by_index(base), by_index(cand)
+    rows = []
+    for idx in sorted(set(b) | set(c)):
+        bg, cg = b.get(idx), c.get(idx)
+        b_bdf, c_bdf = (bg.bdf if bg else None), (cg.bdf if cg else None)
+        b_ser = (bg.serial or bg.unique_id) if bg else None
+        c_ser = (cg.serial or cg.unique_id) if cg else None
+        changed = (b_bdf, b_ser) != (c_bdf, c_ser)
+        mark = "changed" if changed else ""
+        rows.append(
+            f'<tr class="{mark}"><td>{idx}</td><td>{_e(b_bdf)}</td><td>{_e(b_ser)}</td>'
+            f"<td>{_e(c_bdf)}</td><td>{_e(c_ser)}</td><td>{'&#9888; changed' if changed else ''}</td></tr>"
+        )
+    if not rows:
+        return "<p>No GPUs in either snapshot.</p>"
+    head = (
+        "<tr><th>index</th><th>baseline BDF</th><th>baseline serial</th>"
+        "<th>candidate BDF</th><th>candidate serial</th><th></th></tr>"
+    )
+    return f'<table class="order">{head}{"".join(rows)}</table>'
+
+
+def _node_section(ctx: ReportContext, node: NodeName) -> str:
+    base, cand = ctx.baselines.get(node), ctx.candidates.get(node)
+    parts = [f"<h3>Device order: {html.escape(node)}</h3>", _order_table(base, cand)]
+    b_curves, c_curves = _curves(base), _curves(cand)
+    for name in sorted(set(b_curves) | set(c_curves)):
+        series = {k: v for k, v in (("baseline", b_curves.get(name)), ("candidate", c_curves.get(name))) if v}
+        parts.append(f'<div class="chart">{_chart_svg(f"{node}: {name} bus bandwidth", series)}</div>')
+    return "\n".join(parts)
+
+
+def _findings_table(ctx: ReportContext) -> str:
+    report = ctx.report
+    rows = []
+    for f in sorted_findings(report.findings):
+        rows.append(
+            f'<tr><td class="sev-{f.severity.value}">{f.severity.value}</td><td>{html.escape(f.node)}</td>'
+            f"<td><code>{html.escape(f.rule)}</code></td><td>{_e(f.device)}</td><td>{html.escape(f.message)}"
+            + (f"<br><code>{html.escape(f.hint)}</code>" if f.hint else "")
+            + f"</td><td>{_e(f.expected)}</td><td>{_e(f.actual)}</td></tr>"
+        )
+    if not rows:
+        return "<p>No findings.</p>"
+    head = (
+        "<tr><th>severity</th><th>node</th><th>rule</th><th>device</th><th>message</th>"
+        "<th>expected</th><th>actual</th></tr>"
+    )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _checklist_table(ctx: ReportContext) -> str:
+    rows = [
+        f"<tr><td>{html.escape(r.item)}</td><td>{html.escape(r.criterion)}</td><td>{html.escape(r.actual)}</td>"
+        f"<td>{html.escape(r.owner)}</td><td>{html.escape(r.status)}</td></tr>"
+        for r in ctx.report.checklist
+    ]
+    if not rows:
+        return "<p>No checklist was evaluated.</p>"
+    head = "<tr><th>item</th><th>pass criterion</th><th>actual result</th><th>owner</th><th>status</th></tr>"
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def render_html(ctx: ReportContext) -> str:
+    """One self-contained HTML page."""
+    report = ctx.report
+    blocks = sum(1 for f in report.findings if f.severity is Severity.BLOCK)
+    verdict = report.verdict.value
+    subtitle = f"{len(report.nodes)} node(s), {blocks} blocking finding(s)"
+    if report.plan_id:
+        subtitle += f", plan {html.escape(report.plan_id)}"
+    summary = "".join(
+        f'<tr><td>{html.escape(n.node)}</td><td class="{"sev-block" if n.verdict is Verdict.BLOCK else ""}">'
+        f"{n.verdict.value}</td><td>{len(n.findings)}</td></tr>"
+        for n in report.nodes
+    )
+    nodes = "\n".join(_node_section(ctx, n.node) for n in report.nodes)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>upgrade-gate: {verdict}</title>
+<style>{_CSS}</style><script>{_SCRIPT}</script></head>
+<body data-charts-drawn="0">
+<div class="banner {verdict}">upgrade-gate: {verdict}</div>
+<p>{subtitle}. Generated {html.escape(report.generated_at)} by upgrade-gate {html.escape(report.tool_version)}.</p>
+<h2>Nodes</h2><table><tr><th>node</th><th>verdict</th><th>findings</th></tr>{summary}</table>
+<h2>Findings</h2>{_findings_table(ctx)}
+<h2>Devices and bandwidth</h2>{nodes}
+<h2>Checklist</h2>{_checklist_table(ctx)}
+</body></html>
+"""

@@ -1,0 +1,22 @@
+"""JSON report: the `GateReport` as a document that validates against `report.schema.json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from upgrade_gate import codec, schemas
+from upgrade_gate.model import GateReport
+from upgrade_gate.report.interface import ReportContext
+from upgrade_gate.snapshot.io import canonical_json
+
+
+def report_to_dict(report: GateReport) -> dict[str, Any]:
+    """Plain-JSON form of a report, validated against the report schema."""
+    data: dict[str, Any] = codec.to_jsonable(report)
+    schemas.validate("report", data, source="gate report")
+    return data
+
+
+def render_json(ctx: ReportContext) -> str:
+    """Canonical JSON text of the report."""
+    return canonical_json(report_to_dict(ctx.report))
