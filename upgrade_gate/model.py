@@ -191,7 +191,8 @@ class ProbeStatus:
     duration_s: float | None = None
     timed_out: bool = False
     missing: bool = False
-    fallback_for: str | None = None  # set when this probe stood in for a failed one
+    fallback_for: tuple[str, ...] = ()  # the failed probes this one stood in for
+    skipped: bool = False  # nothing to read (e.g. no SR-IOV capable device): ok, recorded, not run
 
 
 class PhaseStatus(StrEnum):

@@ -1,9 +1,132 @@
-"""CLI commands of this group (placeholder until the owning issue lands)."""
+"""The collect commands: `capture` (run every probe, write a bundle) and `parse` (one parser, as JSON).
+
+`capture` exits 0 even when probes failed: a failed probe is evidence recorded in the bundle, and
+the snapshot and the judge turn it into a blocking finding. It exits 3 for a node name that is not a
+DNS-1123 name and 4 when the bundle cannot be written (checked before the probes run, and again on
+write). The `snapshot` command lives with the snapshot stage.
+"""
 
 from __future__ import annotations
 
+import json
+import socket
+import sys
+from pathlib import Path
+
 import typer
+
+from upgrade_gate.collect.bundle import ProbeRecord
+from upgrade_gate.collect.capture import OutputCheck
+from upgrade_gate.collect.probes import Probe
+from upgrade_gate.collect.runner import CommandResult
+from upgrade_gate.errors import ExitCode, InputError, NotFoundError, ParseError, UsageError
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add `capture` and `parse` to the app."""
+    app.command("capture")(capture_cmd)
+    app.command("parse")(parse_cmd)
+
+
+def capture_cmd(
+    out: Path = typer.Option(..., "--out", help="Bundle to write: a folder, or FILE.tar.gz / FILE.tgz."),
+    node: str | None = typer.Option(
+        None, "--node", help="Node name (DNS-1123); default: this host's name, lower-cased."
+    ),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Seconds each probe may run (default: the catalogue's, 30)."
+    ),
+    host_root: Path = typer.Option(
+        Path("/"), "--host-root", help="Read /sys and /opt under this prefix (e.g. a hostPath mount)."
+    ),
+) -> ExitCode:
+    """Run every probe on this host and write a capture bundle (exit 0 even if probes failed)."""
+    from upgrade_gate.collect.bundle import check_bundle_target, write_bundle
+    from upgrade_gate.collect.capture import capture, check_node_name
+    from upgrade_gate.collect.runner import LocalRunner
+
+    if timeout is not None and not timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout}")
+    if not host_root.is_dir():
+        raise UsageError(f"--host-root {host_root}: not a folder")
+    hostname = socket.gethostname()
+    node_name = check_node_name(node if node is not None else hostname.lower())
+    check_bundle_target(out)
+    bundle = capture(
+        LocalRunner(),
+        node=node_name,
+        host_root=host_root,
+        timeout=timeout,
+        hostname=hostname,
+        output_check=parser_check(),
+        progress=_print_record,
+    )
+    write_bundle(bundle, out)
+    failed = sum(1 for r in bundle.records if not r.ok)
+    typer.echo(
+        f"wrote {out}: {len(bundle.records)} probes, {failed} failed"
+        + (" (recorded as evidence; the snapshot and the gate judge them)" if failed else "")
+    )
+    return ExitCode.PASS
+
+
+def _print_record(record: ProbeRecord) -> None:
+    status = "ok" if record.ok else "FAILED"
+    detail = record.result.failure_reason() or record.note or f"{record.result.duration_s:.2f}s"
+    if record.fallback_for and not record.ok:
+        detail += f" (fallback for {', '.join(record.fallback_for)})"
+    typer.echo(f"{status:<7} {record.name:<16} {detail}")
+
+
+def parser_check() -> OutputCheck:
+    """An OutputCheck that runs the probe's parser, so unparseable output triggers the fallback."""
+    from upgrade_gate.parse.registry import all_parsers
+
+    parsers = all_parsers()
+
+    def check(probe: Probe, result: CommandResult) -> str | None:
+        parse = parsers.get(probe.parser)
+        if parse is None:
+            return None  # parser not available: only the command's own status counts
+        try:
+            parse(result.stdout)
+        except ParseError as exc:
+            return str(exc)
+        except Exception as exc:  # a parser bug must not cost the node its evidence
+            return f"{probe.parser} parser failed: {type(exc).__name__}: {exc}"
+        return None
+
+    return check
+
+
+def parse_cmd(
+    file: Path = typer.Argument(..., help="Raw tool output to parse ('-' reads stdin)."),
+    tool: str = typer.Option(..., "--tool", help="Parser name, e.g. rocminfo, amd-smi-static, lspci."),
+) -> ExitCode:
+    """Run one parser on FILE and print its result as JSON (for debugging and fixtures)."""
+    from upgrade_gate import codec
+    from upgrade_gate.parse.registry import all_parsers
+
+    parsers = all_parsers()
+    parse = parsers.get(tool)
+    if parse is None:
+        known = ", ".join(sorted(parsers)) or "(none installed)"
+        raise UsageError(f"unknown tool {tool!r}; known tools: {known}")
+    text = _read_text(file)
+    try:
+        value = parse(text)
+    except ParseError as exc:
+        raise ParseError(exc.tool, exc.line_no, exc.excerpt, f"{file}: {exc.message}") from exc
+    typer.echo(json.dumps(codec.to_jsonable(value), indent=2, sort_keys=True, ensure_ascii=False))
+    return ExitCode.PASS
+
+
+def _read_text(file: Path) -> str:
+    if str(file) == "-":
+        return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    try:
+        return file.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"{file}: no such file") from exc
+    except OSError as exc:
+        raise InputError(f"{file}: unreadable: {exc.strerror or exc}") from exc

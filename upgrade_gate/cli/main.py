@@ -12,8 +12,8 @@ import importlib
 import sys
 from typing import Any
 
-import click
 import typer
+from typer.exceptions import TyperException
 
 from upgrade_gate import __version__
 from upgrade_gate.errors import ExitCode, GateError
@@ -77,13 +77,17 @@ def run(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"upgrade-gate: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("upgrade-gate: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
+    except TyperException as exc:  # typer >= 0.29 vendors click: usage errors, bad parameters
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            print(f"upgrade-gate: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:
         print("upgrade-gate: interrupted", file=sys.stderr)

@@ -78,7 +78,7 @@ class LocalRunner:
                 cwd=self._cwd,
                 start_new_session=True,
             )
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        except OSError as exc:  # not found, not executable, exec format error
             return CommandResult(
                 argv=args,
                 returncode=None,

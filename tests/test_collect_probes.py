@@ -1,0 +1,124 @@
+"""The probe catalogue: the PROBES.md contract, glob expansion under a host root, no-match records."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from upgrade_gate.collect.probes import (
+    DEFAULT_TIMEOUT_S,
+    GREP_ARGV,
+    probe_catalogue,
+    probe_names,
+)
+
+# PROBES.md, verbatim: name -> (argv without the host-expanded files, parser key).
+PINNED = {
+    "rocminfo": (("rocminfo",), "rocminfo"),
+    "amdsmi_version": (("amd-smi", "version", "--json"), "amd-smi-version"),
+    "amdsmi_list": (("amd-smi", "list", "--json"), "amd-smi-list"),
+    "amdsmi_static": (("amd-smi", "static", "--json"), "amd-smi-static"),
+    "amdsmi_firmware": (("amd-smi", "firmware", "--json"), "amd-smi-firmware"),
+    "amdsmi_topology": (("amd-smi", "topology", "--json"), "amd-smi-topology"),
+    "rocmsmi": (
+        (
+            "rocm-smi",
+            "--showproductname",
+            "--showbus",
+            "--showuniqueid",
+            "--showserial",
+            "--showfwinfo",
+            "--showdriverversion",
+            "--json",
+        ),
+        "rocm-smi",
+    ),
+    "rocmsmi_topo": (("rocm-smi", "--showtopo", "--json"), "rocm-smi"),
+    "lspci": (("lspci", "-D", "-nn", "-vvv"), "lspci"),
+    "ibv_devinfo": (("ibv_devinfo", "-v"), "ibv_devinfo"),
+    "rdma_link": (("rdma", "link", "show"), "rdma-link"),
+    "sysfs_sriov": (GREP_ARGV, "sysfs-grep"),
+    "sysfs_ib": (GREP_ARGV, "sysfs-grep"),
+    "driver_version": (GREP_ARGV, "sysfs-grep"),
+    "rocm_version": (GREP_ARGV, "sysfs-grep"),
+    "kernel": (("uname", "-r"), "uname-r"),
+    "dmesg": (("dmesg",), "dmesg"),
+}
+
+
+def _host(tmp_path: Path) -> Path:
+    """A fake host root: two PFs behind /sys/bus/pci/devices symlinks, one IB device, versions."""
+    root = tmp_path / "host"
+    for bdf, total in (("0000:c5:00.0", "16"), ("0000:05:00.0", "8")):
+        real = root / "sys/devices/pci0000:00" / bdf
+        real.mkdir(parents=True)
+        (real / "sriov_numvfs").write_text("4\n")
+        (real / "sriov_totalvfs").write_text(f"{total}\n")
+        links = root / "sys/bus/pci/devices"
+        links.mkdir(parents=True, exist_ok=True)
+        os.symlink(f"../../../devices/pci0000:00/{bdf}", links / bdf)
+    ib = root / "sys/class/infiniband/mlx5_0"
+    ib.mkdir(parents=True)
+    (ib / "fw_ver").write_text("28.39.1002\n")
+    (root / "sys/module/amdgpu").mkdir(parents=True)
+    (root / "sys/module/amdgpu/version").write_text("6.8.5\n")
+    return root
+
+
+def test_catalogue_matches_probes_md_contract(tmp_path: Path) -> None:
+    probes = probe_catalogue(tmp_path)
+    assert tuple(p.name for p in probes) == tuple(PINNED) == probe_names()
+    for probe in probes:
+        argv, parser = PINNED[probe.name]
+        assert probe.argv[: len(argv)] == argv, probe.name
+        assert probe.parser == parser, probe.name
+        assert probe.timeout_s == DEFAULT_TIMEOUT_S
+
+
+def test_catalogue_fallbacks_are_explicit(tmp_path: Path) -> None:
+    by_name = {p.name: p for p in probe_catalogue(tmp_path)}
+    assert by_name["rocmsmi"].fallback_for == (
+        "amdsmi_list",
+        "amdsmi_static",
+        "amdsmi_firmware",
+        "amdsmi_topology",
+    )
+    assert by_name["rocmsmi_topo"].fallback_for == ("amdsmi_topology",)
+    assert not by_name["rocmsmi"].required and not by_name["rocmsmi_topo"].required
+    assert all(p.fallback_for == () for n, p in by_name.items() if not n.startswith("rocmsmi"))
+
+
+def test_catalogue_expands_globs_sorted_under_host_root(tmp_path: Path) -> None:
+    root = _host(tmp_path)
+    by_name = {p.name: p for p in probe_catalogue(root)}
+    devices = f"{root}/sys/bus/pci/devices"
+    assert by_name["sysfs_sriov"].argv == (
+        *GREP_ARGV,
+        f"{devices}/0000:05:00.0/sriov_numvfs",
+        f"{devices}/0000:c5:00.0/sriov_numvfs",
+        f"{devices}/0000:05:00.0/sriov_totalvfs",
+        f"{devices}/0000:c5:00.0/sriov_totalvfs",
+    )
+    assert by_name["sysfs_ib"].argv == (*GREP_ARGV, f"{root}/sys/class/infiniband/mlx5_0/fw_ver")
+    assert by_name["driver_version"].argv == (*GREP_ARGV, f"{root}/sys/module/amdgpu/version")
+    assert by_name["sysfs_sriov"].skip_reason is None
+
+
+def test_catalogue_glob_without_match_is_a_skip_with_reason(tmp_path: Path) -> None:
+    root = _host(tmp_path)
+    rocm = next(p for p in probe_catalogue(root) if p.name == "rocm_version")
+    assert rocm.argv == GREP_ARGV
+    assert rocm.skip_reason == f"no files matched {root}/opt/rocm/.info/version"
+
+
+def test_catalogue_relative_host_root_becomes_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _host(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    probe = next(p for p in probe_catalogue(Path("host")) if p.name == "sysfs_ib")
+    assert probe.argv[-1] == f"{root}/sys/class/infiniband/mlx5_0/fw_ver"
+
+
+def test_catalogue_timeout_override_applies_to_every_probe(tmp_path: Path) -> None:
+    assert {p.timeout_s for p in probe_catalogue(tmp_path, timeout_s=2.5)} == {2.5}

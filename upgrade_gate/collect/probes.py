@@ -1,0 +1,172 @@
+"""The probe catalogue: every command and sysfs read a capture runs, as data (PROBES.md).
+
+Names, argv and parser keys are a contract shared by `capture`, the fake nodes and the snapshot
+builder; change them only together with PROBES.md.
+
+Design decisions:
+- A file-read probe is `grep -H . FILE...` over the files its globs match under the host root, so
+  the bundle holds grep's real `path:value` lines and the sysfs parser reads one format. Globs are
+  expanded here, in Python (sorted, per glob in catalogue order), never by a shell.
+- A file-read probe whose globs match no file at all is not run (grep with no file operand would read
+  stdin). `probe_catalogue` returns it with argv `grep -H .` and `skip_reason` set to
+  "no files matched <glob>, ..."; `capture` records it as ok with empty output and that reason, so a
+  node without the file (no ROCm installed, no RDMA devices) is an explicit, explained empty value that
+  the snapshot builder turns into None-with-reason, never a silent gap.
+- `required` marks evidence the gate cannot do without: when neither the probe nor a fallback that
+  stood in for it succeeded, the judge must block. Fallback probes themselves are not required: their
+  absence matters only through the probe they stand in for.
+- `fallback_for` names the probes a fallback stands in for; `capture` runs a fallback only when one of
+  those failed and records which ones it actually stood in for.
+
+Dated notes:
+- 2026-11: paths in file-read argv (and so in grep's output) carry the host-root prefix, e.g.
+  `/host/sys/bus/pci/devices/0000:05:00.0/sriov_numvfs` when run with `--host-root /host`; the bundle
+  manifest records `host_root` so readers can strip it.
+- 2026-11: `Path.glob` follows the `/sys/bus/pci/devices/*` symlinks into `/sys/devices/...` but the
+  argv keeps the unresolved `/sys/bus/pci/devices/<bdf>/...` path, which is what names the PF's BDF.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Seconds a probe may run unless the catalogue or `--timeout` says otherwise."""
+
+GREP_ARGV = ("grep", "-H", ".")
+"""Prefix of every file-read probe: grep's `path:value` form, one line per non-empty line."""
+
+AMDSMI_FALLBACK_TARGETS = ("amdsmi_list", "amdsmi_static", "amdsmi_firmware", "amdsmi_topology")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Probe:
+    """One command (or sysfs read) whose raw output feeds one parser."""
+
+    name: str
+    argv: tuple[str, ...]
+    parser: str
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    required: bool = True
+    fallback_for: tuple[str, ...] = ()
+    skip_reason: str | None = None  # set: not run, recorded ok with empty output and this reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CommandSpec:
+    name: str
+    argv: tuple[str, ...]
+    parser: str
+    required: bool = True
+    fallback_for: tuple[str, ...] = ()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _FileSpec:
+    name: str
+    globs: tuple[str, ...]  # relative to the host root
+    parser: str = "sysfs-grep"
+    required: bool = True
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+_CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
+    _CommandSpec(name="rocminfo", argv=("rocminfo",), parser="rocminfo"),
+    _CommandSpec(
+        name="amdsmi_version",
+        argv=("amd-smi", "version", "--json"),
+        parser="amd-smi-version",
+        required=False,
+    ),
+    _CommandSpec(name="amdsmi_list", argv=("amd-smi", "list", "--json"), parser="amd-smi-list"),
+    _CommandSpec(name="amdsmi_static", argv=("amd-smi", "static", "--json"), parser="amd-smi-static"),
+    _CommandSpec(name="amdsmi_firmware", argv=("amd-smi", "firmware", "--json"), parser="amd-smi-firmware"),
+    _CommandSpec(name="amdsmi_topology", argv=("amd-smi", "topology", "--json"), parser="amd-smi-topology"),
+    _CommandSpec(
+        name="rocmsmi",
+        argv=(
+            "rocm-smi",
+            "--showproductname",
+            "--showbus",
+            "--showuniqueid",
+            "--showserial",
+            "--showfwinfo",
+            "--showdriverversion",
+            "--json",
+        ),
+        parser="rocm-smi",
+        required=False,
+        fallback_for=AMDSMI_FALLBACK_TARGETS,
+    ),
+    _CommandSpec(
+        name="rocmsmi_topo",
+        argv=("rocm-smi", "--showtopo", "--json"),
+        parser="rocm-smi",
+        required=False,
+        fallback_for=("amdsmi_topology",),
+    ),
+    _CommandSpec(name="lspci", argv=("lspci", "-D", "-nn", "-vvv"), parser="lspci"),
+    _CommandSpec(name="ibv_devinfo", argv=("ibv_devinfo", "-v"), parser="ibv_devinfo"),
+    _CommandSpec(name="rdma_link", argv=("rdma", "link", "show"), parser="rdma-link"),
+    _FileSpec(
+        name="sysfs_sriov",
+        globs=("sys/bus/pci/devices/*/sriov_numvfs", "sys/bus/pci/devices/*/sriov_totalvfs"),
+    ),
+    _FileSpec(name="sysfs_ib", globs=("sys/class/infiniband/*/fw_ver",)),
+    _FileSpec(name="driver_version", globs=("sys/module/amdgpu/version",)),
+    _FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
+    _CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
+    _CommandSpec(name="dmesg", argv=("dmesg",), parser="dmesg"),
+)
+
+
+def probe_catalogue(host_root: Path = Path("/"), *, timeout_s: float | None = None) -> tuple[Probe, ...]:
+    """Every probe in capture order, file-read globs expanded under `host_root`.
+
+    `timeout_s`, when given, replaces every probe's own timeout.
+    """
+    root = Path(os.path.abspath(host_root))
+    probes: list[Probe] = []
+    for spec in _CATALOGUE:
+        probe = _command_probe(spec) if isinstance(spec, _CommandSpec) else _file_probe(spec, root)
+        if timeout_s is not None:
+            probe = replace(probe, timeout_s=timeout_s)
+        probes.append(probe)
+    return tuple(probes)
+
+
+def probe_names() -> tuple[str, ...]:
+    """Names of every catalogue probe, in capture order."""
+    return tuple(spec.name for spec in _CATALOGUE)
+
+
+def _command_probe(spec: _CommandSpec) -> Probe:
+    return Probe(
+        name=spec.name,
+        argv=spec.argv,
+        parser=spec.parser,
+        timeout_s=spec.timeout_s,
+        required=spec.required,
+        fallback_for=spec.fallback_for,
+    )
+
+
+def _file_probe(spec: _FileSpec, root: Path) -> Probe:
+    files: list[str] = []
+    for pattern in spec.globs:
+        files.extend(sorted(str(p) for p in root.glob(pattern)))
+    skip = None
+    if not files:
+        shown = ", ".join(str(root / g) for g in spec.globs)
+        skip = f"no files matched {shown}"
+    return Probe(
+        name=spec.name,
+        argv=(*GREP_ARGV, *files),
+        parser=spec.parser,
+        timeout_s=spec.timeout_s,
+        required=spec.required,
+        skip_reason=skip,
+    )
