@@ -1,0 +1,146 @@
+"""rocminfo parser: golden files over every corpus output, plus explicit asserts on the key values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CORPUS, FIXTURES, check_golden
+from upgrade_gate import codec
+from upgrade_gate.errors import ParseError
+from upgrade_gate.parse.rocminfo import PARSERS, agent_bdf, parse_rocminfo, vram_kb
+
+FOLDER = FIXTURES / "rocminfo"
+CASES = sorted(FOLDER.glob("*.txt"))
+MI300X = FOLDER / "mi300x-8gpu-rocm6.2.3-support.txt"
+MI100 = FOLDER / "mi100-plus-ryzen7900x-igpu-gfx1036-rocm5.7.0-trailing-spaces-stripped.txt"
+VF = FOLDER / "mi300x-vf-1gpu-guest-rocm7.2.4-xeon8568y.txt"
+
+
+def _golden(text: str) -> dict[str, Any]:
+    try:
+        info = parse_rocminfo(text)
+    except ParseError as exc:
+        return {"error": {"tool": exc.tool, "line_no": exc.line_no, "message": exc.message}}
+    return {"result": codec.to_jsonable(info), "gpu_agents": [a.number for a in info.gpu_agents]}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
+def test_rocminfo_matches_golden(case: Path, update_goldens: bool) -> None:
+    check_golden(case.with_suffix(".expected.json"), _golden(case.read_text(encoding="utf-8")), update_goldens)
+
+
+def test_rocminfo_fixtures_are_unchanged_corpus_copies() -> None:
+    corpus = sorted((CORPUS / "rocminfo").glob("*.txt"))
+    assert corpus, "corpus missing"
+    for path in corpus:
+        assert (FOLDER / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_rocminfo_mi300x_lists_eight_gpus_in_hip_order() -> None:
+    info = parse_rocminfo(MI300X.read_text(encoding="utf-8"))
+    assert info.rock_version == "6.8.5"
+    assert info.runtime_version == "1.14"
+    assert [a.device_type for a in info.agents[:2]] == ["CPU", "CPU"]
+    gpus = info.gpu_agents
+    assert len(gpus) == 8
+    assert [a.bus_dev_fn for a in gpus] == [
+        "1b:00.0", "3d:00.0", "4e:00.0", "5f:00.0", "9d:00.0", "bd:00.0", "cd:00.0", "dd:00.0",
+    ]  # fmt: skip
+    first = gpus[0]
+    assert first.uuid == "GPU-07386a321fa45d1e"
+    assert first.gfx_target == "gfx942"
+    assert first.marketing_name == "AMD Instinct MI300X"
+    assert first.chip_id == 0x74A1
+    assert first.compute_units == 304
+    assert first.node == 2
+    assert first.bdf_id == 6912
+    assert agent_bdf(first, domain=0) == "0000:1b:00.0"
+    assert vram_kb(first) == 201310208
+    assert [p.segment for p in first.pools] == ["GLOBAL", "GLOBAL", "GLOBAL", "GROUP"]
+    assert first.pools[1].flags == ("EXTENDED FINE GRAINED",)
+    assert first.isas == ("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",)
+    assert len({a.uuid for a in gpus}) == 8
+
+
+def test_rocminfo_cpu_agents_have_no_uuid_and_no_bdf() -> None:
+    info = parse_rocminfo(MI300X.read_text(encoding="utf-8"))
+    cpu = info.agents[0]
+    assert cpu.uuid is None
+    assert cpu.bdf_id is None and cpu.bus_dev_fn is None and cpu.gfx_target is None
+    assert agent_bdf(cpu, domain=0) is None
+    assert cpu.pools[1].flags == ("KERNARG", "FINE GRAINED")
+
+
+def test_rocminfo_rocm57_mixed_dgpu_and_igpu() -> None:
+    info = parse_rocminfo(MI100.read_text(encoding="utf-8"))
+    assert info.rock_version is None  # "ROCk module is loaded" without a version
+    assert info.runtime_ext_version is None  # not printed by ROCm 5.7
+    mi100, igpu = info.gpu_agents
+    assert (mi100.gfx_target, mi100.bus_dev_fn, mi100.compute_units) == ("gfx908", "03:00.0", 120)
+    assert mi100.uuid == "GPU-cafb6d633e33407e"
+    assert igpu.gfx_target == "gfx1036"
+    assert igpu.uuid is None  # printed as GPU-XX
+    assert igpu.wavefront_size == 32
+    assert mi100.pools[1].flags == ()  # "GLOBAL; FLAGS:" with nothing after it
+
+
+def test_rocminfo_ansi_banner_and_vf_guest() -> None:
+    text = VF.read_text(encoding="utf-8")
+    assert "\x1b[37m" in text
+    info = parse_rocminfo(text)
+    assert info.rock_version == "6.16.13"
+    (gpu,) = info.gpu_agents
+    assert gpu.marketing_name == "AMD Instinct MI300X VF"
+    assert gpu.chip_id == 0x74B5
+    assert gpu.bus_dev_fn == "83:00.0"
+    assert gpu.isas == (
+        "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+        "amdgcn-amd-amdhsa--gfx9-4-generic:sramecc+:xnack-",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("error-rock-module-NOT-loaded-4x-mi210-rocm6.2.3.txt", "kernel module not loaded"),
+        ("error-rocm3.x-kfd-cannot-allocate-memory.txt", "cannot open /dev/kfd"),
+        ("error-rx7600xt-rocm6.0.0-out-of-resources.txt", "HSA runtime call failed"),
+        ("error-rx9070xt-rocm7.2.1-agent-creation-failed-unrecognized-id.txt", "agent creation failed"),
+    ],
+)
+def test_rocminfo_broken_systems_raise_parse_error(name: str, message: str) -> None:
+    with pytest.raises(ParseError, match=message) as info:
+        parse_rocminfo((FOLDER / name).read_text(encoding="utf-8"))
+    assert info.value.tool == "rocminfo"
+    assert info.value.line_no >= 1
+
+
+def test_rocminfo_truncated_output_raises() -> None:
+    text = MI300X.read_text(encoding="utf-8")
+    cut = text[: text.index("Agent 7")]
+    with pytest.raises(ParseError, match="truncated"):
+        parse_rocminfo(cut)
+
+
+def test_rocminfo_out_of_sequence_agent_raises() -> None:
+    text = MI300X.read_text(encoding="utf-8").replace("Agent 5\n", "Agent 6\n", 1)
+    with pytest.raises(ParseError, match="out of sequence"):
+        parse_rocminfo(text)
+
+
+def test_rocminfo_inconsistent_dec_hex_raises() -> None:
+    text = MI300X.read_text(encoding="utf-8").replace("29857(0x74a1)", "29857(0x74a2)", 1)
+    with pytest.raises(ParseError, match="disagree"):
+        parse_rocminfo(text)
+
+
+def test_rocminfo_empty_output_raises() -> None:
+    with pytest.raises(ParseError, match="empty"):
+        parse_rocminfo("\n\n")
+
+
+def test_rocminfo_registry_key() -> None:
+    assert PARSERS["rocminfo"] is parse_rocminfo

@@ -1,0 +1,161 @@
+"""RVS and AGFHC parsers on the real corpus, plus failure forms built from the same line formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import FIXTURES, check_golden
+from upgrade_gate.codec import to_jsonable
+from upgrade_gate.errors import ParseError
+from upgrade_gate.parse import rvs
+
+DIR = FIXTURES / "rvs"
+CASES = sorted(DIR.glob("*.txt"))
+AGFHC = "agfhc-1.23.2-mi350x-all_lvl1-pass.txt"
+GST = "rvs-gst-mi300x-one-gpu-excerpt.txt"
+
+
+def _text(name: str) -> str:
+    return (DIR / name).read_text(encoding="utf-8")
+
+
+def _parse_any(path: Path) -> object:
+    parse = rvs.parse_agfhc if path.name.startswith("agfhc") else rvs.parse_rvs
+    return parse(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_rvs_corpus_matches_golden(path: Path, update_goldens: bool) -> None:
+    check_golden(path.with_suffix(".expected.json"), to_jsonable(_parse_any(path)), update_goldens)
+
+
+def test_rvs_gpu_list_reads_bdf_ids_and_never_passes() -> None:
+    r = rvs.parse_rvs(_text("rvs-1.1.0-g-list-mi300x-8gpu.txt"))
+    assert r.version == "1.1.0" and len(r.gpus) == 8
+    gpu = r.gpus[5]
+    assert (gpu.bdf, gpu.index, gpu.gpu_id, gpu.name, gpu.device_id) == (
+        "0000:bd:00.0",
+        7,
+        705,
+        "AMD Instinct MI300X",
+        29857,
+    )
+    assert r.actions == () and not r.passed
+
+
+def test_rvs_gst_action_passes_with_met_true() -> None:
+    r = rvs.parse_rvs(_text(GST))
+    (action,) = r.actions
+    assert (action.name, action.module, action.passed, action.status) == (
+        "gst-639Tflops-4K4K8K-rand-fp16",
+        "gst",
+        True,
+        "PASS",
+    )
+    assert action.details[0].endswith("Target GFLOPS: 639000 met: TRUE")
+    assert r.passed and r.first_failure is None
+
+
+def test_rvs_met_false_fails_the_action() -> None:
+    # Same line format as the corpus excerpt, verdict substituted.
+    r = rvs.parse_rvs(_text(GST).replace("met: TRUE", "met: FALSE"))
+    assert not r.passed and r.first_failure == "gst-639Tflops-4K4K8K-rand-fp16"
+    assert r.actions[0].status == "FAIL"
+
+
+def test_rvs_error_line_fails_and_missing_verdict_is_not_a_pass() -> None:
+    err = _text(GST) + "[ERROR ] [  2478.1 ] [gst-639Tflops-4K4K8K-rand-fp16] [GPU:: 55354] GPU hang\n"
+    assert rvs.parse_rvs(err).actions[0].passed is False
+    no_verdict = "\n".join(line for line in _text(GST).splitlines() if "met:" not in line)
+    r = rvs.parse_rvs(no_verdict)
+    assert r.actions[0].passed is None and r.actions[0].status == "NO-VERDICT" and not r.passed
+
+
+def test_rvs_rejects_json_logs_and_unrelated_text() -> None:
+    with pytest.raises(ParseError, match="JSON logs"):
+        rvs.parse_rvs('{"gst": []}')
+    with pytest.raises(ParseError, match="neither RVS actions"):
+        rvs.parse_rvs("hello\n")
+
+
+def test_agfhc_all_pass_with_success_return_code() -> None:
+    r = rvs.parse_agfhc(_text(AGFHC))
+    assert [t.name for t in r.tests] == [
+        "gfx_bf16ri-1-1",
+        "gfx_fp16ri-1-1",
+        "gfx_fp8ri-1-1",
+        "hbm_bw-1-1",
+        "xgmi_a2a-1-1",
+    ]
+    assert r.tests[3].module == "HBM BW" and r.tests[3].details == ("[00:01:02/00:01:05]",)
+    assert (r.product, r.mode, r.total, r.executed, r.skipped) == ("MI350X", "BM SPX NPS1", 5, 5, 0)
+    assert (r.summary, r.return_name, r.return_code) == ("All Tests Passed", "AGFHC_SUCCESS", 0)
+    assert r.passed and r.first_failure is None
+
+
+def test_agfhc_failed_test_and_nonzero_return_code() -> None:
+    # Status word and return code substituted into the corpus line formats (no real failure capture).
+    failed = _text(AGFHC).replace("PASS: hbm_bw-1-1", "FAIL: hbm_bw-1-1")
+    r = rvs.parse_agfhc(failed)
+    assert not r.passed and r.first_failure == "hbm_bw-1-1" and r.tests[3].status == "FAIL"
+    code = _text(AGFHC).replace("AGFHC_SUCCESS [0]", "AGFHC_TEST_FAILURE [3]")
+    r = rvs.parse_agfhc(code)
+    assert not r.passed and r.first_failure == "AGFHC_TEST_FAILURE [3]"
+
+
+def test_agfhc_truncated_or_empty_runs_do_not_pass() -> None:
+    text = _text(AGFHC)
+    cut = rvs.parse_agfhc(text[: text.index("Summary:")])
+    assert cut.return_code is None and not cut.passed
+    assert cut.first_failure == "no AGFHC return code (run killed or truncated)"
+    info = "Summary:\n  Tests: 0 Total, 0 Executed, 0 Skipped\nProgram exiting with return code AGFHC_SUCCESS [0]\n"
+    empty = rvs.parse_agfhc(info)
+    assert not empty.passed and empty.first_failure == "no tests executed"
+    with pytest.raises(ParseError, match="5 executed, 4 test lines"):
+        rvs.parse_agfhc(text.replace("    PASS: hbm_bw-1-1                      [00:01:02/00:01:05]\n", ""))
+    with pytest.raises(ParseError, match="no AGFHC test lines"):
+        rvs.parse_agfhc("garbage\n")
+
+
+def test_rvs_registered_under_pinned_keys() -> None:
+    assert {"rvs": rvs.parse_rvs, "agfhc": rvs.parse_agfhc} == rvs.PARSERS
+
+
+TEXTS = [p.read_text(encoding="utf-8") for p in CASES]
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> str:
+    lines = draw(st.sampled_from(TEXTS)).splitlines(keepends=True)
+    for _ in range(draw(st.integers(1, 4))):
+        if not lines:
+            break
+        i = draw(st.integers(0, len(lines) - 1))
+        op = draw(st.sampled_from(["drop", "dup", "insert", "truncate", "chars"]))
+        if op == "drop":
+            del lines[i]
+        elif op == "dup":
+            lines.insert(i, lines[i])
+        elif op == "insert":
+            lines.insert(i, draw(st.text(max_size=40)) + "\n")
+        elif op == "truncate":
+            lines[i] = lines[i][: draw(st.integers(0, len(lines[i])))]
+        else:
+            pos = draw(st.integers(0, len(lines[i])))
+            lines[i] = lines[i][:pos] + draw(st.text(max_size=3)) + lines[i][pos:]
+    return "".join(lines)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_mutated(), key=st.sampled_from(sorted(rvs.PARSERS)))
+def test_rvs_parsers_mutated_corpus_only_parse_error(text: str, key: str) -> None:
+    try:
+        result = rvs.PARSERS[key](text)
+        assert isinstance(result, rvs.RvsResult | rvs.AgfhcResult)
+        _ = (result.passed, result.first_failure)
+    except ParseError:
+        pass

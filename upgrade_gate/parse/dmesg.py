@@ -1,0 +1,218 @@
+"""Parser for `dmesg`: classify kernel messages into `KernelEvent`s with a data file of patterns.
+
+Design notes and tool quirks:
+- Which messages matter lives in data (`upgrade_gate/data/dmesg_patterns.yaml`), not code: each
+  pattern has an id (the event kind), a regex, a severity (fatal / error / warn), the printing driver
+  and the GPU families it applies to. `parse_dmesg(text, patterns)` takes the table as an argument so
+  the parser stays pure; `load_default_patterns()` reads the shipped file once (importlib.resources).
+- The first pattern that matches classifies a message (the file orders specific before general), so
+  one kernel message is never counted twice.
+- Timestamps: plain `[ 1234.567890]`, `dmesg -T` `[Sat Jan  7 14:25:56 2023]` (the day is space
+  padded), or none (journal pastes, corpus dmesg/rx7600xt-...). Lines that start with blanks and carry
+  no timestamp continue the previous message (NVIDIA's multi-line "fallen off the bus" in corpus
+  dmesg/nvidia-fallen-off-bus-...); they are joined with one space before matching.
+- The event's BDF is the device prefix the driver printed (`amdgpu 0000:e3:00.0: ...`), else the first
+  full `dddd:bb:dd.f` in the message; `[drm]` lines carry none (None).
+- NVIDIA (`NVRM:`) messages are not amdgpu events and the default table has no NVIDIA pattern: an AMD
+  gate does not judge Xids. A site that wants them adds patterns to its own table.
+- `dmesg: read kernel buffer failed: ...` (dmesg_restrict for non-root) or an empty log is no evidence at
+  all: ParseError, never "no events".
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from upgrade_gate.errors import ConfigError, ParseError
+from upgrade_gate.model import Bdf, KernelEvent
+from upgrade_gate.parse.common import normalize_bdf, strip_ansi
+
+TOOL = "dmesg"
+SEVERITIES = ("fatal", "error", "warn")
+ALL_FAMILIES = "all"
+
+_MONO_TS_RE = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+_CTIME_TS_RE = re.compile(
+    r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    r"[ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?"
+)
+_DEVICE_PREFIX_RE = re.compile(r"^[\w.-]+ (?P<bdf>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):")
+_ANY_BDF_RE = re.compile(r"(?<![0-9a-fA-F:])(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\b")
+_DMESG_ERROR_RE = re.compile(r"^dmesg: ")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DmesgPattern:
+    """One known kernel-log pattern from the data file."""
+
+    id: str
+    regex: re.Pattern[str]
+    severity: str
+    driver: str
+    families: tuple[str, ...]
+    source: str
+
+    def applies_to(self, family: str | None) -> bool:
+        """True when the pattern is meant for this GPU family (or no family was given)."""
+        return family is None or ALL_FAMILIES in self.families or family in self.families
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PatternTable:
+    """An ordered table of patterns; the first match classifies a message."""
+
+    version: int
+    patterns: tuple[DmesgPattern, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DmesgResult:
+    """The classified events of one kernel log, in log order."""
+
+    events: tuple[KernelEvent, ...]
+    message_count: int
+    timestamp_style: str  # "monotonic", "ctime", "none" or "mixed"
+
+
+# --------------------------------------------------------------------------- pattern table
+
+
+def _table_error(where: str, message: str) -> ConfigError:
+    return ConfigError(f"dmesg patterns {where}: {message}")
+
+
+def load_patterns(text: str, *, source: str = "dmesg_patterns.yaml") -> PatternTable:
+    """Build a pattern table from YAML text; ConfigError naming the entry at fault."""
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _table_error(source, f"not YAML ({exc.__class__.__name__})") from exc
+    if not isinstance(data, Mapping) or not isinstance(data.get("patterns"), list):
+        raise _table_error(source, "expected a mapping with a 'patterns' list")
+    version = data.get("version")
+    if not isinstance(version, int):
+        raise _table_error(source, "'version' must be an integer")
+    patterns: list[DmesgPattern] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(data["patterns"]):
+        where = f"{source} patterns[{i}]"
+        if not isinstance(entry, Mapping):
+            raise _table_error(where, "expected a mapping")
+        unknown = set(entry) - {"id", "regex", "severity", "driver", "families", "source"}
+        if unknown:
+            raise _table_error(where, f"unknown key {sorted(unknown)[0]!r}")
+        values = {k: entry.get(k) for k in ("id", "regex", "severity", "driver", "source")}
+        for key, value in values.items():
+            if not isinstance(value, str) or not value:
+                raise _table_error(where, f"{key!r} must be a non-empty string")
+        pid = str(values["id"])
+        if pid in seen:
+            raise _table_error(where, f"duplicate id {pid!r}")
+        seen.add(pid)
+        if values["severity"] not in SEVERITIES:
+            raise _table_error(where, f"severity must be one of {SEVERITIES}")
+        families = entry.get("families")
+        if not isinstance(families, list) or not families or not all(isinstance(f, str) for f in families):
+            raise _table_error(where, "'families' must be a non-empty list of strings")
+        try:
+            regex = re.compile(str(values["regex"]))
+        except re.error as exc:
+            raise _table_error(where, f"bad regex: {exc}") from exc
+        patterns.append(
+            DmesgPattern(
+                id=pid,
+                regex=regex,
+                severity=str(values["severity"]),
+                driver=str(values["driver"]),
+                families=tuple(families),
+                source=str(values["source"]),
+            )
+        )
+    return PatternTable(version=version, patterns=tuple(patterns))
+
+
+@functools.cache
+def load_default_patterns() -> PatternTable:
+    """The pattern table shipped in `upgrade_gate/data/dmesg_patterns.yaml`."""
+    ref = resources.files("upgrade_gate") / "data" / "dmesg_patterns.yaml"
+    return load_patterns(ref.read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _split_timestamp(line: str) -> tuple[str | None, str]:
+    for style, regex in (("monotonic", _MONO_TS_RE), ("ctime", _CTIME_TS_RE)):
+        match = regex.match(line)
+        if match:
+            return style, line[match.end() :]
+    return None, line
+
+
+def _bdf_of(message: str, line_no: int) -> Bdf | None:
+    match = _DEVICE_PREFIX_RE.match(message) or _ANY_BDF_RE.search(message)
+    if match is None:
+        return None
+    try:
+        return normalize_bdf(match.group("bdf"), tool=TOOL, line_no=line_no)
+    except ParseError:
+        return None  # free text that only looks like an address (device number above 0x1f)
+
+
+def _messages(text: str) -> tuple[list[tuple[int, str]], str]:
+    """(first line number, message) pairs with continuation lines joined, and the timestamp style."""
+    messages: list[tuple[int, str]] = []
+    styles: set[str] = set()
+    for no, raw in enumerate(strip_ansi(text).splitlines(), 1):
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if _DMESG_ERROR_RE.match(line):
+            raise ParseError(TOOL, no, line, "dmesg could not read the kernel log")
+        style, message = _split_timestamp(line)
+        if style is None and line[0] in " \t" and messages:
+            first, previous = messages[-1]
+            messages[-1] = (first, f"{previous} {line.strip()}")
+            continue
+        styles.add(style or "none")
+        messages.append((no, message.strip()))
+    if not messages:
+        raise ParseError(TOOL, 0, "", "empty kernel log: no evidence to scan")
+    style_name = styles.pop() if len(styles) == 1 else "mixed"
+    return messages, style_name
+
+
+def parse_dmesg(text: str, patterns: PatternTable | None = None, *, family: str | None = None) -> DmesgResult:
+    """Classify dmesg output with `patterns` (default: the shipped table) into kernel events."""
+    table = patterns if patterns is not None else load_default_patterns()
+    active = tuple(p for p in table.patterns if p.applies_to(family))
+    messages, style = _messages(text)
+    events: list[KernelEvent] = []
+    for line_no, message in messages:
+        for pattern in active:
+            if pattern.regex.search(message):
+                events.append(
+                    KernelEvent(
+                        kind=pattern.id,
+                        severity=pattern.severity,
+                        bdf=_bdf_of(message, line_no),
+                        line_no=line_no,
+                        text=message,
+                    )
+                )
+                break
+    return DmesgResult(events=tuple(events), message_count=len(messages), timestamp_style=style)
+
+
+def _parse_dmesg_default(text: str) -> DmesgResult:
+    return parse_dmesg(text)
+
+
+PARSERS: dict[str, Callable[[str], object]] = {"dmesg": _parse_dmesg_default}

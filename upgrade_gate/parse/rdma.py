@@ -1,0 +1,559 @@
+"""Parsers for the RDMA tools: `ibv_devinfo -v`, `rdma link show`, `rdma dev`, `show_gids`, `ibstat`.
+
+Design decisions:
+- One frozen result type per tool; the snapshot builder maps them onto `model.Nic` / `model.NicPort`.
+  Nothing here guesses: a port whose GID table was not printed (plain `ibv_devinfo` without `-v`) has
+  `gid_count` None, not 0. An empty table printed by `-v` is a real 0 (the "empty GID table" fault).
+- `ibv_devinfo` blocks are keyed by name, not by indentation: real output uses TABs, copies in notes
+  and issue threads expand them to 8/16/24 spaces. Only "unindented line = `hca_id:`" is relied on.
+  Capability-flag continuation lines (indented, no colon) are skipped.
+- A block whose port count disagrees with `phys_port_cnt` is truncated output: ParseError.
+- `ibstat` ending in `ibpanic: ... stat of IB device 'X' failed` (the device vanished between listing and
+  reading, gpud testdata, exit 255): the parser does NOT raise, because the devices read before the
+  panic are real evidence; instead the result carries `failures` and `vanished` ("mlx5_8"), and
+  `complete` is False. A consumer must treat an incomplete `Ibstat` as a failed probe for that device;
+  it never silently disappears.
+
+Tool quirks (dated notes):
+- 2017 rdma-core devinfo.c: GID lines are `\\t\\t\\tGID[%3d]:\\t\\t<gid>` and, on Ethernet link layers,
+  end in `, RoCE v1` / `, RoCE v2` (v2 GIDs printed through inet_ntop, compressed). InfiniBand ports
+  print no type.
+- ionic (Pensando Pollara, fw 1.117.x) reports transport `InfiniBand (0)` on an Ethernet link layer.
+- 2024 iproute2 `rdma link show` / `rdma dev` print a trailing space on every line.
+- MLNX_OFED `show_gids`: the trailing DEV (netdev) column is empty for a port without a netdev, and the
+  IPv4 column is empty for link-local GIDs; the `n_gids_found=N` footer must match the rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from upgrade_gate.errors import ParseError
+
+_WIDTH_FACTOR = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
+_KV_RE = re.compile(r"^\s+(?P<key>[A-Za-z][\w .\-/]*?)\s*:\s*(?P<val>.*?)\s*$")
+_GID_RE = re.compile(r"^\s+GID\[\s*(?P<idx>\d+)\]:\s*(?P<gid>[0-9A-Fa-f:.]+)(?:,\s*(?P<type>.+?))?\s*$")
+_CODE_RE = re.compile(r"^(?P<name>.*?)\s*\((?P<code>\d+)\)$")
+
+
+# --------------------------------------------------------------------------- ibv_devinfo
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GidEntry:
+    """One non-empty GID table entry of a port."""
+
+    index: int
+    gid: str
+    gid_type: str | None  # "RoCE v1" / "RoCE v2"; None where the tool prints no type (IB link layer)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IbvPort:
+    """One port block of `ibv_devinfo`."""
+
+    port: int
+    state: str  # "PORT_ACTIVE", "PORT_DOWN"
+    state_code: int | None
+    link_layer: str
+    phys_state: str | None = None  # "LINK_UP", "DISABLED"
+    max_mtu: int | None = None
+    active_mtu: int | None = None
+    sm_lid: int | None = None
+    port_lid: int | None = None
+    active_width: str | None = None  # "4X"
+    active_speed: str | None = None  # "50.0 Gbps", "invalid speed"
+    rate_gbps: float | None = None  # lanes x lane speed; None when either is unknown
+    gid_tbl_len: int | None = None
+    gid_table_printed: bool = False  # only `-v` prints the GID table
+    gids: tuple[GidEntry, ...] = ()
+
+    @property
+    def gid_count(self) -> int | None:
+        """Non-empty GIDs, or None when the GID table was not printed."""
+        return len(self.gids) if self.gid_table_printed else None
+
+    @property
+    def roce_v2(self) -> bool | None:
+        """True when a RoCE v2 GID exists; None when the table or the GID types are unknown."""
+        if not self.gid_table_printed:
+            return None
+        if any(g.gid_type == "RoCE v2" for g in self.gids):
+            return True
+        if self.link_layer == "InfiniBand" or all(g.gid_type is not None for g in self.gids):
+            return False
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IbvDevice:
+    """One `hca_id:` block."""
+
+    name: str
+    fw_ver: str
+    node_guid: str
+    phys_port_cnt: int
+    transport: str | None = None
+    sys_image_guid: str | None = None
+    vendor_id: str | None = None
+    vendor_part_id: str | None = None
+    hw_ver: str | None = None
+    board_id: str | None = None
+    ports: tuple[IbvPort, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IbvDevinfo:
+    """Every RDMA device `ibv_devinfo` listed (empty when it printed "No IB devices found")."""
+
+    devices: tuple[IbvDevice, ...]
+
+
+def _code(raw: str) -> tuple[str, int | None]:
+    m = _CODE_RE.match(raw)
+    return (m.group("name"), int(m.group("code"))) if m else (raw, None)
+
+
+def _int(raw: str, tool: str, line_no: int) -> int:
+    head = raw.split()[0] if raw.split() else ""
+    try:
+        return int(head, 16) if head.lower().startswith("0x") else int(head, 10)
+    except ValueError:
+        raise ParseError(tool, line_no, raw, "expected an integer") from None
+
+
+def _opt_int(raw: str | None, tool: str, line_no: int) -> int | None:
+    return None if raw is None else _int(raw, tool, line_no)
+
+
+class _Block:
+    """Accumulator for one hca_id or port block while reading lines."""
+
+    def __init__(self, name: str, line_no: int) -> None:
+        self.name = name
+        self.line_no = line_no
+        self.kv: dict[str, tuple[str, int]] = {}
+        self.gids: list[GidEntry] = []
+        self.ports: list[_Block] = []
+
+    def get(self, key: str) -> str | None:
+        item = self.kv.get(key)
+        return item[0] if item else None
+
+    def require(self, key: str, tool: str) -> str:
+        value = self.get(key)
+        if value is None:
+            raise ParseError(tool, self.line_no, self.name, f"block has no {key!r}")
+        return value
+
+    def line_of(self, key: str) -> int:
+        item = self.kv.get(key)
+        return item[1] if item else self.line_no
+
+
+def _build_port(b: _Block, tool: str) -> IbvPort:
+    state, code = _code(b.require("state", tool))
+    width = b.get("active_width")
+    speed = b.get("active_speed")
+    width_txt = _code(width)[0] if width else None
+    speed_txt = _code(speed)[0] if speed else None
+    rate = None
+    if width_txt in _WIDTH_FACTOR and speed_txt:
+        m = re.match(r"^(\d+(?:\.\d+)?)\s*Gbps$", speed_txt)
+        rate = _WIDTH_FACTOR[width_txt] * float(m.group(1)) if m else None
+    return IbvPort(
+        port=_int(b.name, tool, b.line_no),
+        state=state,
+        state_code=code,
+        link_layer=b.require("link_layer", tool),
+        phys_state=_code(b.get("phys_state") or "")[0] or None,
+        max_mtu=_opt_int(b.get("max_mtu"), tool, b.line_of("max_mtu")),
+        active_mtu=_opt_int(b.get("active_mtu"), tool, b.line_of("active_mtu")),
+        sm_lid=_opt_int(b.get("sm_lid"), tool, b.line_of("sm_lid")),
+        port_lid=_opt_int(b.get("port_lid"), tool, b.line_of("port_lid")),
+        active_width=width_txt,
+        active_speed=speed_txt,
+        rate_gbps=rate,
+        gid_tbl_len=_opt_int(b.get("gid_tbl_len"), tool, b.line_of("gid_tbl_len")),
+        gid_table_printed="gid_tbl_len" in b.kv or bool(b.gids),
+        gids=tuple(b.gids),
+    )
+
+
+def _build_device(b: _Block, tool: str) -> IbvDevice:
+    port_cnt = _int(b.require("phys_port_cnt", tool), tool, b.line_of("phys_port_cnt"))
+    if len(b.ports) != port_cnt:
+        raise ParseError(tool, b.line_no, b.name, f"phys_port_cnt {port_cnt} but {len(b.ports)} port blocks")
+    return IbvDevice(
+        name=b.name,
+        fw_ver=b.require("fw_ver", tool),
+        node_guid=b.require("node_guid", tool),
+        phys_port_cnt=port_cnt,
+        transport=b.get("transport"),
+        sys_image_guid=b.get("sys_image_guid"),
+        vendor_id=b.get("vendor_id"),
+        vendor_part_id=b.get("vendor_part_id"),
+        hw_ver=b.get("hw_ver"),
+        board_id=b.get("board_id"),
+        ports=tuple(_build_port(p, tool) for p in b.ports),
+    )
+
+
+def parse_ibv_devinfo(text: str) -> IbvDevinfo:
+    """Parse `ibv_devinfo`, `-v` or `-vv` (tabs or expanded spaces)."""
+    tool = "ibv_devinfo"
+    devices: list[_Block] = []
+    port: _Block | None = None
+    lines = text.splitlines()
+    if any(line.strip() == "No IB devices found" for line in lines) and not any(
+        line.startswith("hca_id:") for line in lines
+    ):
+        return IbvDevinfo(devices=())
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            m = re.match(r"^hca_id:\s*(\S+)\s*$", line)
+            if m is None:
+                raise ParseError(tool, no, line, "unindented line is not 'hca_id:'")
+            devices.append(_Block(m.group(1), no))
+            port = None
+            continue
+        if not devices:
+            raise ParseError(tool, no, line, "attribute before the first 'hca_id:'")
+        gid = _GID_RE.match(line)
+        if gid is not None:
+            if port is None:
+                raise ParseError(tool, no, line, "GID line outside a port block")
+            port.gids.append(GidEntry(index=int(gid.group("idx")), gid=gid.group("gid"), gid_type=gid.group("type")))
+            continue
+        kv = _KV_RE.match(line)
+        if kv is None:
+            continue  # capability-flag continuation line
+        key, val = kv.group("key"), kv.group("val")
+        if key == "port":
+            port = _Block(val, no)
+            devices[-1].ports.append(port)
+        elif port is not None:
+            port.kv.setdefault(key, (val, no))
+        else:
+            devices[-1].kv.setdefault(key, (val, no))
+    if not devices:
+        raise ParseError(tool, 0, text[:80], "no 'hca_id:' block")
+    return IbvDevinfo(devices=tuple(_build_device(d, tool) for d in devices))
+
+
+# --------------------------------------------------------------------------- rdma link / rdma dev
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RdmaLink:
+    """One `link DEV/PORT ...` line of `rdma link show`."""
+
+    device: str
+    port: int
+    state: str  # "ACTIVE", "DOWN"
+    physical_state: str | None = None  # "LINK_UP", "DISABLED"
+    netdev: str | None = None
+    attrs: dict[str, str] = field(default_factory=dict)  # every key/value pair as printed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RdmaLinks:
+    """All links `rdma link show` printed."""
+
+    links: tuple[RdmaLink, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RdmaDev:
+    """One `N: name: node_type ... fw ... node_guid ...` line of `rdma dev`."""
+
+    index: int
+    name: str
+    node_type: str | None = None
+    fw: str | None = None
+    node_guid: str | None = None
+    sys_image_guid: str | None = None
+    attrs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RdmaDevs:
+    """All devices `rdma dev` printed."""
+
+    devices: tuple[RdmaDev, ...]
+
+
+def _pairs(tokens: list[str], tool: str, no: int, line: str) -> dict[str, str]:
+    if len(tokens) % 2:
+        raise ParseError(tool, no, line, "odd number of key/value tokens")
+    return dict(zip(tokens[::2], tokens[1::2], strict=True))
+
+
+def parse_rdma_link(text: str) -> RdmaLinks:
+    """Parse `rdma link show`."""
+    tool = "rdma-link"
+    links: list[RdmaLink] = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = re.match(r"^link\s+(?P<dev>[^/\s]+)/(?P<port>\d+)\s*(?P<rest>.*)$", line)
+        if m is None:
+            raise ParseError(tool, no, line, "not a 'link DEV/PORT ...' line")
+        attrs = _pairs(m.group("rest").split(), tool, no, line)
+        if "state" not in attrs:
+            raise ParseError(tool, no, line, "link without 'state'")
+        links.append(
+            RdmaLink(
+                device=m.group("dev"),
+                port=int(m.group("port")),
+                state=attrs["state"],
+                physical_state=attrs.get("physical_state"),
+                netdev=attrs.get("netdev"),
+                attrs=attrs,
+            )
+        )
+    if not links:
+        raise ParseError(tool, 0, text[:80], "no link lines")
+    return RdmaLinks(links=tuple(links))
+
+
+def parse_rdma_dev(text: str) -> RdmaDevs:
+    """Parse `rdma dev` (`rdma dev show`)."""
+    tool = "rdma-dev"
+    devs: list[RdmaDev] = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = re.match(r"^(?P<idx>\d+):\s+(?P<name>\S+?):\s*(?P<rest>.*)$", line)
+        if m is None:
+            raise ParseError(tool, no, line, "not an 'N: name: ...' line")
+        attrs = _pairs(m.group("rest").split(), tool, no, line)
+        devs.append(
+            RdmaDev(
+                index=int(m.group("idx")),
+                name=m.group("name"),
+                node_type=attrs.get("node_type"),
+                fw=attrs.get("fw"),
+                node_guid=attrs.get("node_guid"),
+                sys_image_guid=attrs.get("sys_image_guid"),
+                attrs=attrs,
+            )
+        )
+    if not devs:
+        raise ParseError(tool, 0, text[:80], "no device lines")
+    return RdmaDevs(devices=tuple(devs))
+
+
+# --------------------------------------------------------------------------- show_gids
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShowGidsEntry:
+    """One row of the MLNX_OFED `show_gids` table."""
+
+    device: str
+    port: int
+    index: int
+    gid: str
+    ipv4: str | None
+    version: str  # "v1" / "v2"
+    netdev: str | None  # None where the DEV column is empty (no netdev)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShowGids:
+    """The `show_gids` table and its `n_gids_found` footer."""
+
+    entries: tuple[ShowGidsEntry, ...]
+    n_gids_found: int
+
+    def gid_count(self, device: str, port: int) -> int:
+        """GIDs listed for one device port."""
+        return sum(1 for e in self.entries if e.device == device and e.port == port)
+
+    def roce_v2(self, device: str, port: int) -> bool:
+        """True when the device port has a v2 (RoCE v2) GID."""
+        return any(e.version == "v2" for e in self.entries if e.device == device and e.port == port)
+
+
+def parse_show_gids(text: str) -> ShowGids:
+    """Parse `show_gids` output, checking rows against the `n_gids_found` footer."""
+    tool = "show_gids"
+    entries: list[ShowGidsEntry] = []
+    footer: int | None = None
+    header_seen = False
+    for no, line in enumerate(text.splitlines(), 1):
+        tokens = line.split()
+        if not tokens or set(line.strip()) <= {"-", " "}:
+            continue
+        if tokens[0] == "DEV":
+            header_seen = True
+            continue
+        m = re.match(r"^n_gids_found=(\d+)$", line.strip())
+        if m is not None:
+            footer = int(m.group(1))
+            continue
+        if not header_seen or footer is not None or len(tokens) < 5:
+            raise ParseError(tool, no, line, "not a show_gids row")
+        dev, port, index, gid, *rest = tokens
+        ipv4 = rest.pop(0) if rest and re.fullmatch(r"\d+\.\d+\.\d+\.\d+", rest[0]) else None
+        if not rest or not re.fullmatch(r"v[12]", rest[0]) or len(rest) > 2:
+            raise ParseError(tool, no, line, "expected VER (v1/v2) then an optional DEV column")
+        if not (port.isdigit() and index.isdigit()) or ":" not in gid:
+            raise ParseError(tool, no, line, "bad PORT/INDEX/GID column")
+        netdev = rest[1] if len(rest) == 2 else None
+        entries.append(
+            ShowGidsEntry(
+                device=dev, port=int(port), index=int(index), gid=gid, ipv4=ipv4, version=rest[0], netdev=netdev
+            )
+        )
+    if footer is None:
+        raise ParseError(tool, 0, text[-80:], "no n_gids_found footer (truncated output)")
+    if footer != len(entries):
+        raise ParseError(tool, 0, f"n_gids_found={footer}", f"footer says {footer}, table has {len(entries)}")
+    return ShowGids(entries=tuple(entries), n_gids_found=footer)
+
+
+# --------------------------------------------------------------------------- ibstat
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IbstatPort:
+    """One `Port N:` block of `ibstat`."""
+
+    port: int
+    state: str  # "Active", "Down"
+    physical_state: str | None = None  # "LinkUp", "Disabled"
+    rate: int | None = None  # Gb/s as printed
+    base_lid: int | None = None
+    lmc: int | None = None
+    sm_lid: int | None = None
+    capability_mask: str | None = None
+    port_guid: str | None = None
+    link_layer: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IbstatCa:
+    """One `CA 'name'` block of `ibstat`."""
+
+    name: str
+    ca_type: str | None
+    num_ports: int
+    fw_ver: str | None
+    hw_ver: str | None
+    node_guid: str | None
+    sys_image_guid: str | None
+    ports: tuple[IbstatPort, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IbstatFailure:
+    """An `ibpanic:` line: ibstat gave up, typically because a device vanished while it read."""
+
+    line_no: int
+    device: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ibstat:
+    """Every CA ibstat printed, plus the failures that cut it short."""
+
+    cas: tuple[IbstatCa, ...]
+    failures: tuple[IbstatFailure, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """False when ibstat panicked; the output then does not cover every device."""
+        return not self.failures
+
+    @property
+    def vanished(self) -> tuple[str, ...]:
+        """Devices ibstat named in a failure (listed, then unreadable)."""
+        return tuple(f.device for f in self.failures if f.device is not None)
+
+
+_IBSTAT_CA_KEYS = frozenset(
+    {"CA type", "Number of ports", "Firmware version", "Hardware version", "Node GUID", "System image GUID"}
+)
+
+
+def _ibstat_port(b: _Block, tool: str) -> IbstatPort:
+    def opt_int(key: str) -> int | None:
+        return _opt_int(b.get(key), tool, b.line_of(key))
+
+    return IbstatPort(
+        port=_int(b.name, tool, b.line_no),
+        state=b.require("State", tool),
+        physical_state=b.get("Physical state"),
+        rate=opt_int("Rate"),
+        base_lid=opt_int("Base lid"),
+        lmc=opt_int("LMC"),
+        sm_lid=opt_int("SM lid"),
+        capability_mask=b.get("Capability mask"),
+        port_guid=b.get("Port GUID"),
+        link_layer=b.get("Link layer"),
+    )
+
+
+def _ibstat_ca(b: _Block, tool: str) -> IbstatCa:
+    num = _int(b.require("Number of ports", tool), tool, b.line_of("Number of ports"))
+    if num != len(b.ports):
+        raise ParseError(tool, b.line_no, b.name, f"'Number of ports: {num}' but {len(b.ports)} port blocks")
+    return IbstatCa(
+        name=b.name,
+        ca_type=b.get("CA type"),
+        num_ports=num,
+        fw_ver=b.get("Firmware version"),
+        hw_ver=b.get("Hardware version"),
+        node_guid=b.get("Node GUID"),
+        sys_image_guid=b.get("System image GUID"),
+        ports=tuple(_ibstat_port(p, tool) for p in b.ports),
+    )
+
+
+def parse_ibstat(text: str) -> Ibstat:
+    """Parse `ibstat`, recording an `ibpanic:` ending instead of dropping the vanished device."""
+    tool = "ibstat"
+    cas: list[_Block] = []
+    failures: list[IbstatFailure] = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if line.startswith("ibpanic:"):
+            dev = re.search(r"device '([^']+)'", line)
+            failures.append(IbstatFailure(line_no=no, device=dev.group(1) if dev else None, message=line))
+            continue
+        ca = re.match(r"^CA '([^']+)'\s*$", line)
+        if ca is not None:
+            cas.append(_Block(ca.group(1), no))
+            continue
+        if not cas or not line[0].isspace():
+            raise ParseError(tool, no, line, "expected \"CA 'name'\" or an indented attribute")
+        port = re.match(r"^\s+Port (\d+):\s*$", line)
+        kv = re.match(r"^\s+([A-Za-z][A-Za-z ]*?):\s*(.*?)\s*$", line)
+        if port is not None:
+            cas[-1].ports.append(_Block(port.group(1), no))
+        elif kv is None:
+            raise ParseError(tool, no, line, "not a 'Key: value' line")
+        elif cas[-1].ports:
+            cas[-1].ports[-1].kv.setdefault(kv.group(1), (kv.group(2), no))
+        elif kv.group(1) in _IBSTAT_CA_KEYS:
+            cas[-1].kv.setdefault(kv.group(1), (kv.group(2), no))
+    if not cas and not failures:
+        raise ParseError(tool, 0, text[:80], "no \"CA 'name'\" block")
+    return Ibstat(cas=tuple(_ibstat_ca(b, tool) for b in cas), failures=tuple(failures))
+
+
+PARSERS: dict[str, Callable[[str], object]] = {
+    "ibv_devinfo": parse_ibv_devinfo,
+    "rdma-link": parse_rdma_link,
+    "rdma-dev": parse_rdma_dev,
+    "show_gids": parse_show_gids,
+    "ibstat": parse_ibstat,
+}
