@@ -191,6 +191,7 @@ class ProbeStatus:
     duration_s: float | None = None
     timed_out: bool = False
     missing: bool = False
+    required: bool = True  # a required probe that failed blocks; an optional one warns
     fallback_for: tuple[str, ...] = ()  # the failed probes this one stood in for
     skipped: bool = False  # nothing to read (e.g. no SR-IOV capable device): ok, recorded, not run
 

@@ -20,6 +20,7 @@ from upgrade_gate.errors import ExitCode, GateError
 
 COMMAND_MODULES = (
     "upgrade_gate.cli.collect_cmds",
+    "upgrade_gate.cli.snapshot_cmds",
     "upgrade_gate.cli.baseline_cmds",
     "upgrade_gate.cli.judge_cmds",
     "upgrade_gate.cli.validate_cmds",

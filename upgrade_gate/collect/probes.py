@@ -115,7 +115,9 @@ _CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
         name="sysfs_sriov",
         globs=("sys/bus/pci/devices/*/sriov_numvfs", "sys/bus/pci/devices/*/sriov_totalvfs"),
     ),
-    _FileSpec(name="sysfs_ib", globs=("sys/class/infiniband/*/fw_ver",)),
+    # Read through the PCI device so each line names both the PF's BDF and the RDMA device:
+    # /sys/bus/pci/devices/<bdf>/infiniband/<dev>/fw_ver is the same file as /sys/class/infiniband/<dev>/fw_ver.
+    _FileSpec(name="sysfs_ib", globs=("sys/bus/pci/devices/*/infiniband/*/fw_ver",)),
     _FileSpec(name="driver_version", globs=("sys/module/amdgpu/version",)),
     _FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
     _CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),

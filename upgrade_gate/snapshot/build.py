@@ -1,0 +1,351 @@
+"""Build a `Snapshot` from a capture bundle: one code path for a live host and a recorded bundle.
+
+`capture(LocalRunner(), ...)` on a node and `load_bundle(path)` offline both give a `Bundle`; this
+module turns it into the typed snapshot. Every probe ends up in `snapshot.probes` with a reason when
+it failed, timed out, was missing, or printed output its parser rejected: nothing vanishes, and the
+judge turns a failed required probe into a blocking "missing evidence" finding.
+
+How the pieces are joined (the identity rules of DESIGN.md):
+- GPU `index` is the order of GPU agents in `rocminfo`, the order HIP, RCCL and frameworks see. When
+  rocminfo is unusable, amd-smi's order stands in and `na_reasons["index"]` says so.
+- rocminfo prints no PCI domain, only bus:device.function; the domain comes from the full BDFs that
+  amd-smi, rocm-smi or lspci printed for the same bus:device.function. A BDF with no such match is
+  kept as unknown (None, with a reason), never completed with a guessed domain.
+- Serial, product, partitions, VRAM, VBIOS and firmware are joined by BDF from amd-smi (or the
+  rocm-smi fallback, recorded as such); firmware from `amd-smi firmware` is keyed by amd-smi's index,
+  mapped to a BDF through `amd-smi static`/`list`.
+- NICs come from `ibv_devinfo -v` (ports, GID tables), with netdevs from `rdma link show` and the PF's
+  BDF from the sysfs path `/sys/bus/pci/devices/<bdf>/infiniband/<dev>/fw_ver`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
+from upgrade_gate.collect.probes import probe_names
+from upgrade_gate.errors import ParseError
+from upgrade_gate.model import (
+    Bdf,
+    GpuLink,
+    LinkType,
+    Nic,
+    NicPort,
+    NodeInfo,
+    PcieLink,
+    ProbeStatus,
+    Snapshot,
+    Software,
+    SriovFunction,
+)
+from upgrade_gate.parse import amdsmi, dmesg, lspci, rdma, rocminfo, rocmsmi, sysfs
+from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiTopology, AmdSmiVersion
+from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
+from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
+
+T = TypeVar("T")
+
+# Probes that only run when the probe they stand in for failed: absent is normal for them.
+_FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
+# PCI classes whose links matter to the gate: network, display, processing accelerators, co-processors.
+_LINK_CLASSES = ("02", "03", "12", "0b40")
+
+
+@dataclass(slots=True)
+class _Evidence:
+    """Parses each probe once, remembering how every probe ended."""
+
+    bundle: Bundle
+    statuses: dict[str, ProbeStatus] = field(default_factory=dict)
+
+    def parse(self, name: str, parser: Callable[[str], T]) -> T | None:
+        """The parsed output of probe `name`, or None with the reason recorded in its status."""
+        record = self.bundle.record(name)
+        if record is None:
+            return None
+        if record.skipped:
+            self.statuses[name] = _status(record, ok=True, reason=record.note)
+            return None
+        if not record.ok:
+            self.statuses[name] = _status(record, ok=False, reason=record.reason)
+            return None
+        try:
+            value = parser(record.result.stdout)
+        except ParseError as exc:
+            self.statuses[name] = _status(record, ok=False, reason=f"unparseable output: {exc}")
+            return None
+        self.statuses[name] = _status(record, ok=True, reason=record.note)
+        return value
+
+    def reason(self, *names: str) -> str:
+        """Why none of `names` gave a value (for `na_reasons`)."""
+        parts = []
+        for name in names:
+            status = self.statuses.get(name)
+            if status is None:
+                parts.append(f"{name}: not captured")
+            elif status.ok:
+                parts.append(f"{name}: {status.reason or 'did not report it'}")
+            else:
+                parts.append(f"{name}: {status.reason}")
+        return "; ".join(parts)
+
+    def probe_statuses(self) -> tuple[ProbeStatus, ...]:
+        """Every probe of the bundle in capture order, plus catalogue probes the bundle lacks."""
+        out = [self.statuses.get(r.name) or _status(r, ok=r.ok, reason=r.reason) for r in self.bundle.records]
+        recorded = {r.name for r in self.bundle.records}
+        for name in probe_names():
+            if name not in recorded and name not in _FALLBACKS:
+                out.append(ProbeStatus(name=name, ok=False, reason=f"{name}: absent from the capture bundle"))
+        return tuple(out)
+
+
+def _status(record: ProbeRecord, *, ok: bool, reason: str | None) -> ProbeStatus:
+    result = record.result
+    return ProbeStatus(
+        name=record.name,
+        ok=ok,
+        reason=reason,
+        argv=result.argv,
+        exit_code=result.returncode,
+        duration_s=round(result.duration_s, 6),
+        timed_out=result.timed_out,
+        missing=result.missing,
+        required=record.required,
+        fallback_for=record.fallback_for,
+        skipped=record.skipped,
+    )
+
+
+def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot:
+    """The schema-valid snapshot of the node a bundle captured."""
+    ev = _Evidence(bundle)
+    info = ev.parse("rocminfo", rocminfo.parse_rocminfo)
+    version = ev.parse("amdsmi_version", amdsmi.parse_amdsmi_version)
+    listing = ev.parse("amdsmi_list", amdsmi.parse_amdsmi_list)
+    static = ev.parse("amdsmi_static", amdsmi.parse_amdsmi_static)
+    firmware = ev.parse("amdsmi_firmware", amdsmi.parse_amdsmi_firmware)
+    topology = ev.parse("amdsmi_topology", amdsmi.parse_amdsmi_topology)
+    rsmi = ev.parse("rocmsmi", rocmsmi.parse_rocmsmi)
+    rsmi_topo = ev.parse("rocmsmi_topo", rocmsmi.parse_rocmsmi)
+    pci = ev.parse("lspci", lspci.parse_lspci)
+    ibv = ev.parse("ibv_devinfo", rdma.parse_ibv_devinfo)
+    links = ev.parse("rdma_link", rdma.parse_rdma_link)
+    sriov_values = ev.parse("sysfs_sriov", sysfs.parse_sysfs_grep)
+    ib_values = ev.parse("sysfs_ib", sysfs.parse_sysfs_grep)
+    driver_values = ev.parse("driver_version", sysfs.parse_sysfs_grep)
+    rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
+    kernel = ev.parse("kernel", sysfs.parse_uname_r)
+    log = ev.parse("dmesg", dmesg.parse_dmesg)
+
+    gpus = assemble_gpus(
+        GpuSources(
+            rocminfo=info,
+            static=static,
+            listing=listing,
+            firmware=firmware,
+            rocmsmi=rsmi,
+            pci=pci,
+            reason=ev.reason,
+        )
+    )
+    return Snapshot(
+        node=NodeInfo(name=bundle.node, hostname=bundle.hostname, node_class=node_class),
+        taken_at=bundle.taken_at,
+        tool_version=bundle.tool_version,
+        software=_software(ev, kernel, driver_values, rocm_values, version, static, rsmi),
+        gpus=gpus,
+        gpu_links=_gpu_links(topology, rsmi_topo, rsmi),
+        pcie=_pcie(pci),
+        nics=_nics(ibv, links, ib_values, sriov_values),
+        sriov=_sriov(sriov_values),
+        events=log.events if log else (),
+        probes=ev.probe_statuses(),
+    )
+
+
+def snapshot_from_bundle(path: Path, *, node_class: str | None = None) -> Snapshot:
+    """Load a capture bundle (directory or .tar.gz) and build its snapshot."""
+    return build_snapshot(load_bundle(path), node_class=node_class)
+
+
+# --------------------------------------------------------------------------- software
+
+
+def _first(*values: str | None) -> str | None:
+    return next((v for v in values if v), None)
+
+
+def _software(
+    ev: _Evidence,
+    kernel: sysfs.KernelRelease | None,
+    driver_values: sysfs.SysfsValues | None,
+    rocm_values: sysfs.SysfsValues | None,
+    version: AmdSmiVersion | None,
+    static: AmdSmiStatic | None,
+    rsmi: RocmSmiInfo | None,
+) -> Software:
+    driver_file = _optional(sysfs.amdgpu_version, driver_values)
+    rocm_file = _optional(sysfs.rocm_version, rocm_values)
+    static_driver = next((g.driver_version for g in static.gpus if g.driver_version), None) if static else None
+    values = {
+        "kernel": kernel.release if kernel else None,
+        "driver_version": _first(
+            driver_file,
+            version.amdgpu_version if version else None,
+            static_driver,
+            rsmi.driver_version if rsmi else None,
+        ),
+        "rocm_version": _first(rocm_file, version.rocm_version if version else None),
+        "amdsmi_version": version.tool_version if version else None,
+    }
+    sources = {
+        "kernel": ("kernel",),
+        "driver_version": ("driver_version", "amdsmi_version", "amdsmi_static", "rocmsmi"),
+        "rocm_version": ("rocm_version", "amdsmi_version"),
+        "amdsmi_version": ("amdsmi_version",),
+    }
+    reasons = {key: ev.reason(*sources[key]) for key, value in values.items() if value is None}
+    return Software(
+        kernel=values["kernel"],
+        driver_version=values["driver_version"],
+        rocm_version=values["rocm_version"],
+        amdsmi_version=values["amdsmi_version"],
+        na_reasons=reasons,
+    )
+
+
+def _optional(getter: Callable[[sysfs.SysfsValues], str], values: sysfs.SysfsValues | None) -> str | None:
+    if values is None or not values.values:
+        return None
+    try:
+        return getter(values)
+    except ParseError:
+        return None
+
+
+# --------------------------------------------------------------------------- links, PCIe, NICs
+
+
+def _link_type(raw: str | None) -> LinkType:
+    if raw is None:
+        return LinkType.UNKNOWN
+    try:
+        return LinkType(raw.upper())
+    except ValueError:
+        return LinkType.UNKNOWN
+
+
+def _gpu_links(
+    topology: AmdSmiTopology | None, rsmi_topo: RocmSmiInfo | None, rsmi: RocmSmiInfo | None
+) -> tuple[GpuLink, ...]:
+    out: dict[tuple[Bdf, Bdf], GpuLink] = {}
+    if topology is not None:
+        for link in topology.links:
+            a, b = sorted((link.src, link.dst))
+            out.setdefault(
+                (a, b), GpuLink(a=a, b=b, link_type=_link_type(link.link_type), hops=link.hops, weight=link.weight)
+            )
+        return tuple(out[k] for k in sorted(out))
+    # rocm-smi --showtopo numbers GPUs by its own index: map through its BDFs (same run or the info probe).
+    source = rsmi_topo if rsmi_topo is not None and rsmi_topo.links else None
+    if source is None:
+        return ()
+    bdf_of = {g.index: g.bdf for g in (*source.gpus, *(rsmi.gpus if rsmi else ())) if g.bdf}
+    for rl in source.links:
+        ba, bb = bdf_of.get(rl.a), bdf_of.get(rl.b)
+        if ba is None or bb is None or ba == bb:
+            continue
+        a, b = sorted((ba, bb))
+        out.setdefault((a, b), GpuLink(a=a, b=b, link_type=_link_type(rl.link_type), hops=rl.hops, weight=rl.weight))
+    return tuple(out[k] for k in sorted(out))
+
+
+def _pcie(pci: lspci.LspciResult | None) -> tuple[PcieLink, ...]:
+    if pci is None:
+        return ()
+    wanted = {d.bdf for d in pci.devices if d.class_id and d.class_id.startswith(_LINK_CLASSES)}
+    return tuple(link for link in lspci.pcie_links(pci) if link.bdf in wanted)
+
+
+def _sriov(values: sysfs.SysfsValues | None) -> tuple[SriovFunction, ...]:
+    if values is None:
+        return ()
+    pairs = sysfs.sriov_by_pf(values)
+    return tuple(SriovFunction(bdf=bdf, numvfs=pairs[bdf][0], totalvfs=pairs[bdf][1]) for bdf in sorted(pairs))
+
+
+def _nics(
+    ibv: rdma.IbvDevinfo | None,
+    links: rdma.RdmaLinks | None,
+    ib_values: sysfs.SysfsValues | None,
+    sriov_values: sysfs.SysfsValues | None,
+) -> tuple[Nic, ...]:
+    bdf_of = sysfs.ib_device_bdfs(ib_values) if ib_values else {}
+    fw_of = sysfs.ib_fw_versions(ib_values) if ib_values else {}
+    vfs = sysfs.sriov_by_pf(sriov_values) if sriov_values else {}
+    link_of = {(lk.device, lk.port): lk for lk in links.links} if links else {}
+    names: Iterable[str]
+    if ibv is not None:
+        names = [d.name for d in ibv.devices]
+    else:  # ibv_devinfo failed: keep what rdma link and sysfs saw, so no device silently disappears
+        names = sorted({lk.device for lk in link_of.values()} | set(fw_of))
+    devices = {d.name: d for d in ibv.devices} if ibv else {}
+    out = []
+    for name in names:
+        dev = devices.get(name)
+        ports = _ports(dev, name, link_of)
+        bdf = bdf_of.get(name)
+        numvfs, totalvfs = vfs.get(bdf, (None, None)) if bdf else (None, None)
+        reasons = {}
+        if bdf is None:
+            reasons["bdf"] = "no /sys/bus/pci/devices/<bdf>/infiniband entry for this device"
+        if dev is None:
+            reasons["ports"] = "ibv_devinfo did not report this device"
+        out.append(
+            Nic(
+                name=name,
+                bdf=bdf,
+                netdev=next((p.netdev for p in ports if p.netdev), None),
+                fw_ver=dev.fw_ver if dev else fw_of.get(name),
+                node_guid=dev.node_guid if dev else None,
+                vendor_part_id=dev.vendor_part_id if dev else None,
+                ports=ports,
+                sriov_numvfs=numvfs,
+                sriov_totalvfs=totalvfs,
+                na_reasons=reasons,
+            )
+        )
+    return tuple(out)
+
+
+def _ports(dev: rdma.IbvDevice | None, name: str, link_of: dict[tuple[str, int], rdma.RdmaLink]) -> tuple[NicPort, ...]:
+    if dev is None:
+        return tuple(
+            NicPort(port=port, state=lk.state, phys_state=lk.physical_state, netdev=lk.netdev)
+            for (dev_name, port), lk in sorted(link_of.items())
+            if dev_name == name
+        )
+    out = []
+    for p in dev.ports:
+        lk = link_of.get((name, p.port))
+        out.append(
+            NicPort(
+                port=p.port,
+                state=p.state,
+                phys_state=p.phys_state,
+                link_layer=p.link_layer,
+                rate_gbps=p.rate_gbps,
+                mtu=p.active_mtu,
+                gid_count=p.gid_count,
+                roce_v2=p.roce_v2,
+                netdev=lk.netdev if lk else None,
+            )
+        )
+    return tuple(out)
+
+
+__all__ = ["build_snapshot", "snapshot_from_bundle"]
