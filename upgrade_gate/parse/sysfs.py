@@ -47,7 +47,9 @@ KNOWN_FILES = (
 _GREP_LINE_RE = re.compile(r"^(?P<path>(?:.*?/)?(?:" + "|".join(KNOWN_FILES) + r")):(?P<value>.*)$")
 _SRIOV_RE = re.compile(r"/devices/(?P<bdf>[^/]+)/sriov_(?P<kind>numvfs|totalvfs)$")
 _IB_FW_RE = re.compile(r"/infiniband/(?P<dev>[^/]+)/fw_ver$")
-_IB_PCI_RE = re.compile(r"/devices/(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])/infiniband/(?P<dev>[^/]+)/fw_ver$")
+_IB_PCI_RE = re.compile(
+    r"/devices/(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])/infiniband/(?P<dev>[^/]+)/fw_ver$"
+)
 _KFD_LINE_RE = re.compile(r"^(?P<key>[a-z][a-z0-9_]*) (?P<value>-?\d+)$")
 _RELEASE_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?[A-Za-z0-9._+~-]*$")
 
