@@ -124,14 +124,14 @@ def test_capture_unexecutable_tool_is_recorded_not_raised(tmp_path: Path) -> Non
     bundle = capture(local(bindir), node="n1", host_root=root, taken_at=WHEN)
     record = bundle.record("rocminfo")
     assert record is not None and not record.ok and record.result.missing
-    assert record.result.stderr.startswith("cannot execute: ")
+    assert "Exec format error" in record.result.stderr
 
 
 def test_capture_glob_without_match_is_ok_empty_with_reason(tmp_path: Path) -> None:
     bundle = _capture(tmp_path)
     ib = bundle.record("sysfs_ib")
     assert ib is not None and ib.ok and ib.result.stdout == ""
-    assert ib.reason == f"no files matched {tmp_path}/host/sys/class/infiniband/*/fw_ver"
+    assert ib.reason == f"no files matched {tmp_path}/host/sys/bus/pci/devices/*/infiniband/*/fw_ver"
 
 
 def test_capture_output_check_rejection_triggers_fallback(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def _host(tmp_path: Path) -> Path:
         links = root / "sys/bus/pci/devices"
         links.mkdir(parents=True, exist_ok=True)
         os.symlink(f"../../../devices/pci0000:00/{bdf}", links / bdf)
-    ib = root / "sys/class/infiniband/mlx5_0"
+    ib = root / "sys/devices/pci0000:00/0000:c5:00.0/infiniband/mlx5_0"  # reached via the PF's symlink
     ib.mkdir(parents=True)
     (ib / "fw_ver").write_text("28.39.1002\n")
     (root / "sys/module/amdgpu").mkdir(parents=True)
@@ -101,7 +101,7 @@ def test_catalogue_expands_globs_sorted_under_host_root(tmp_path: Path) -> None:
         f"{devices}/0000:05:00.0/sriov_totalvfs",
         f"{devices}/0000:c5:00.0/sriov_totalvfs",
     )
-    assert by_name["sysfs_ib"].argv == (*GREP_ARGV, f"{root}/sys/class/infiniband/mlx5_0/fw_ver")
+    assert by_name["sysfs_ib"].argv == (*GREP_ARGV, f"{root}/sys/bus/pci/devices/0000:c5:00.0/infiniband/mlx5_0/fw_ver")
     assert by_name["driver_version"].argv == (*GREP_ARGV, f"{root}/sys/module/amdgpu/version")
     assert by_name["sysfs_sriov"].skip_reason is None
 
@@ -117,7 +117,7 @@ def test_catalogue_relative_host_root_becomes_absolute(tmp_path: Path, monkeypat
     root = _host(tmp_path)
     monkeypatch.chdir(tmp_path)
     probe = next(p for p in probe_catalogue(Path("host")) if p.name == "sysfs_ib")
-    assert probe.argv[-1] == f"{root}/sys/class/infiniband/mlx5_0/fw_ver"
+    assert probe.argv[-1] == f"{root}/sys/bus/pci/devices/0000:c5:00.0/infiniband/mlx5_0/fw_ver"
 
 
 def test_catalogue_timeout_override_applies_to_every_probe(tmp_path: Path) -> None:

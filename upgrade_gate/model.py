@@ -40,7 +40,8 @@ class Software:
 
     kernel: str | None = None
     driver_version: str | None = None  # amdgpu kernel driver
-    rocm_version: str | None = None
+    rocm_version: str | None = None  # release, "6.2.0"; compared with the change plan
+    rocm_build: str | None = None  # as the version file prints it, "6.2.0-66"
     amdsmi_version: str | None = None
     hip_runtime_version: str | None = None
     na_reasons: dict[str, str] = field(default_factory=dict)

@@ -128,16 +128,5 @@ def capture(
 
 
 def _run(runner: CommandRunner, probe: Probe) -> CommandResult:
-    try:
-        return runner.run(probe.argv, timeout=probe.timeout_s)
-    except OSError as exc:
-        # e.g. ENOEXEC for a file that is neither ELF nor a script: the tool is there but unusable;
-        # LocalRunner lets this through, and a probe must never abort the capture.
-        return CommandResult(
-            argv=probe.argv,
-            returncode=None,
-            stdout="",
-            stderr=f"cannot execute: {exc}",
-            duration_s=0.0,
-            missing=True,
-        )
+    # Runners record missing/unexecutable binaries and timeouts as values (LocalRunner catches OSError).
+    return runner.run(probe.argv, timeout=probe.timeout_s)

@@ -20,6 +20,7 @@ How the pieces are joined (the identity rules of DESIGN.md):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
 
 T = TypeVar("T")
+_RELEASE = re.compile(r"\d+(\.\d+)+")
 
 # Probes that only run when the probe they stand in for failed: absent is normal for them.
 _FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
@@ -199,7 +201,7 @@ def _software(
             static_driver,
             rsmi.driver_version if rsmi else None,
         ),
-        "rocm_version": _first(rocm_file, version.rocm_version if version else None),
+        "rocm_version": _release(_first(rocm_file, version.rocm_version if version else None)),
         "amdsmi_version": version.tool_version if version else None,
     }
     sources = {
@@ -213,9 +215,18 @@ def _software(
         kernel=values["kernel"],
         driver_version=values["driver_version"],
         rocm_version=values["rocm_version"],
+        rocm_build=_first(rocm_file, version.rocm_version if version else None),
         amdsmi_version=values["amdsmi_version"],
         na_reasons=reasons,
     )
+
+
+def _release(raw: str | None) -> str | None:
+    """'6.2.0-66' -> '6.2.0': the dotted release that change plans name (the build stays in rocm_build)."""
+    if raw is None:
+        return None
+    match = _RELEASE.match(raw.strip())
+    return match.group(0) if match else None
 
 
 def _optional(getter: Callable[[sysfs.SysfsValues], str], values: sysfs.SysfsValues | None) -> str | None:

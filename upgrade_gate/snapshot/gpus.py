@@ -94,7 +94,9 @@ def _firmware_by_bdf(src: GpuSources) -> dict[Bdf, dict[str, str]]:
 
 
 def _serial(static: AmdSmiStaticGpu | None, rsmi: RocmSmiGpu | None) -> GpuSerial | None:
-    raw = (static.asic_serial if static else None) or (rsmi.serial if rsmi else None)
+    # The board (FRU product) serial: what amd-smi prints as BOARD.PRODUCT_SERIAL and rocm-smi as
+    # "Serial Number". The ASIC serial is the unique id (rocminfo's GPU-<hex>, rocm-smi "Unique ID").
+    raw = (static.board_serial if static else None) or (rsmi.serial if rsmi else None)
     return GpuSerial(raw) if raw else None
 
 
@@ -133,7 +135,9 @@ def assemble_gpus(src: GpuSources) -> tuple[Gpu, ...]:
             index=index,
             bdf=bdf,
             serial=_serial(st, rs),
-            unique_id=(agent.uuid if agent else None) or (rs.unique_id if rs else None),
+            unique_id=(agent.uuid if agent else None)
+            or (st.asic_serial if st else None)
+            or (rs.unique_id if rs else None),
             product_name=(st.market_name if st else None)
             or (agent.marketing_name if agent else None)
             or (rs.device_name if rs else None),

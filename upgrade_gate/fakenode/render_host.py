@@ -1,0 +1,213 @@
+"""Host-side outputs of a fake node: lspci, ibv_devinfo, rdma link, dmesg, uname.
+
+Formats (sources in tests/fixtures/fakenode/PROVENANCE.md):
+- `lspci -D -nn -vvv`: the full `-vvv` block of the corpus ConnectX-7 capture is the layout of every GPU
+  and NIC block (its VPD capability, which is Mellanox data, is dropped; the SR-IOV capability is kept
+  for NICs only). Header and Subsystem lines use the `-nn` form of the corpus MI300X `lspci -nnk` doc
+  capture. LnkSta compares with LnkCap like pciutils' ls-caps.c `link_compare` of the version that
+  printed the corpus ("(ok)", "(downgraded)", "(strange)"). "Kernel modules:" is printed because a host
+  with working libkmod prints it (the corpus capture lacks it only because of its libkmod warning).
+- `ibv_devinfo -v`: the ionic device fields of the corpus Pollara capture in the real tab layout of the
+  corpus ConnectX-6 `-vv` capture (whose `-v` capability lines are kept verbatim), GIDs printed like
+  rdma-core's devinfo.c `print_formated_gid` (RoCE v1: 8 hex groups; RoCE v2: inet_ntop form).
+- `rdma link show`: the corpus bnxt_re capture's line format, trailing space included.
+- `dmesg`: per GPU the benign corpus lines (ECC active, PCIE GART, PTB) with the timestamps of plain
+  `dmesg`; the injectable event is the corpus MI300X ACA/MODE1 reset excerpt with its BDFs mapped onto
+  the node's GPUs by position.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, GpuSpec, NicSpec, NodeSpec
+from upgrade_gate.fakenode.templates import fill, fill_sequence, load_template
+
+_AMD_GPU_NAME = "Advanced Micro Devices, Inc. [AMD/ATI] Aqua Vanjaram [Instinct MI300X]"
+_PENSANDO = "AMD Pensando Systems"  # hwdata's vendor name; 1dd8:1002 itself is not in pci.ids yet
+_NIC_SUBSYSTEM_ID = 0x5201
+_NIC_VF_DEVICE_ID = "1003"
+
+
+def render_lspci(spec: NodeSpec) -> str:
+    """`lspci -D -nn -vvv`: GPU and NIC blocks in BDF order."""
+    devices: list[GpuSpec | NicSpec] = [*spec.gpus, *spec.nics]
+    devices.sort(key=lambda d: d.bdf)
+    return "".join(_lspci_block(index, device) for index, device in enumerate(devices))
+
+
+def _lspci_block(index: int, device: GpuSpec | NicSpec) -> str:
+    if isinstance(device, GpuSpec):
+        ids = f"[1002:{device.device_id:04x}]"
+        values: dict[str, object] = {
+            "CLASS": "Processing accelerators [1200]",
+            "DEVICE_NAME": f"{_AMD_GPU_NAME} {ids}",
+            "SUBSYSTEM_NAME": f"{_AMD_GPU_NAME} {ids}",
+            "BAR0": f"{0x20000000000 + index * 0x4000000000:x}",
+            "BAR0_SIZE": "256G",
+            "DRIVER": "amdgpu",
+            "MODULE": "amdgpu",
+            "SRIOV": "",
+        }
+        numa = device.numa_node
+    else:
+        values = {
+            "CLASS": "Ethernet controller [0200]",
+            "DEVICE_NAME": f"{_PENSANDO} Device [{device.vendor_id:04x}:{device.device_id:04x}]",
+            "SUBSYSTEM_NAME": f"{_PENSANDO} Device [{device.vendor_id:04x}:{_NIC_SUBSYSTEM_ID:04x}]",
+            "BAR0": f"{0x38000000000 + index * 0x4000000:x}",
+            "BAR0_SIZE": "32M",
+            "DRIVER": "ionic",
+            "MODULE": "ionic",
+            "SRIOV": fill(
+                load_template("lspci-sriov-cap.txt"),
+                {
+                    "VF_ENABLE": "+" if device.sriov_numvfs else "-",
+                    "TOTAL_VFS": device.sriov_totalvfs,
+                    "NUM_VFS": device.sriov_numvfs,
+                    "VF_DEVICE_ID": _NIC_VF_DEVICE_ID,
+                },
+            ),
+        }
+        numa = device.numa_node
+    link = device.link
+    values.update(
+        BDF=device.bdf,
+        IRQ=200 + index * 33,
+        NUMA=numa,
+        IOMMU_GROUP=20 + index,
+        ROM=f"{0xF6800000 - index * 0x100000:x}",
+        MAX_SPEED=_speed(link.max_speed_gts),
+        MAX_WIDTH=link.max_width,
+        SPEED=_speed(link.speed_gts),
+        SPEED_CMP=_compare(link.speed_gts, link.max_speed_gts),
+        WIDTH=link.width,
+        WIDTH_CMP=_compare(link.width, link.max_width),
+    )
+    return fill(load_template("lspci-device-vvv.txt"), values)
+
+
+def _speed(gts: float) -> str:
+    return f"{gts:g}"
+
+
+def _compare(status: float, capability: float) -> str:
+    if status < capability:
+        return "downgraded"
+    if status > capability:
+        return "strange"
+    return "ok"
+
+
+def render_ibv_devinfo(spec: NodeSpec) -> str:
+    """`ibv_devinfo -v`: one block per NIC, separated by an empty line."""
+    return "".join(_ibv_block(nic) for nic in spec.nics)
+
+
+def _ibv_block(nic: NicSpec) -> str:
+    device = fill(
+        load_template("ibv_devinfo-device-v.txt"),
+        {
+            "HCA": nic.name,
+            "FW_VER": nic.fw_ver,
+            "NODE_GUID": nic.node_guid,
+            "VENDOR_ID": f"0x{nic.vendor_id:x}",
+            "VENDOR_PART_ID": nic.device_id,
+        },
+    )
+    port = fill(
+        load_template("ibv_devinfo-port-v.txt"),
+        {
+            "PORT": 1,
+            "STATE": "PORT_ACTIVE (4)" if nic.port_up else "PORT_DOWN (1)",
+            "GID_TBL_LEN": 16,
+            "ACTIVE_WIDTH": "4X (2)",
+            "ACTIVE_SPEED": "100.0 Gbps (128)" if nic.port_up else "invalid speed (0)",
+            "PHYS_STATE": "LINK_UP (5)" if nic.port_up else "DISABLED (3)",
+        },
+    )
+    return device + port + "".join(gid_lines(nic)) + "\n"
+
+
+def gid_lines(nic: NicSpec) -> list[str]:
+    """The `GID[ n]:` lines of one port as ibv_devinfo -v prints them."""
+    return [
+        f"\t\t\tGID[{index:3d}]:\t\t{_gid_text(raw, v2)}, RoCE {'v2' if v2 else 'v1'}\n"
+        for index, (raw, v2) in enumerate(gid_table(nic))
+    ]
+
+
+def gid_table(nic: NicSpec) -> list[tuple[bytes, bool]]:
+    """(raw GID, is RoCE v2) per GID index: link-local then IPv4-mapped, v1/v2 pairs."""
+    link_local = bytes.fromhex("fe80000000000000") + bytes.fromhex(nic.node_guid.replace(":", ""))
+    v4 = [int(x) for x in nic.ipv4.split(".")]
+    table = []
+    for index in range(nic.gid_count):
+        v2 = nic.roce_v2 and index % 2 == 1
+        pair = index // 2 if nic.roce_v2 else index
+        if pair == 0:
+            raw = link_local
+        else:
+            raw = bytes(10) + b"\xff\xff" + bytes([v4[0], v4[1], v4[2], (v4[3] + pair - 1) % 256])
+        table.append((raw, v2))
+    return table
+
+
+def _gid_text(raw: bytes, v2: bool) -> str:
+    if not v2:
+        return ":".join(raw[i : i + 2].hex() for i in range(0, 16, 2))
+    address = ipaddress.IPv6Address(raw)
+    if address.ipv4_mapped is not None:  # glibc inet_ntop prints the dotted form
+        return f"::ffff:{address.ipv4_mapped}"
+    return address.compressed
+
+
+def render_rdma_link(spec: NodeSpec) -> str:
+    """`rdma link show`: one line per port, trailing space as iproute2 prints it."""
+    line = load_template("rdma-link-show-line.txt")
+    return "".join(
+        fill(
+            line,
+            {
+                "DEV": nic.name,
+                "PORT": 1,
+                "STATE": "ACTIVE" if nic.port_up else "DOWN",
+                "PHYS_STATE": "LINK_UP" if nic.port_up else "DISABLED",
+                "NETDEV": nic.netdev,
+            },
+        )
+        for nic in spec.nics
+    )
+
+
+def render_dmesg(spec: NodeSpec) -> str:
+    """`dmesg`: a clean amdgpu boot excerpt per GPU, then any injected events."""
+    block = load_template("dmesg-boot-amdgpu-gpu.txt")
+    parts = []
+    micros = 12_104_211
+    for gpu in spec.gpus:
+        stamps = []
+        for _ in range(block.count("{{TS}}")):
+            micros += 1_733
+            stamps.append(f"{micros // 1_000_000:5d}.{micros % 1_000_000:06d}")
+        parts.append(fill_sequence(block.replace("{{BDF}}", gpu.bdf), "TS", stamps))
+    for event in spec.dmesg_events:
+        if event != DMESG_ACA_MODE1_RESET:
+            raise ValueError(f"unknown dmesg event {event!r}; known: {DMESG_ACA_MODE1_RESET}")
+        parts.append(_aca_event(spec))
+    return "".join(parts)
+
+
+def _aca_event(spec: NodeSpec) -> str:
+    text = load_template("dmesg-aca-mode1-reset.txt")
+    if not text.endswith("\n"):
+        text += "\n"
+    recorded = sorted(set(re.findall(r"0000:[0-9a-f]{2}:00\.0", text)))
+    mapping = {bdf: spec.gpus[i % len(spec.gpus)].bdf for i, bdf in enumerate(recorded)}
+    return re.sub(r"0000:[0-9a-f]{2}:00\.0", lambda m: mapping[m.group(0)], text)
+
+
+def render_uname_r(spec: NodeSpec) -> str:
+    """`uname -r`."""
+    return spec.kernel + "\n"
