@@ -1,9 +1,205 @@
-"""CLI commands of this group (placeholder until the owning issue lands)."""
+"""The `baseline` command group: save, list, show, log, diff, aggregate and deny in a git store.
+
+Every command takes `--store DIR` (or `UPGRADE_GATE_STORE`). Output is plain text (JSON documents in
+canonical form), so it pipes and diffs well. Exit codes: 0 done; 3 a snapshot file or name that is
+bad, a node or ref the store does not have, a tag that already exists; 4 the store cannot be read or
+written (not a store, another writer holding it too long, git failing). `baseline diff` exits 0
+whether or not the baselines differ: judging a difference is the `diff` / `gate` commands' job.
+gitpython is imported inside command bodies (via `store.gitstore`) so `--help` stays fast.
+"""
 
 from __future__ import annotations
 
+import difflib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
+
+from upgrade_gate.errors import ExitCode, InputError, StoreError, UsageError
+
+if TYPE_CHECKING:
+    from upgrade_gate.store.gitstore import BaselineStore
+
+STORE_HELP = "Baseline store folder (a git repository; created by `baseline save`)."
+
+
+def _store_option() -> Path:
+    return typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help=STORE_HELP)  # type: ignore[no-any-return]
+
+
+def _open(store: Path) -> BaselineStore:
+    try:
+        from upgrade_gate.store.gitstore import BaselineStore
+    except ImportError as exc:  # gitpython refuses to import when no git binary is found
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(f"{store}: the baseline store needs the git binary: {first}") from exc
+    return BaselineStore(store)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add the `baseline` sub-app to the app."""
+    sub = typer.Typer(
+        name="baseline",
+        help="Versioned node baselines in a git store: save, list, show, log, diff, aggregate, deny.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
+    )
+    sub.command("save")(save_cmd)
+    sub.command("list")(list_cmd)
+    sub.command("show")(show_cmd)
+    sub.command("log")(log_cmd)
+    sub.command("diff")(diff_cmd)
+    sub.command("aggregate")(aggregate_cmd)
+    sub.command("deny")(deny_cmd)
+    sub.command("denylist")(denylist_cmd)
+    app.add_typer(sub, name="baseline")
+
+
+def save_cmd(
+    snapshots: list[Path] = typer.Argument(..., help="Snapshot JSON files, one per node."),
+    store: Path = _store_option(),
+    tag: str | None = typer.Option(None, "--tag", help="Tag the save, e.g. rocm-6.1.3 (must be new)."),
+    message: str | None = typer.Option(None, "-m", "--message", help="Commit message."),
+) -> ExitCode:
+    """Save snapshots as the nodes' baselines: one commit, optionally tagged; creates the store."""
+    from upgrade_gate.snapshot.io import load_snapshot
+
+    loaded = [load_snapshot(p) for p in snapshots]
+    with _open(store) as st:
+        sha = st.save(loaded, tag=tag, message=message)
+    tagged = f" tagged {tag}" if tag else ""
+    typer.echo(f"saved {len(loaded)} node(s) to {store} as {sha[:12]}{tagged}")
+    return ExitCode.PASS
+
+
+def list_cmd(
+    store: Path = _store_option(),
+    ref: str | None = typer.Option(None, "--ref", help="Commit, tag or branch (default HEAD)."),
+) -> ExitCode:
+    """List the nodes that have a baseline."""
+    with _open(store) as st:
+        for node in st.nodes(ref):
+            typer.echo(node)
+    return ExitCode.PASS
+
+
+def _split_ref(spec: str) -> tuple[str, str | None]:
+    node, sep, ref = spec.partition("@")
+    if sep and not ref:
+        raise UsageError(f"{spec!r}: expected NODE or NODE@REF")
+    return node, (ref if sep else None)
+
+
+def show_cmd(
+    node: str = typer.Argument(..., metavar="NODE[@REF]", help="Node name, optionally @commit/tag/branch."),
+    store: Path = _store_option(),
+) -> ExitCode:
+    """Print a node's baseline (canonical JSON)."""
+    from upgrade_gate.snapshot.io import dumps_snapshot
+
+    name, ref = _split_ref(node)
+    with _open(store) as st:
+        typer.echo(dumps_snapshot(st.load(name, ref)), nl=False)
+    return ExitCode.PASS
+
+
+def log_cmd(node: str = typer.Argument(..., help="Node name."), store: Path = _store_option()) -> ExitCode:
+    """Show every commit that changed a node's baseline, newest first."""
+    with _open(store) as st:
+        entries = st.log(node)
+    for e in entries:
+        tags = f"  [{', '.join(e.tags)}]" if e.tags else ""
+        typer.echo(f"{e.sha[:12]}  {e.date}  {e.message.splitlines()[0]}{tags}")
+    return ExitCode.PASS
+
+
+def diff_cmd(
+    node: str = typer.Argument(..., help="Node name."),
+    ref1: str = typer.Argument(..., help="Older commit, tag or branch."),
+    ref2: str = typer.Argument(..., help="Newer commit, tag or branch."),
+    store: Path = _store_option(),
+) -> ExitCode:
+    """Unified diff of a node's baseline between two refs (exit 0 either way)."""
+    from upgrade_gate.snapshot.io import dumps_snapshot
+
+    with _open(store) as st:
+        old, new = st.diff_refs(node, ref1, ref2)
+    lines = list(
+        difflib.unified_diff(
+            dumps_snapshot(old).splitlines(keepends=True),
+            dumps_snapshot(new).splitlines(keepends=True),
+            fromfile=f"{node}@{ref1}",
+            tofile=f"{node}@{ref2}",
+        )
+    )
+    typer.echo("".join(lines) if lines else f"{node}: no differences between {ref1} and {ref2}", nl=not lines)
+    return ExitCode.PASS
+
+
+def aggregate_cmd(
+    nodes: list[str] = typer.Argument(None, help="Nodes to aggregate (default: every node of the class)."),
+    node_class: str = typer.Option(..., "--class", help="Node class name, e.g. mi300x-8gpu."),
+    store: Path = _store_option(),
+    ref: str | None = typer.Option(None, "--ref", help="Commit, tag or branch (default HEAD)."),
+    out: Path | None = typer.Option(None, "--out", help="Write the class reference here, not stdout."),
+    save: bool = typer.Option(False, "--save", help="Also keep it in the store as classes/CLASS.json."),
+) -> ExitCode:
+    """Build a class reference (prevailing order, firmware, VF counts, metric medians and spread)."""
+    from upgrade_gate.snapshot.io import canonical_json, write_text_atomic
+    from upgrade_gate.store import layout
+    from upgrade_gate.store.aggregate import aggregate_class, class_reference_to_document, odd_ones_out
+
+    document_name = layout.check_document_name(f"classes/{node_class}.json")
+    with _open(store) as st:
+        names = list(nodes or ())
+        snaps = [st.load(n, ref) for n in names]
+        if not names:
+            snaps = [s for s in (st.load(n, ref) for n in st.nodes(ref)) if s.node.node_class == node_class]
+            if not snaps:
+                raise InputError(f"{store}: no baseline of class {node_class!r} at {ref or 'HEAD'}")
+        reference = aggregate_class(node_class, snaps)
+        document = class_reference_to_document(reference)
+        if save:
+            st.write_document(document_name, document, f"class reference {node_class}", schema="class-reference")
+    text = canonical_json(document)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        write_text_atomic(out, text)
+        typer.echo(f"wrote class {node_class} reference of {len(snaps)} node(s) to {out}")
+    for snap in sorted(snaps, key=lambda s: s.node.name):
+        for line in odd_ones_out(reference, snap):
+            print(f"odd one out: {snap.node.name}: {line}", file=sys.stderr)
+    return ExitCode.PASS
+
+
+def deny_cmd(
+    serial: str = typer.Argument(..., help="GPU serial number to deny."),
+    reason: str = typer.Option(..., "--reason", help="Why (e.g. the failed phase or dmesg event)."),
+    store: Path = _store_option(),
+    node: str | None = typer.Option(None, "--node", help="Node the GPU failed on."),
+) -> ExitCode:
+    """Put a GPU serial on the store's denylist so it does not quietly rejoin the fleet."""
+    with _open(store) as st:
+        entry = st.deny(serial, reason, node)
+    where = f" on {entry.node}" if entry.node else ""
+    if entry.reason != reason.strip() or (node is not None and entry.node != node):
+        typer.echo(f"GPU {entry.serial} was already denied{where} at {entry.added_at}: {entry.reason}")
+    else:
+        typer.echo(f"denied GPU {entry.serial}{where}: {entry.reason}")
+    return ExitCode.PASS
+
+
+def denylist_cmd(
+    store: Path = _store_option(),
+    ref: str | None = typer.Option(None, "--ref", help="Commit, tag or branch (default HEAD)."),
+) -> ExitCode:
+    """List denied GPU serials: serial, date, node, reason."""
+    with _open(store) as st:
+        entries = st.denylist(ref)
+    for serial in sorted(entries):
+        e = entries[serial]
+        typer.echo(f"{e.serial}  {e.added_at}  {e.node or '-'}  {e.reason}")
+    return ExitCode.PASS

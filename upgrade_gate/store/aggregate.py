@@ -1,0 +1,210 @@
+"""Per-class references: the prevailing state of a node class, and how one node departs from it.
+
+Pure (no git, no I/O): `aggregate_class` turns the snapshots of one class into a `ClassReference`
+for judging nodes that have no baseline of their own and for spotting the odd node out;
+`deviations` / `odd_ones_out` list, as data, where one snapshot differs from such a reference. The
+judge turns those into findings; thresholds for metrics are the judge's business, so metrics are
+summarised here but not compared.
+
+Design decisions:
+- "Prevailing" is the most common value; ties go to the smallest value by its text (None last) so
+  the result does not depend on the order the snapshots came in.
+- GPU order: the prevailing GPU count decides the length; per index the prevailing BDF.
+- Firmware keys: `gpu/<block>` per amd-smi firmware block (every GPU of every node votes),
+  `gpu/vbios`, and `nic/<vendor_part_id>/fw_ver` (or `nic/fw_ver` when the part id is unknown), so a
+  front-end NIC of another model is not outvoted by the RDMA NICs.
+- VF counts per PF BDF from the sysfs SR-IOV records, with a NIC's own `sriov_numvfs` as fallback.
+- Metrics: measurements compare only when their settings agree, so per key the nodes vote for a
+  (unit, settings) pair and only the prevailing pair is summarised (`n_nodes` says how many nodes
+  carried it). Each node contributes the median of its samples; the summary is the median of those
+  per-node medians and their raw median absolute deviation (unscaled: multiply by 1.4826 for a
+  normal-consistent sigma).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from upgrade_gate import codec, schemas
+from upgrade_gate.errors import InputError
+from upgrade_gate.model import ClassReference, MetricSummary, Nic, NodeName, Snapshot, measurements_of
+
+T = TypeVar("T")
+_SOFTWARE_FIELDS = ("kernel", "driver_version", "rocm_version", "amdsmi_version", "hip_runtime_version")
+Settings = tuple[str, tuple[tuple[str, str], ...]]  # (unit, sorted settings items)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deviation:
+    """One place where a node differs from its class reference."""
+
+    path: str  # "gpus[3].bdf", "gpus[0].firmware.SMC", "nics[mlx5_0].fw_ver", "software.rocm_version"
+    actual: object
+    expected: object
+
+    def __str__(self) -> str:
+        """`path: actual (class: expected)`, with None shown as `absent`."""
+        return f"{self.path}: {_show(self.actual)} (class: {_show(self.expected)})"
+
+
+def _show(value: object) -> str:
+    return "absent" if value is None else str(value)
+
+
+def prevailing(values: Iterable[T]) -> T | None:
+    """The most common value (ties: smallest by text, None last); None when there are none."""
+    counts = Counter(values)
+    if not counts:
+        return None
+    return min(counts, key=lambda v: (-counts[v], v is None, str(v)))
+
+
+def nic_firmware_key(nic: Nic) -> str:
+    """The ClassReference.firmware key of a NIC's firmware version."""
+    return f"nic/{nic.vendor_part_id}/fw_ver" if nic.vendor_part_id else "nic/fw_ver"
+
+
+def vf_counts(snapshot: Snapshot) -> dict[str, int | None]:
+    """VFs enabled per PF BDF: sysfs SR-IOV records first, a NIC's own count as fallback."""
+    out: dict[str, int | None] = {str(f.bdf): f.numvfs for f in snapshot.sriov}
+    for nic in snapshot.nics:
+        if nic.bdf is not None and nic.sriov_numvfs is not None:
+            out.setdefault(str(nic.bdf), nic.sriov_numvfs)
+    return out
+
+
+def aggregate_class(node_class: str, snapshots: Sequence[Snapshot]) -> ClassReference:
+    """The prevailing state of `node_class` over `snapshots` (one per node)."""
+    if not snapshots:
+        raise InputError(f"class {node_class}: no snapshots to aggregate")
+    names = [s.node.name for s in snapshots]
+    twice = sorted(n for n, c in Counter(names).items() if c > 1)
+    if twice:
+        raise InputError(f"class {node_class}: node {twice[0]} is given twice")
+    gpu_count = prevailing(len(s.gpus) for s in snapshots) or 0
+    by_index = [{g.index: g for g in s.gpus} for s in snapshots]
+    gpu_order = tuple(
+        prevailing(str(gpus[i].bdf) if gpus[i].bdf is not None else None for gpus in by_index if i in gpus)
+        for i in range(gpu_count)
+    )
+    votes: defaultdict[str, list[str]] = defaultdict(list)
+    for snap in snapshots:
+        for gpu in snap.gpus:
+            for block, version in gpu.firmware.items():
+                votes[f"gpu/{block}"].append(version)
+            if gpu.vbios is not None:
+                votes["gpu/vbios"].append(gpu.vbios)
+        for nic in snap.nics:
+            if nic.fw_ver is not None:
+                votes[nic_firmware_key(nic)].append(nic.fw_ver)
+    firmware = {key: v for key in sorted(votes) if (v := prevailing(votes[key])) is not None}
+    software: dict[str, str] = {}
+    for name in _SOFTWARE_FIELDS:
+        value = prevailing(getattr(s.software, name) for s in snapshots)
+        if value is not None:
+            software[name] = str(value)
+    vf_votes: defaultdict[str, list[int]] = defaultdict(list)
+    for snap in snapshots:
+        for pf, count in vf_counts(snap).items():
+            if count is not None:
+                vf_votes[pf].append(count)
+    sriov = {pf: n for pf in sorted(vf_votes) if (n := prevailing(vf_votes[pf])) is not None}
+    return ClassReference(
+        node_class=node_class,
+        nodes=tuple(sorted(names)),
+        gpu_order=gpu_order,
+        firmware=firmware,
+        software=software,
+        sriov=sriov,
+        metrics=_metrics(snapshots),
+    )
+
+
+def _metrics(snapshots: Sequence[Snapshot]) -> tuple[MetricSummary, ...]:
+    # key -> node -> settings -> pooled samples
+    pooled: defaultdict[str, dict[NodeName, dict[Settings, list[float]]]] = defaultdict(dict)
+    for snap in snapshots:
+        for m in measurements_of(snap):
+            if not m.samples:
+                continue
+            settings: Settings = (m.unit, tuple(sorted(m.settings.items())))
+            per_node = pooled[m.key].setdefault(snap.node.name, {})
+            per_node.setdefault(settings, []).extend(m.samples)
+    out: list[MetricSummary] = []
+    for key in sorted(pooled):
+        nodes = pooled[key]
+        chosen = prevailing(s for per_node in nodes.values() for s in per_node)
+        if chosen is None:
+            continue
+        medians = [statistics.median(per_node[chosen]) for per_node in nodes.values() if chosen in per_node]
+        centre = statistics.median(medians)
+        out.append(
+            MetricSummary(
+                key=key,
+                unit=chosen[0],
+                median=float(centre),
+                spread=float(statistics.median(abs(m - centre) for m in medians)),
+                n_nodes=len(medians),
+                settings=dict(chosen[1]),
+            )
+        )
+    return tuple(out)
+
+
+def deviations(reference: ClassReference, snapshot: Snapshot) -> tuple[Deviation, ...]:
+    """Where `snapshot` differs from its class: GPU count and order, firmware, software, VF counts."""
+    out: list[Deviation] = []
+    gpus = {g.index: g for g in snapshot.gpus}
+    if len(snapshot.gpus) != len(reference.gpu_order):
+        out.append(Deviation(path="gpu_count", actual=len(snapshot.gpus), expected=len(reference.gpu_order)))
+    for i, bdf in enumerate(reference.gpu_order):
+        gpu = gpus.get(i)
+        if gpu is None:
+            out.append(Deviation(path=f"gpus[{i}]", actual=None, expected=bdf))
+        elif gpu.bdf != bdf:
+            out.append(Deviation(path=f"gpus[{i}].bdf", actual=gpu.bdf, expected=bdf))
+    blocks = sorted(k.removeprefix("gpu/") for k in reference.firmware if k.startswith("gpu/") and k != "gpu/vbios")
+    for gpu in sorted(snapshot.gpus, key=lambda g: g.index):
+        for block in blocks:
+            actual = gpu.firmware.get(block)
+            if actual != reference.firmware[f"gpu/{block}"]:
+                path = f"gpus[{gpu.index}].firmware.{block}"
+                out.append(Deviation(path=path, actual=actual, expected=reference.firmware[f"gpu/{block}"]))
+        vbios = reference.firmware.get("gpu/vbios")
+        if vbios is not None and gpu.vbios != vbios:
+            out.append(Deviation(path=f"gpus[{gpu.index}].vbios", actual=gpu.vbios, expected=vbios))
+    for nic in sorted(snapshot.nics, key=lambda n: n.name):
+        expected = reference.firmware.get(nic_firmware_key(nic))
+        if expected is not None and nic.fw_ver != expected:
+            out.append(Deviation(path=f"nics[{nic.name}].fw_ver", actual=nic.fw_ver, expected=expected))
+    for name, value in sorted(reference.software.items()):
+        actual = getattr(snapshot.software, name, None)
+        if actual != value:
+            out.append(Deviation(path=f"software.{name}", actual=actual, expected=value))
+    counts = vf_counts(snapshot)
+    for pf, numvfs in sorted(reference.sriov.items()):
+        if counts.get(pf) != numvfs:
+            out.append(Deviation(path=f"sriov[{pf}].numvfs", actual=counts.get(pf), expected=numvfs))
+    return tuple(out)
+
+
+def odd_ones_out(reference: ClassReference, snapshot: Snapshot) -> tuple[str, ...]:
+    """`deviations` as one line each: `path: actual (class: expected)`."""
+    return tuple(str(d) for d in deviations(reference, snapshot))
+
+
+def class_reference_to_document(reference: ClassReference) -> dict[str, Any]:
+    """The schema-valid JSON form of a class reference (as `baseline aggregate` writes it)."""
+    data: dict[str, Any] = codec.to_jsonable(reference)
+    schemas.validate("class-reference", data, source=f"class {reference.node_class}")
+    return data
+
+
+def class_reference_from_document(data: Any, *, source: str) -> ClassReference:
+    """Validate and decode a class reference document (e.g. the store's classes/<class>.json)."""
+    schemas.validate("class-reference", data, source=source)
+    return codec.from_jsonable(ClassReference, data)
