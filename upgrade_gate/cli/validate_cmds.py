@@ -1,9 +1,237 @@
-"""CLI commands of this group (placeholder until the owning issue lands)."""
+"""The `validate` command: run the CVF phases on this host (local executor) and record the results.
+
+Local mode captures this host (every probe, like `capture`), builds its snapshot, runs the requested
+phases with a `LocalLauncher`, prints one line per phase, and with `--out` writes the snapshot with its
+`phases` filled in: a SNAPSHOT document that `gate --candidate OUT` accepts directly (the phase
+measurements travel inside the phase results).
+
+Exit codes: 0 when every requested phase passed; 1 when any phase failed, errored, was skipped or was
+not run (BLOCK: a skipped phase is not a pass); 2 for bad flags (`--phases 7`); 3 for a bad config file
+(the key and the file are named); 4 when the snapshot cannot be built or written.
+
+Design decisions:
+- `--phases` defaults to 0-3 (the single-node phases) and to 0-5 when `--peer` names partners.
+- The local executor runs commands on this host only. `--peer` nodes take part in phase 5 through
+  `mpirun -H` (which reaches them itself); phase 4 needs an `ib_write_bw` server on the peer, which
+  only the Kubernetes executor can start, so locally it ends in `error` naming the peer, never a pass.
+- Progress (rich) goes to stderr, so `--json` output on stdout stays clean.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import socket
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
+
+from upgrade_gate.errors import EnvironmentFailure, ExitCode, UsageError
+from upgrade_gate.model import NodeName
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
+
+    from upgrade_gate.model import PhaseResult
+    from upgrade_gate.validate.config import CvfConfig
+    from upgrade_gate.validate.pipeline import ProgressEvent
+
+ALL_PHASES = frozenset(range(6))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add `validate` to the app."""
+    app.command("validate")(validate_cmd)
+
+
+def parse_phases(text: str) -> frozenset[int]:
+    """`0-5`, `2`, `0,2,3` or `1-3,5` -> phase numbers; UsageError for anything else."""
+    numbers: set[int] = set()
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d)\s*(?:-\s*(\d)\s*)?", part)
+        if m is None:
+            raise UsageError(f"--phases {text!r}: expected phase numbers 0-5 such as 0-5, 2 or 0,2,3")
+        low = int(m.group(1))
+        high = int(m.group(2)) if m.group(2) is not None else low
+        if low > high or high > 5:
+            raise UsageError(f"--phases {text!r}: phases are numbered 0 to 5")
+        numbers.update(range(low, high + 1))
+    return frozenset(numbers)
+
+
+def validate_cmd(
+    phases: str | None = typer.Option(
+        None, "--phases", help="Phases to run: 0-5, 2, 0,2,3 ... (default 0-3; 0-5 when --peer is given)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="CVF cluster-validation-config ConfigMap (or KEY: value YAML) with thresholds."
+    ),
+    node: str | None = typer.Option(None, "--node", help="This node's name (DNS-1123); default: the host name."),
+    peer: list[str] | None = typer.Option(None, "--peer", help="Partner node for phases 4-5 (repeatable)."),
+    out: Path | None = typer.Option(None, "--out", help="Write the snapshot with its phase results (JSON)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the phase results as JSON on stdout."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (phases, commands, thresholds) only."),
+    samples: int | None = typer.Option(
+        None, "--samples", help="Repeats of the phase 2/5 sweeps (default UPGRADE_GATE_SAMPLES or 5)."
+    ),
+    host_root: Path = typer.Option(
+        Path("/"), "--host-root", help="Read /sys and /opt under this prefix (e.g. a hostPath mount)."
+    ),
+) -> ExitCode:
+    """Run the CVF phases on this host and record the results (exit 0 only if every phase passed)."""
+    from upgrade_gate.collect.capture import check_node_name
+    from upgrade_gate.validate.config import default_config, load_cvf_config
+
+    peers = tuple(peer or ())
+    numbers = parse_phases(phases) if phases is not None else (ALL_PHASES if peers else frozenset(range(4)))
+    if samples is not None and samples < 1:
+        raise UsageError(f"--samples must be at least 1, got {samples}")
+    if not host_root.is_dir():
+        raise UsageError(f"--host-root {host_root}: not a folder")
+    from upgrade_gate.validate.pipeline import all_passed
+
+    cfg = load_cvf_config(config) if config is not None else default_config()
+    count = samples if samples is not None else cfg.samples
+    node_name = check_node_name(node if node is not None else socket.gethostname().lower())
+    peer_names = tuple(check_node_name(p) for p in peers)
+    if node_name in peer_names:
+        raise UsageError(f"--peer {node_name}: a node cannot be its own peer")
+    if dry_run:
+        _print_plan(cfg, numbers, node_name, peer_names, count)
+        return ExitCode.PASS
+    results = _run(cfg, numbers, node_name, peer_names, count, host_root, out)
+    if json_output:
+        from upgrade_gate import codec
+
+        doc = {
+            "node": node_name,
+            "passed": all_passed({node_name: results}),
+            "phases": [codec.to_jsonable(r) for r in results],
+        }
+        typer.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        _print_results(results)
+    return ExitCode.PASS if all_passed({node_name: results}) else ExitCode.BLOCK
+
+
+def _run(
+    cfg: CvfConfig,
+    numbers: frozenset[int],
+    node: str,
+    peers: tuple[str, ...],
+    samples: int,
+    host_root: Path,
+    out: Path | None,
+) -> tuple[PhaseResult, ...]:
+    from rich.console import Console as RichConsole
+
+    from upgrade_gate.cli.collect_cmds import parser_check
+    from upgrade_gate.collect.capture import capture
+    from upgrade_gate.collect.runner import LocalRunner
+    from upgrade_gate.validate.launcher import LocalLauncher
+    from upgrade_gate.validate.phases import select_phases
+    from upgrade_gate.validate.pipeline import run_pipeline
+
+    try:
+        from upgrade_gate.snapshot.build import build_snapshot
+    except ImportError as exc:  # pragma: no cover - the snapshot stage ships with the package
+        raise EnvironmentFailure(f"the snapshot builder is not available: {exc}") from exc
+    err = RichConsole(stderr=True)
+    with err.status(f"capturing {node} (every probe)"):
+        bundle = capture(LocalRunner(), node=node, host_root=host_root, output_check=parser_check())
+        snapshot = build_snapshot(bundle)
+    renderer = _ProgressRenderer(err)
+    try:
+        results = run_pipeline(
+            [node],
+            phases=select_phases(numbers),
+            config=cfg,
+            launcher=LocalLauncher({node: None}),
+            snapshots={node: snapshot},
+            peers=peers,
+            samples=samples,
+            progress=renderer,
+        )[NodeName(node)]
+    finally:
+        renderer.close()
+    if out is not None:
+        from upgrade_gate.snapshot.io import write_snapshot
+
+        try:
+            write_snapshot(replace(snapshot, phases=results), out)
+        except OSError as exc:
+            raise EnvironmentFailure(f"{out}: cannot write: {exc.strerror or exc}") from exc
+        print(f"wrote {out}", file=sys.stderr)
+    return results
+
+
+class _ProgressRenderer:
+    """Renders pipeline events as rich progress on stderr (one task per running phase)."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+        )
+        self._tasks: dict[int, TaskID] = {}
+        self._progress.start()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.kind == "phase-start":
+            budget = f" (budget {event.budget_s:g}s)" if event.budget_s is not None else ""
+            self._tasks[event.phase] = self._progress.add_task(
+                f"phase {event.phase} {event.name}{budget}", total=len(event.nodes)
+            )
+        elif event.kind == "node-done" and event.phase in self._tasks:
+            self._progress.advance(self._tasks[event.phase])
+        elif event.kind == "phase-done" and event.phase in self._tasks:
+            self._progress.remove_task(self._tasks.pop(event.phase))
+
+    def close(self) -> None:
+        """Stop the live display."""
+        self._progress.stop()
+
+
+_STATUS_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "skipped": "yellow", "not-run": "dim"}
+
+
+def _print_results(results: tuple[PhaseResult, ...]) -> None:
+    from rich.console import Console as RichConsole
+    from rich.text import Text
+
+    console = RichConsole(highlight=False, soft_wrap=True)
+    for r in results:
+        line = Text(f"phase {r.phase} {r.name:<20} ")
+        line.append(f"{r.status.value:<8}", style=_STATUS_STYLE.get(r.status.value, ""))
+        if r.duration_s is not None:
+            tool = r.tool_duration_s or 0.0
+            line.append(f" {r.duration_s:7.2f}s (tools {tool:.2f}s)")
+        for key, value in sorted(r.annotations.items()):
+            if key.endswith("-measured-bw"):
+                line.append(f"  measured {value}")
+        console.print(line)
+        for reason in r.reasons:
+            console.print(Text(f"    - {reason}"))
+
+
+def _print_plan(cfg: CvfConfig, numbers: frozenset[int], node: str, peers: tuple[str, ...], samples: int) -> None:
+    from upgrade_gate.validate.phases import select_phases
+
+    typer.echo(f"node {node}" + (f", peers {', '.join(peers)}" if peers else "") + f"; config {cfg.source}")
+    for phase in select_phases(numbers):
+        label = cfg.label_keys.get(phase.number, phase.label_key) or "(no label)"
+        budget = cfg.phase_timeouts_s.get(phase.number) or phase.budget_s(cfg, samples=samples, nodes=1 + len(peers))
+        typer.echo(f"phase {phase.number} {phase.name}  label {label}  budget {budget:g}s")
+        if phase.number in cfg.skip:
+            flag = cfg.skip_flags.get(phase.number, "SKIP_*")
+            typer.echo(f"  skipped by {flag}=true (recorded as skipped, never passed)")
+            continue
+        for line in phase.plan(cfg, samples=samples):
+            typer.echo(f"  {line}")
+    if cfg.ignored_keys:
+        typer.echo(f"config keys not used by the local pipeline: {', '.join(cfg.ignored_keys)}")

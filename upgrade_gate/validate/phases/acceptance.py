@@ -1,0 +1,115 @@
+"""Phase 1, GPU hardware acceptance: the configured RVS / AGFHC recipes, in order, first failure stops.
+
+The recipes are CVF's `GPU_VALIDATION_STAGES_JSON` stages (default: RVS gst_single, AGFHC xgmi_lvl1,
+pcie_lvl1, hbm_lvl1). Each stage runs `Iterations` times with `TimeoutSeconds` per run:
+- RVS: `rvs -c CONF -j`, CONF = `<UPGRADE_GATE_RVS_CONF_DIR>/<recipe>.conf` unless the recipe is a path;
+- AGFHC: `agfhc -r RECIPE`.
+A run passes only when the tool exited 0 AND its parsed output passes (every RVS action / AGFHC test has
+an explicit passing verdict); the first failing stage is the reason (`stage-<name>: ...`, like CVF's
+`stage-<name>:<reason>` annotation), and later stages are not run (CVF's stop-on-first-failure).
+
+Design decisions:
+- A stage with `Skip: true` is not run and annotated `stage-<name>=skipped`; when every stage is skipped
+  (or none is configured) the phase is `skipped`, exactly as CVF sets the aggregate label to `skipped`,
+  which does not let the node into phase 2 (pipeline gating).
+- A missing tool, a timeout, or output no parser reads is an `error` naming the tool; a non-zero exit
+  with readable output is a `failed` with the failing test named.
+- `Arguments` are test-runner arguments in CVF (e.g. `--parallel`), not RVS/AGFHC flags; they are shown
+  in the plan but not passed to the tools.
+
+Dated notes:
+- 2025: RVS `-j` writes a JSON log file (to /var/tmp or the path given) and keeps the text on stdout
+  (rocm.docs.amd.com ROCmValidationSuite cli.html, latest); the text is what `parse_rvs` reads, the JSON
+  log is not read (no real capture of its format, corpus INDEX gaps).
+"""
+
+from __future__ import annotations
+
+from upgrade_gate.collect.runner import CommandResult
+from upgrade_gate.errors import ParseError
+from upgrade_gate.model import PhaseResult, PhaseStatus
+from upgrade_gate.parse.rvs import parse_agfhc, parse_rvs
+from upgrade_gate.validate import cvf
+from upgrade_gate.validate.config import CvfConfig, Stage
+from upgrade_gate.validate.phase import Outcome, PhaseContext, make_result
+
+
+def stage_argv(stage: Stage, config: CvfConfig) -> tuple[str, ...]:
+    """The command line of one stage."""
+    if stage.framework == "AGFHC":
+        return ("agfhc", "-r", stage.recipe)
+    recipe = stage.recipe
+    conf = recipe if "/" in recipe or recipe.endswith(".conf") else f"{config.rvs_conf_dir.rstrip('/')}/{recipe}.conf"
+    return ("rvs", "-c", conf, "-j")
+
+
+def _judge_run(stage: Stage, result: CommandResult, out: Outcome) -> bool:
+    """Record why one run of a stage did not pass; True when it passed."""
+    where = f"stage-{stage.name}"
+    if result.missing or result.timed_out:
+        out.error(f"{where}: {result.failure_reason()}")
+        return False
+    tool = result.argv[0]
+    try:
+        parsed = parse_agfhc(result.stdout) if stage.framework == "AGFHC" else parse_rvs(result.stdout)
+    except ParseError as exc:
+        if result.returncode != 0:
+            out.fail(f"{where}: {result.failure_reason()}")
+        else:
+            out.error(f"{where}: {tool}: unreadable output: {exc}")
+        return False
+    if not parsed.passed:
+        out.fail(f"{where}: {tool} {stage.recipe}: {parsed.first_failure or 'no passing verdict'} failed")
+        return False
+    if result.returncode != 0:
+        out.fail(f"{where}: {result.failure_reason()} although every test passed")
+        return False
+    return True
+
+
+class AcceptancePhase:
+    """Phase 1."""
+
+    number = 1
+    name = cvf.PHASE_NAMES[1]
+    label_key: str | None = cvf.GPU_HW_ACCEPTANCE
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        """Run every configured stage until the first failure."""
+        out = Outcome()
+        stages_state: dict[str, str] = {}
+        active = [s for s in ctx.config.stages if not s.skip]
+        for stage in ctx.config.stages:
+            if stage.skip:
+                stages_state[f"stage-{stage.name}"] = "skipped"
+        if not active:
+            why = "every phase-1 stage is skipped" if ctx.config.stages else "no phase-1 stages configured"
+            return make_result(self, ctx.config, PhaseStatus.SKIPPED, (why,), extra=stages_state)
+        runner = ctx.runner()
+        for stage in active:
+            argv = stage_argv(stage, ctx.config)
+            passed = all(
+                _judge_run(stage, runner.run(argv, timeout=stage.timeout_s), out) for _ in range(stage.iterations)
+            )
+            stages_state[f"stage-{stage.name}"] = "passed" if passed else "failed"
+            if not passed:
+                break
+        return out.result(self, ctx.config, extra=stages_state)
+
+    def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
+        """Every stage's timeout times its iterations, plus CVF's 120 s slack per stage."""
+        return sum((s.timeout_s + 120.0) * s.iterations for s in config.stages if not s.skip) or 30.0
+
+    def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
+        """Dry-run description."""
+        lines = []
+        for stage in config.stages:
+            if stage.skip:
+                lines.append(f"stage {stage.name}: skipped (Skip: true)")
+                continue
+            extra = f" (test-runner arguments not passed: {stage.arguments})" if stage.arguments else ""
+            lines.append(
+                f"stage {stage.name}: {' '.join(stage_argv(stage, config))} x{stage.iterations}, "
+                f"timeout {stage.timeout_s:g}s{extra}"
+            )
+        return tuple(lines) or ("no stages configured: phase 1 is skipped",)

@@ -1,0 +1,85 @@
+"""Phase 0, eligibility: is this node a candidate for the GPU phases (and the NIC phases 3-5)?
+
+Cluster mode (the executor passes the node's labels): every `NODE_SELECTOR_LABELS` pair must be on the
+node (CVF's default selects `feature.node.kubernetes.io/amd-gpu=true`), and when any of phases 3-5 is
+requested the node must also carry `feature.node.kubernetes.io/amd-nic=true` (CVF intersects the input
+of its NIC phases with that label). Local mode (no labels): the snapshot's own facts stand in for the
+NFD labels - at least one GPU, and at least one RDMA NIC when phases 3-5 are requested.
+
+Design decisions:
+- A node without the evidence (no snapshot, or the probes that would have found the GPUs failed) is an
+  `error` naming the probe, not a `failed` "no GPU": an upgrade that broke rocminfo must not look like a
+  node that never had GPUs.
+- Phase 0 writes no CVF label (CVF marks candidates with `amd.com/cluster-validation-candidate=true`,
+  which is the executor's business).
+"""
+
+from __future__ import annotations
+
+from upgrade_gate.model import PhaseResult, Snapshot
+from upgrade_gate.validate import cvf
+from upgrade_gate.validate.config import CvfConfig
+from upgrade_gate.validate.phase import Outcome, PhaseContext
+
+_GPU_PROBES = ("rocminfo", "amdsmi_list")
+_NIC_PROBES = ("ibv_devinfo", "rdma_link")
+
+
+class EligibilityPhase:
+    """Phase 0."""
+
+    number = 0
+    name = cvf.PHASE_NAMES[0]
+    label_key: str | None = None
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        """Check the node's labels (cluster mode) or its snapshot (local mode)."""
+        out = Outcome()
+        nic_needed = bool(ctx.requested & cvf.NIC_PHASES)
+        if ctx.node_labels is not None:
+            labels = ctx.node_labels
+            wanted = list(ctx.config.node_selector_labels)
+            if nic_needed:
+                wanted.append((cvf.NFD_AMD_NIC, "true"))
+            for key, value in dict(wanted).items():
+                actual = labels.get(key)
+                if actual != value:
+                    shown = "no such label" if actual is None else f"{key}={actual}"
+                    why = "phases 3-5 need it" if key == cvf.NFD_AMD_NIC else "NODE_SELECTOR_LABELS needs it"
+                    out.fail(f"node label {key}={value} missing ({shown}); {why}")
+        elif ctx.snapshot is None:
+            out.error("no snapshot of the node: local eligibility is decided from its GPUs and NICs")
+        else:
+            _check_snapshot(out, ctx.snapshot, nic_needed)
+        return out.result(self, ctx.config)
+
+    def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
+        """Phase 0 runs no tool."""
+        return 30.0
+
+    def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
+        """Dry-run description."""
+        selector = ", ".join(f"{k}={v}" for k, v in config.node_selector_labels)
+        return (
+            f"cluster mode: node labels {selector} (and {cvf.NFD_AMD_NIC}=true when phases 3-5 run)",
+            "local mode: the snapshot has >= 1 GPU (and >= 1 RDMA NIC when phases 3-5 run)",
+        )
+
+
+def _failed_probes(snapshot: Snapshot, names: tuple[str, ...]) -> list[str]:
+    return [f"{p.name}: {p.reason or 'failed'}" for p in snapshot.probes if p.name in names and not p.ok]
+
+
+def _check_snapshot(out: Outcome, snapshot: Snapshot, nic_needed: bool) -> None:
+    if not snapshot.gpus:
+        broken = _failed_probes(snapshot, _GPU_PROBES)
+        if broken:
+            out.error("no GPU evidence: " + "; ".join(broken))
+        else:
+            out.fail(f"no AMD GPU found on the node (stands in for {cvf.NFD_AMD_GPU}=true)")
+    if nic_needed and not snapshot.nics:
+        broken = _failed_probes(snapshot, _NIC_PROBES)
+        if broken:
+            out.error("no RDMA NIC evidence: " + "; ".join(broken))
+        else:
+            out.fail(f"no RDMA NIC found on the node (stands in for {cvf.NFD_AMD_NIC}=true); phases 3-5 need one")

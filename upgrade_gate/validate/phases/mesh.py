@@ -1,0 +1,94 @@
+"""Phase 2, intra-node mesh: rccl-tests `all_reduce_perf` across every GPU of the node.
+
+Command (PROBES.md): `all_reduce_perf -b START -e END -f FACTOR -g NGPUS -n ITERS -w WARMUP` with the
+sweep from the CVF keys (`PHASE2_START_MSG_SIZE` 1K .. `PHASE2_END_MSG_SIZE` 2G, `PHASE2_STEP_FACTOR`
+2, `PHASE2_ITER_COUNT`, `PHASE2_WARMUP_ITER_COUNT`) and NGPUS = the GPUs of the node's snapshot. Each run
+gets `PHASE2_JOB_WAIT_TIME` seconds (CVF's per-node Job budget). Measurements:
+`mesh/all_reduce/busbw/<bytes>` per size and `mesh/all_reduce/avg_busbw`, with the sweep settings and
+the NCCL_* / RCCL_* environment in `settings`. The median `# Avg bus bandwidth` is compared with
+`PHASE2_BW_THRESHOLD` (GB/s) and written to the `-measured-bw` annotation.
+
+Dated notes:
+- 2026: CVF itself runs `mpirun --np 8 --host localhost ... all_reduce_perf ... -g 1` (one rank per GPU);
+  upgrade-gate runs one process with `-g NGPUS` (PROBES.md). Both report the same bus bandwidth
+  definition; the `ranks` setting is the GPU count either way, so their numbers compare.
+- `-Z json` is not requested: no real capture of it exists and the fake tools refuse it (the parser
+  can merge a `-Z json` file with the text when an executor collects one).
+"""
+
+from __future__ import annotations
+
+from upgrade_gate.model import PhaseResult
+from upgrade_gate.validate import cvf
+from upgrade_gate.validate.config import CvfConfig
+from upgrade_gate.validate.phase import Outcome, PhaseContext
+from upgrade_gate.validate.phases.sweeps import check_sweeps, run_sweeps, sweep_measurements
+
+TOOL = "all_reduce_perf"
+
+
+def mesh_argv(config: CvfConfig, ngpus: int | str) -> tuple[str, ...]:
+    """The phase-2 command line."""
+    return (
+        TOOL,
+        "-b",
+        config.phase2_start_msg_size,
+        "-e",
+        config.phase2_end_msg_size,
+        "-f",
+        str(config.phase2_step_factor),
+        "-g",
+        str(ngpus),
+        "-n",
+        str(config.phase2_iter_count),
+        "-w",
+        str(config.phase2_warmup_iter_count),
+    )
+
+
+class MeshPhase:
+    """Phase 2."""
+
+    number = 2
+    name = cvf.PHASE_NAMES[2]
+    label_key: str | None = cvf.GPU_MESH_VALIDATION
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        """Run the sweep `ctx.samples` times and judge it."""
+        out = Outcome()
+        ngpus = len(ctx.snapshot.gpus) if ctx.snapshot is not None else 0
+        if ngpus == 0:
+            out.error("no GPU count: the node's snapshot lists no GPU, so -g cannot be set")
+            return out.result(self, ctx.config)
+        results = run_sweeps(
+            ctx.runner(),
+            mesh_argv(ctx.config, ngpus),
+            samples=ctx.samples,
+            timeout=ctx.config.phase2_job_wait_s,
+            out=out,
+            tool=TOOL,
+        )
+        env = ctx.launcher.tool_env(ctx.node)
+        out.measurements.extend(sweep_measurements(results, out, prefix="mesh", op="all_reduce", env=env))
+        avg = check_sweeps(
+            results,
+            out,
+            tool=TOOL,
+            threshold=ctx.config.phase2_bw_threshold,
+            threshold_key="PHASE2_BW_THRESHOLD",
+            ranks=ngpus,
+        )
+        return out.result(self, ctx.config, measured_bw=avg)
+
+    def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
+        """PHASE2_JOB_WAIT_TIME per run."""
+        return config.phase2_job_wait_s * samples
+
+    def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
+        """Dry-run description."""
+        return (
+            f"{' '.join(mesh_argv(config, 'NGPUS'))}  (x{samples}, NGPUS from the snapshot, "
+            f"timeout {config.phase2_job_wait_s:g}s per run)",
+            f"pass: median Avg bus bandwidth >= PHASE2_BW_THRESHOLD {config.phase2_bw_threshold:g} GB/s, "
+            "#wrong == 0, ranks == NGPUS",
+        )

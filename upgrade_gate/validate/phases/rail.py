@@ -1,0 +1,218 @@
+"""Phase 4, per-rail RDMA: `ib_write_bw` per rail between node pairs, against PHASE4_BW_THRESHOLD (Gb/s).
+
+Pairing (CVF PHASE4_DRIVER_SCRIPT): nodes sorted by name, paired `n0<->n1`, `n2<->n3`, ...; for each
+pair and each rail 0..PHASE4_RAIL_COUNT-1 (serialised, so a NIC never carries two flows) the server runs
+on the first node through the launcher, in the background, and the client on the second node connects
+to the server's address on that rail:
+    server: ib_write_bw -d <dev> -i 1 -F --report_gbits
+    client: ib_write_bw -d <dev> -i 1 -F --report_gbits <server address>
+The client's `BW average` (largest size) is the rail's bandwidth, recorded for both endpoints as
+`rail/<device>/write_bw` (settings: msg_size, qps, peer) and annotated `rail-<i>`; a rail below the
+threshold, or whose run failed, fails both nodes of the pair (CVF: `failed-rails:<csv>`).
+
+Where CVF passes a node it did not test, upgrade-gate does not:
+- the odd node out is paired again with a node that already passed phase 4 (or a spare partner the
+  caller named); only the odd node's result comes from that run (its partner already has one);
+- a node with no partner at all (a single node, or every other node failed) is `failed` with the reason
+  "no peer", never `passed` with CVF's `unpaired=true`.
+
+Design decisions:
+- Rail i of a node is its i-th AINIC (phase 3's selection, sorted by RDMA device name) from its
+  snapshot; without a snapshot it is CVF's pod naming `PHASE4_IB_DEV_PREFIX<i>`.
+- Tool time of a rail is the server's whole life (the client runs inside it), so the overhead the bench
+  reports excludes the deliberate server head start only if `UPGRADE_GATE_PHASE4_SERVER_START_S` is 0.
+- Rails run once (CVF does): one sample per rail measurement; the judge compares rails with thresholds
+  and the baseline value, not with a rank test.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from upgrade_gate.collect.runner import CommandResult
+from upgrade_gate.errors import ParseError
+from upgrade_gate.model import Measurement, NodeName, PhaseResult, PhaseStatus
+from upgrade_gate.parse.perftest import parse_ib_write_bw, to_measurement
+from upgrade_gate.validate import cvf
+from upgrade_gate.validate.config import CvfConfig
+from upgrade_gate.validate.launcher import LauncherError
+from upgrade_gate.validate.phase import GroupContext, Outcome, TimedRunner, ToolClock, make_result
+from upgrade_gate.validate.phases.nic import rail_nics
+
+TOOL = "ib_write_bw"
+_SERVER_GRACE_S = 10.0
+
+
+def rail_argv(device: str, peer_address: str | None = None) -> tuple[str, ...]:
+    """Server (no address) or client command line for one rail."""
+    argv = (TOOL, "-d", device, "-i", "1", "-F", "--report_gbits")
+    return (*argv, peer_address) if peer_address is not None else argv
+
+
+def pair_nodes(nodes: tuple[NodeName, ...]) -> tuple[list[tuple[NodeName, NodeName]], NodeName | None]:
+    """CVF's pairing: sorted, consecutive pairs, and the odd node out (or None)."""
+    ordered = sorted(nodes)
+    pairs = [(ordered[i], ordered[i + 1]) for i in range(0, len(ordered) - 1, 2)]
+    return pairs, (ordered[-1] if len(ordered) % 2 else None)
+
+
+@dataclass(slots=True)
+class _NodeRails:
+    """Per-node results of the rails it took part in."""
+
+    out: Outcome = field(default_factory=Outcome)
+    bandwidth: dict[int, float] = field(default_factory=dict)
+    failed_rails: list[int] = field(default_factory=list)
+    peers: list[str] = field(default_factory=list)
+
+
+def _device(ctx: GroupContext, node: NodeName, rail: int) -> str | None:
+    snap = ctx.snapshots.get(node)
+    if snap is None:
+        return f"{ctx.config.phase4_ib_dev_prefix}{rail}"
+    nics = rail_nics(snap, ctx.config)
+    return nics[rail].name if rail < len(nics) else None
+
+
+class RailPhase:
+    """Phase 4."""
+
+    number = 4
+    name = cvf.PHASE_NAMES[4]
+    label_key: str | None = cvf.RAIL_BANDWIDTH
+
+    def run_group(self, ctx: GroupContext) -> Mapping[NodeName, PhaseResult]:
+        """Test every pair, then the odd node out against a node that passed."""
+        pairs, odd = pair_nodes(ctx.nodes)
+        results: dict[NodeName, PhaseResult] = {}
+        for server, client in pairs:
+            rails = {server: _NodeRails(), client: _NodeRails()}
+            self._test_pair(ctx, server, client, rails)
+            results.update({n: self._result(ctx.config, r) for n, r in rails.items()})
+        if odd is not None:
+            passed = [n for n in sorted(results) if results[n].status is PhaseStatus.PASSED]
+            partners = passed + [p for p in ctx.peers if p not in ctx.nodes]
+            if not partners:
+                why = (
+                    "no peer: phase 4 needs a partner node and none was given"
+                    if len(ctx.nodes) == 1
+                    else "no peer: the odd node out needs a partner that passed phase 4, and none did"
+                )
+                results[odd] = make_result(self, ctx.config, PhaseStatus.FAILED, (why,))
+            else:
+                rails = {partners[0]: _NodeRails(), odd: _NodeRails()}
+                self._test_pair(ctx, partners[0], odd, rails)
+                results[odd] = self._result(ctx.config, rails[odd])
+        return results
+
+    def _test_pair(
+        self, ctx: GroupContext, server: NodeName, client: NodeName, rails: dict[NodeName, _NodeRails]
+    ) -> None:
+        for side, other in ((server, client), (client, server)):
+            rails[side].peers.append(other)
+        for rail in range(ctx.config.phase4_rail_count):
+            devices = {n: _device(ctx, n, rail) for n in (server, client)}
+            lacking = [n for n, d in devices.items() if d is None]
+            if lacking:
+                for node in lacking:
+                    rails[node].out.fail(
+                        f"rail-{rail}: no RDMA device (PHASE4_RAIL_COUNT {ctx.config.phase4_rail_count})"
+                    )
+                    rails[node].failed_rails.append(rail)
+                continue
+            dev_s, dev_c = devices[server], devices[client]
+            assert dev_s is not None and dev_c is not None
+            self._test_rail(ctx, rail, (server, dev_s), (client, dev_c), rails)
+
+    def _test_rail(
+        self,
+        ctx: GroupContext,
+        rail: int,
+        server: tuple[NodeName, str],
+        client: tuple[NodeName, str],
+        rails: dict[NodeName, _NodeRails],
+    ) -> None:
+        config = ctx.config
+        both = (rails[server[0]], rails[client[0]])
+        where = f"rail-{rail}({server[0]}:{server[1]}<->{client[0]}:{client[1]})"
+        try:
+            background = ctx.start(server[0], rail_argv(server[1]))
+            if config.phase4_server_start_s > 0:
+                time.sleep(min(config.phase4_server_start_s, max(ctx.left(), 0.0)))
+            address = ctx.launcher.address(server[0], device=server[1])
+            # The server's life is the rail's tool time; the client's own time is inside it.
+            runner = TimedRunner(ctx.launcher.runner_for(client[0]), ToolClock(), ctx.deadline)
+            result = runner.run(rail_argv(client[1], address), timeout=config.phase4_pair_wait_s)
+            server_result = background.stop(timeout=min(_SERVER_GRACE_S, config.phase4_pair_wait_s))
+        except LauncherError as exc:
+            for node in both:
+                node.out.error(f"{where}: {exc}")
+                node.failed_rails.append(rail)
+            return
+        bandwidth = self._judge(result, server_result, where, both, device=client[1])
+        if bandwidth is None:
+            for side in both:
+                side.failed_rails.append(rail)
+            return
+        for (name, device), other in ((server, client[0]), (client, server[0])):
+            rails[name].out.measurements.append(
+                replace(bandwidth, key=f"rail/{device}/write_bw", settings={**bandwidth.settings, "peer": other})
+            )
+            rails[name].bandwidth[rail] = bandwidth.samples[0]
+        value = bandwidth.samples[0]
+        threshold = config.phase4_bw_threshold
+        if value < threshold:
+            for side in both:
+                side.out.fail(f"below-threshold:{where}={value:.2f} Gb/s < PHASE4_BW_THRESHOLD {threshold:g} Gb/s")
+                side.failed_rails.append(rail)
+
+    @staticmethod
+    def _judge(
+        result: CommandResult, server: CommandResult, where: str, both: tuple[_NodeRails, ...], *, device: str
+    ) -> Measurement | None:
+        """The client's measurement, or None after recording why there is none."""
+        problem = result.failure_reason()
+        if problem is not None:
+            server_problem = server.failure_reason()
+            detail = f"client {problem}" + (f"; server {server_problem}" if server_problem else "")
+            for node in both:
+                if result.missing or result.timed_out:
+                    node.out.error(f"ib-write-bw-crashed:{where}: {detail}")
+                else:
+                    node.out.fail(f"ib-write-bw-crashed:{where}: {detail}")
+            return None
+        try:
+            parsed = parse_ib_write_bw(result.stdout)
+            return to_measurement(parsed, rail=device, peer=None)
+        except ParseError as exc:
+            for node in both:
+                node.out.error(f"parse-failed:{where}: {exc}")
+            return None
+
+    def _result(self, config: CvfConfig, rails: _NodeRails) -> PhaseResult:
+        extra = {f"rail-{i}": f"{bw:.2f}" for i, bw in sorted(rails.bandwidth.items())}
+        if rails.peers:
+            extra["peer"] = rails.peers[-1]
+        if rails.failed_rails:
+            extra["failed-rails"] = ",".join(str(i) for i in sorted(set(rails.failed_rails)))
+        measured = min(rails.bandwidth.values()) if rails.bandwidth else None
+        return rails.out.result(self, config, measured_bw=measured, extra=extra, peer=",".join(rails.peers) or None)
+
+    def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
+        """PHASE4_PAIR_WAIT_TIME per rail of every pair, plus the odd node's extra pair."""
+        pairs = nodes // 2 + nodes % 2
+        per_rail = config.phase4_pair_wait_s + config.phase4_server_start_s + _SERVER_GRACE_S
+        return max(pairs, 1) * config.phase4_rail_count * per_rail
+
+    def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
+        """Dry-run description."""
+        return (
+            "pairs: nodes sorted by name, n0<->n1, n2<->n3, ...; the odd node out is re-paired with a node that passed",
+            f"per rail 0..{config.phase4_rail_count - 1}: server `{' '.join(rail_argv('DEV'))}` on the first node,",
+            f"  client `{' '.join(rail_argv('DEV', 'SERVER_ADDRESS'))}` on the second, "
+            f"timeout {config.phase4_pair_wait_s:g}s per rail",
+            f"pass: every rail BW average >= PHASE4_BW_THRESHOLD {config.phase4_bw_threshold:g} Gb/s; "
+            "a node without a peer fails",
+        )
