@@ -1,0 +1,262 @@
+"""Running upgrade-gate's Jobs across a fleet: one Job per node, bounded concurrency, results as values.
+
+Design decisions
+- `run_on_nodes` runs many Jobs (built by `fleet.manifests`) with a bounded thread pool sharing one
+  `KubeClient` (its urllib3 pool is thread-safe). A node's own failure - Job failed, timed out,
+  node deleted mid-run, Job vanished, no valid result frame - is that node's `NodeRunResult`, never
+  an exception for the whole fleet; only errors that doom every node (the API forbids a verb: exit 4
+  naming it; the API is unreachable) propagate, after telling the other workers to stop waiting.
+- Results come back through the pod log in a checksummed frame (`fleet.resultframe`, where the choice
+  of logs over ConfigMaps is explained). A Job that completed without a valid frame is FAILED: fail
+  closed.
+- A timed-out Job is deleted (its pods with it) so that it stops loading the node; finished Jobs are
+  pruned at the end, keeping the newest `keep_finished` per purpose for debugging. Pruning is
+  housekeeping: its failures never change the results.
+- `run_mpijob` runs phase 5's MPIJob the same way: the launcher log (rank 0's rccl-tests output) is
+  the result; a node of the MPIJob that disappeared turns the outcome into NODE_LOST naming it.
+- `on_result` is called from the calling thread as nodes finish, so a CLI can drive a progress display
+  without locking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from upgrade_gate.errors import ParseError
+from upgrade_gate.fleet.errors import (
+    InvalidNameError,
+    KubeConnectionError,
+    KubeError,
+    KubeForbiddenError,
+    KubeNotFoundError,
+    KubeWaitTimeoutError,
+)
+from upgrade_gate.fleet.labels import MANAGED_BY, MANAGER, PURPOSE
+from upgrade_gate.fleet.manifests import JobSpec, MpiJobSpec
+from upgrade_gate.fleet.objects import JobPhase
+from upgrade_gate.fleet.resultframe import extract
+from upgrade_gate.model import NodeName
+
+if TYPE_CHECKING:
+    from upgrade_gate.fleet.kube import KubeClient
+
+T = TypeVar("T")
+
+
+class RunStatus(StrEnum):
+    """How one node's Job ended, from upgrade-gate's point of view."""
+
+    SUCCEEDED = "succeeded"  # Complete, and (when framed) a valid result frame came back
+    FAILED = "failed"  # Failed, or Complete without a valid result frame
+    TIMED_OUT = "timed-out"  # neither condition within the timeout; the Job was deleted
+    NODE_LOST = "node-lost"  # the node disappeared during the run
+    ERROR = "error"  # the Job could not be created or vanished
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRunResult:
+    """One node's outcome: never a PASS by itself, only evidence for the phase/snapshot code."""
+
+    node: NodeName
+    job: str
+    status: RunStatus
+    reason: str | None = None
+    exit_code: int | None = None
+    log: str = ""
+    payload: bytes | None = None
+    duration_s: float = 0.0
+
+
+_FATAL = (KubeForbiddenError, KubeConnectionError)
+
+
+def _node_gone(client: KubeClient, node: NodeName) -> bool:
+    try:
+        client.get_node(node)
+    except KubeNotFoundError:
+        return True
+    except KubeError:
+        return False
+    return False
+
+
+def _log(client: KubeClient, name: str, namespace: str) -> tuple[str, str | None]:
+    try:
+        return client.job_logs(name, namespace), None
+    except _FATAL:
+        raise
+    except KubeError as exc:
+        return "", f"log unavailable: {exc}"
+
+
+def run_job(
+    client: KubeClient,
+    spec: JobSpec,
+    *,
+    timeout_s: float,
+    poll_s: float = 2.0,
+    stop: Callable[[], bool] | None = None,
+) -> NodeRunResult:
+    """Create one Job, wait for it, bring its log (and result frame) back; node failures are values."""
+    start = time.monotonic()
+    ns, name = spec.settings.namespace, spec.name
+
+    def result(status: RunStatus, reason: str | None, **kw: Any) -> NodeRunResult:
+        return NodeRunResult(
+            node=spec.node, job=name, status=status, reason=reason, duration_s=time.monotonic() - start, **kw
+        )
+
+    try:
+        client.create_job(spec.manifest(), ns)
+    except _FATAL:
+        raise
+    except KubeError as exc:
+        return result(RunStatus.ERROR, f"could not create Job {name}: {exc}")
+    try:
+        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=stop)
+    except KubeWaitTimeoutError:
+        log, _ = _log(client, name, ns)
+        lost = _node_gone(client, spec.node)
+        _quietly(lambda: client.delete_job(name, ns))  # stop it; a leftover is pruned or expires
+        if lost:
+            return result(RunStatus.NODE_LOST, f"node {spec.node} disappeared during the run", log=log)
+        return result(RunStatus.TIMED_OUT, f"Job {name} did not finish within {timeout_s:g}s", log=log)
+    except KubeNotFoundError:
+        return result(RunStatus.ERROR, f"Job {name} disappeared before it finished")
+    except _FATAL:
+        raise
+    except KubeError as exc:
+        return result(RunStatus.ERROR, f"Job {name}: {exc}")
+    log, problem = _log(client, name, ns)
+    pods = _quietly(lambda: client.job_pods(name, ns)) or ()
+    exit_code = pods[-1].exit_code if pods else None
+    payload: bytes | None = None
+    if spec.framed and problem is None:
+        try:
+            payload, exit_code = extract(log)
+        except ParseError as exc:
+            problem = str(exc)
+    if state.phase is JobPhase.SUCCEEDED:
+        if problem is not None:
+            return result(RunStatus.FAILED, f"Job {name} completed but {problem}", exit_code=exit_code, log=log)
+        return result(RunStatus.SUCCEEDED, None, exit_code=exit_code, log=log, payload=payload)
+    if _node_gone(client, spec.node) or any(p.reason == "DeletionByPodGC" for p in pods):
+        return result(
+            RunStatus.NODE_LOST,
+            f"node {spec.node} disappeared during the run (Job {state.reason})",
+            log=log,
+            payload=payload,
+        )
+    why = f"Job {name} failed ({state.reason}: {state.message})"
+    if exit_code is not None:
+        why += f", exit code {exit_code}"
+    return result(RunStatus.FAILED, why, exit_code=exit_code, log=log, payload=payload)
+
+
+def _quietly(fn: Callable[[], T]) -> T | None:
+    """Best-effort follow-up call: a node-local API failure must not turn into a fleet-wide one."""
+    try:
+        return fn()
+    except _FATAL:
+        raise
+    except KubeError:
+        return None
+
+
+def run_on_nodes(
+    client: KubeClient,
+    specs: Sequence[JobSpec],
+    *,
+    concurrency: int = 8,
+    timeout_s: float = 1800.0,
+    poll_s: float = 2.0,
+    keep_finished: int | None = 20,
+    on_result: Callable[[NodeRunResult], None] | None = None,
+) -> tuple[NodeRunResult, ...]:
+    """Run every spec with at most `concurrency` at once; results in input order."""
+    names = [s.name for s in specs]  # validates every node name before anything is created
+    if len(set(names)) != len(names):
+        raise InvalidNameError("two Jobs for the same node, purpose and run id: " + ", ".join(sorted(names)))
+    abort = threading.Event()
+    results: dict[int, NodeRunResult] = {}
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ug-job") as pool:
+        futures: dict[Future[NodeRunResult], int] = {
+            pool.submit(run_job, client, spec, timeout_s=timeout_s, poll_s=poll_s, stop=abort.is_set): i
+            for i, spec in enumerate(specs)
+        }
+        try:
+            for future in as_completed(futures):
+                res = future.result()
+                results[futures[future]] = res
+                if on_result is not None:
+                    on_result(res)
+        except BaseException:
+            abort.set()
+            for future in futures:
+                future.cancel()
+            raise
+    if keep_finished is not None:
+        for purpose, namespace in sorted({(s.purpose, s.settings.namespace) for s in specs}):
+            # housekeeping only: a failure leaves old Jobs visible with kubectl and changes no result
+            with contextlib.suppress(KubeError):
+                client.prune_jobs(namespace, f"{MANAGED_BY}={MANAGER},{PURPOSE}={purpose}", keep=keep_finished)
+    return tuple(results[i] for i in range(len(specs)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MpiRunResult:
+    """Phase 5's outcome across its nodes: the launcher's log is rank 0's output (rccl-tests table)."""
+
+    name: str
+    nodes: tuple[NodeName, ...]
+    status: RunStatus
+    reason: str | None = None
+    log: str = ""
+    lost_nodes: tuple[NodeName, ...] = ()
+    duration_s: float = 0.0
+
+
+def run_mpijob(client: KubeClient, spec: MpiJobSpec, *, timeout_s: float, poll_s: float = 2.0) -> MpiRunResult:
+    """Create the MPIJob, wait for Succeeded/Failed, bring the launcher log back; then delete it."""
+    start = time.monotonic()
+    ns, name = spec.settings.namespace, spec.name
+
+    def result(status: RunStatus, reason: str | None, log: str = "") -> MpiRunResult:
+        lost = tuple(n for n in spec.nodes if status is not RunStatus.SUCCEEDED and _node_gone(client, n))
+        if lost:
+            status, reason = RunStatus.NODE_LOST, f"node(s) {', '.join(lost)} disappeared during the run ({reason})"
+        return MpiRunResult(name=name, nodes=spec.nodes, status=status, reason=reason, log=log,
+                            lost_nodes=lost, duration_s=time.monotonic() - start)  # fmt: skip
+
+    try:
+        client.create_mpijob(spec.manifest(), ns)
+    except _FATAL:
+        raise
+    except KubeError as exc:
+        return result(RunStatus.ERROR, f"could not create MPIJob {name}: {exc}")
+    try:
+        state = client.wait_mpijob(name, ns, timeout_s=timeout_s, poll_s=poll_s)
+    except KubeWaitTimeoutError:
+        partial = _quietly(lambda: client.mpijob_logs(name, ns)) or ""
+        _quietly(lambda: client.delete_mpijob(name, ns))
+        return result(RunStatus.TIMED_OUT, f"MPIJob {name} did not finish within {timeout_s:g}s", partial)
+    except KubeNotFoundError:
+        return result(RunStatus.ERROR, f"MPIJob {name} disappeared before it finished")
+    except _FATAL:
+        raise
+    except KubeError as exc:
+        return result(RunStatus.ERROR, f"MPIJob {name}: {exc}")
+    log = _quietly(lambda: client.mpijob_logs(name, ns))
+    _quietly(lambda: client.delete_mpijob(name, ns))
+    if state.phase is JobPhase.SUCCEEDED and log is None:
+        return result(RunStatus.FAILED, f"MPIJob {name} succeeded but its launcher log is unavailable")
+    if state.phase is JobPhase.SUCCEEDED:
+        return result(RunStatus.SUCCEEDED, None, log or "")
+    return result(RunStatus.FAILED, f"MPIJob {name} failed ({state.reason}: {state.message})", log or "")

@@ -1,0 +1,240 @@
+"""CVF and upgrade-gate label/annotation keys, value sanitising, and Kubernetes name validation (pure).
+
+Design decisions
+- The CVF keys are exactly those AMD's Cluster Validation Framework writes (DESIGN.md, "CVF
+  compatibility"): one label per phase with the values `passed` / `failed` (phase 1 also `skipped`),
+  the annotation `<label-key>-failure-reason` on a failed phase and `<label-key>-measured-bw` for a
+  measured bandwidth. Eligibility comes from the NFD labels `feature.node.kubernetes.io/amd-gpu=true`
+  and `.../amd-nic=true`; candidates carry `amd.com/cluster-validation-candidate=true`.
+- Our own keys live under the `upgrade-gate/` prefix (a valid DNS-1123 subdomain) so they never collide
+  with CVF's and `kubectl get nodes -L upgrade-gate/canary` reads naturally.
+- Names are validated *before* they reach a Job name, a label or a selector: a node name that is not a
+  DNS-1123 subdomain raises `InvalidNameError` naming the node, instead of a 422 from the API server
+  halfway through a fleet run (or, worse, a selector that silently matches something else).
+- Label values are limited to 63 characters of `[A-Za-z0-9._-]`, starting and ending alphanumeric.
+  `sanitize_label_value` maps free text (a change id, a reason) into that set; when it has to cut, it
+  appends a short hash of the original so two long values stay distinct. Annotations have no such
+  limit and carry the full text.
+- Job names must be DNS-1123 labels of at most 63 characters, because the Job controller copies the
+  name into the `job-name` label of its pods. `job_name` builds `ug-<purpose>-<node>-<run id>` and
+  shortens the node part with a hash when needed.
+
+Sources: Kubernetes API reference, "Object Names and IDs" and "Labels and Selectors" (syntax and
+character set); apimachinery validation (`IsDNS1123Label`, `IsDNS1123Subdomain`, `IsQualifiedName`,
+`IsValidLabelValue`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+
+from upgrade_gate.fleet.errors import InvalidNameError
+from upgrade_gate.model import NodeName
+
+# --------------------------------------------------------------------------- CVF keys
+
+NFD_AMD_GPU = "feature.node.kubernetes.io/amd-gpu"
+NFD_AMD_NIC = "feature.node.kubernetes.io/amd-nic"
+GPU_RESOURCE = "amd.com/gpu"
+
+CVF_CANDIDATE = "amd.com/cluster-validation-candidate"
+GPU_HW_ACCEPTANCE = "amd.com/gpu-hw-acceptance"
+GPU_MESH_VALIDATION = "amd.com/gpu-mesh-validation"
+NIC_HEALTH = "amd.com/nic-health"
+RAIL_BANDWIDTH = "amd.com/rail-bandwidth"
+CLUSTER_VALIDATION_STATUS = "amd.com/cluster-validation-status"
+
+PHASE_LABELS: dict[int, str] = {
+    1: GPU_HW_ACCEPTANCE,
+    2: GPU_MESH_VALIDATION,
+    3: NIC_HEALTH,
+    4: RAIL_BANDWIDTH,
+    5: CLUSTER_VALIDATION_STATUS,
+}
+
+CVF_CONFIGMAP = "cluster-validation-config"
+
+
+class CvfValue(StrEnum):
+    """Values CVF writes into its phase labels."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+def failure_reason_key(label_key: str) -> str:
+    """The annotation CVF writes next to a failed phase label."""
+    return f"{label_key}-failure-reason"
+
+
+def measured_bw_key(label_key: str) -> str:
+    """The annotation carrying a phase's measured bandwidth."""
+    return f"{label_key}-measured-bw"
+
+
+def phase_label(phase: int) -> str:
+    """The CVF label key a phase writes (phases 1..5); phase 0 writes none."""
+    try:
+        return PHASE_LABELS[phase]
+    except KeyError:
+        raise InvalidNameError(f"CVF phase {phase} writes no label (phases 1-5 do)") from None
+
+
+# --------------------------------------------------------------------------- upgrade-gate keys
+
+PREFIX = "upgrade-gate/"
+CANARY = PREFIX + "canary"  # label and NoSchedule taint key; value: the change id
+CHANGE_ID = PREFIX + "change-id"  # set on promote: the change the node now runs
+WINDOW_STATE = PREFIX + "window-state"
+NODE_CLASS = PREFIX + "node-class"  # default node-class label (configurable by the fleet code)
+NODE = PREFIX + "node"  # on Jobs/pods: the node a Job validates
+RUN_ID = PREFIX + "run-id"  # on Jobs: one fleet run
+PURPOSE = PREFIX + "purpose"  # on Jobs: capture / phase1 ... phase5
+CORDONED_BY = PREFIX + "cordoned-by"  # annotation: we cordoned it, so only we uncordon it
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "upgrade-gate"
+
+# Labels other controllers put on pods (we select by them, never write them).
+JOB_NAME = "job-name"  # batch/v1 Job controller (also batch.kubernetes.io/job-name since 1.27)
+MPI_JOB_NAME = "training.kubeflow.org/job-name"  # Kubeflow MPI operator
+MPI_JOB_ROLE = "training.kubeflow.org/job-role"  # launcher / worker
+
+
+class WindowState(StrEnum):
+    """Values of the `upgrade-gate/window-state` label."""
+
+    PLANNED = "planned"
+    STARTED = "started"
+    VALIDATED = "validated"
+    PROMOTED = "promoted"
+    ROLLED_BACK = "rolled-back"
+
+
+# --------------------------------------------------------------------------- syntax
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_LABEL_RE = re.compile(_DNS_LABEL)
+_DNS_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+_NAME_PART_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE_RE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+
+MAX_LABEL_VALUE = 63
+MAX_DNS_LABEL = 63
+MAX_DNS_SUBDOMAIN = 253
+
+
+def is_dns_label(value: str) -> bool:
+    """RFC 1123 label: lower-case alphanumerics and '-', at most 63 characters."""
+    return len(value) <= MAX_DNS_LABEL and _DNS_LABEL_RE.fullmatch(value) is not None
+
+
+def is_dns_subdomain(value: str) -> bool:
+    """RFC 1123 subdomain: dot-separated DNS labels, at most 253 characters."""
+    return len(value) <= MAX_DNS_SUBDOMAIN and _DNS_SUBDOMAIN_RE.fullmatch(value) is not None
+
+
+def is_label_value(value: str) -> bool:
+    """A valid label value (empty allowed)."""
+    return len(value) <= MAX_LABEL_VALUE and _LABEL_VALUE_RE.fullmatch(value) is not None
+
+
+def is_qualified_name(key: str) -> bool:
+    """A valid label/annotation/taint key: `[prefix/]name`, prefix a DNS subdomain."""
+    prefix, sep, name = key.rpartition("/")
+    if sep and not is_dns_subdomain(prefix):
+        return False
+    return 0 < len(name) <= MAX_LABEL_VALUE and _NAME_PART_RE.fullmatch(name) is not None
+
+
+def validate_node_name(name: str) -> NodeName:
+    """Return `name` as a NodeName, or raise InvalidNameError naming it."""
+    if not is_dns_subdomain(name):
+        raise InvalidNameError(
+            f"node {name!r}: not a valid Kubernetes node name (lower-case letters, digits, '-' and '.', "
+            f"at most {MAX_DNS_SUBDOMAIN} characters, alphanumeric at both ends)"
+        )
+    return NodeName(name)
+
+
+def validate_label_key(key: str) -> str:
+    """Return `key`, or raise InvalidNameError naming it."""
+    if not is_qualified_name(key):
+        raise InvalidNameError(f"label key {key!r}: not a valid Kubernetes qualified name")
+    return key
+
+
+def validate_label_value(value: str, *, key: str = "") -> str:
+    """Return `value`, or raise InvalidNameError naming it (and its key)."""
+    if not is_label_value(value):
+        where = f" for {key}" if key else ""
+        raise InvalidNameError(
+            f"label value {value!r}{where}: at most 63 characters of letters, digits, '-', '_' and '.', "
+            "alphanumeric at both ends"
+        )
+    return value
+
+
+def validate_taint_effect(effect: str) -> str:
+    """Return `effect`, or raise InvalidNameError."""
+    if effect not in _TAINT_EFFECTS:
+        raise InvalidNameError(f"taint effect {effect!r}: one of {', '.join(sorted(_TAINT_EFFECTS))}")
+    return effect
+
+
+def _short_hash(text: str, length: int = 8) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def sanitize_label_value(text: str) -> str:
+    """Map free text into a valid label value; cut long text and append a hash of the original."""
+    if is_label_value(text):
+        return text
+    cleaned = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9._-]+", "-", text))
+    cleaned = cleaned.strip("-_.")
+    changed = cleaned != text
+    if len(cleaned) > MAX_LABEL_VALUE or (changed and len(cleaned) > MAX_LABEL_VALUE - 9):
+        cleaned = cleaned[: MAX_LABEL_VALUE - 9].rstrip("-_.")
+    if changed or len(text) > MAX_LABEL_VALUE:
+        cleaned = f"{cleaned}-{_short_hash(text)}" if cleaned else _short_hash(text)
+    return cleaned
+
+
+def node_label_value(node: NodeName) -> str:
+    """A node name as a label value (node names may be up to 253 characters, values only 63)."""
+    return node if is_label_value(node) else sanitize_label_value(node)
+
+
+def _dns_label_part(text: str, budget: int) -> str:
+    """`text` squeezed into a DNS-label fragment of at most `budget` characters."""
+    if is_dns_label(text) and len(text) <= budget:
+        return text
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    digest = _short_hash(text, 6)
+    keep = max(budget - len(digest) - 1, 0)
+    head = cleaned[:keep].strip("-")
+    return f"{head}-{digest}" if head else digest
+
+
+def job_name(purpose: str, node: NodeName, run_id: str) -> str:
+    """`ug-<purpose>-<node>-<run id>`: a DNS-1123 label of at most 63 characters."""
+    for part, what in ((purpose, "purpose"), (run_id, "run id")):
+        if not is_dns_label(part) or len(part) > 16:
+            raise InvalidNameError(f"Job {what} {part!r}: at most 16 lower-case letters, digits and '-'")
+    validate_node_name(node)
+    fixed = len("ug-") + len(purpose) + 1 + 1 + len(run_id)
+    name = f"ug-{purpose}-{_dns_label_part(node, MAX_DNS_LABEL - fixed)}-{run_id}"
+    if not is_dns_label(name):  # pragma: no cover - guarded by construction
+        raise InvalidNameError(f"Job name {name!r} for node {node!r} is not a DNS-1123 label")
+    return name
+
+
+def object_name(prefix: str, run_id: str) -> str:
+    """A cluster object name `<prefix>-<run id>` that must be a DNS-1123 label (MPIJobs)."""
+    name = f"{prefix}-{run_id}"
+    if not is_dns_label(name):
+        raise InvalidNameError(f"object name {name!r}: not a DNS-1123 label of at most 63 characters")
+    return name

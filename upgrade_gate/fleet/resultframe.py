@@ -1,0 +1,100 @@
+"""How a Job's result travels back: a checksummed frame in the pod log (and the in-pod wrapper).
+
+Design decisions (why pod logs, not a ConfigMap per node)
+- The API server already keeps every container's stdout; reading it needs only `get pods/log`, so the
+  Jobs need no API credentials at all (`automountServiceAccountToken: false`) and the RBAC needs no
+  ConfigMap writes. ConfigMaps are capped at 1 MiB and would need a cleanup protocol of their own.
+- Logs are shared with stderr and with anything a tool prints, and the kubelet rotates them (default
+  `containerLogMaxSize` 10 MiB). So the payload is wrapped: the wrapper (`python -m
+  upgrade_gate.fleet.resultframe -- ARGV...`) runs the real command, lets its stderr through as it
+  comes, captures its stdout as bytes and prints, after the command ended, one frame:
+
+      ==== upgrade-gate result v1 begin exit=0 bytes=1234 sha256=<hex of the payload>
+      UGR <base64 of gzip(payload), 76 characters a line>
+      ...
+      ==== upgrade-gate result v1 end
+
+  Because the frame is printed in one go after the command finished, no stderr line lands inside it;
+  lines outside the frame are ignored. The reader takes the last complete frame and checks the length
+  and SHA-256 of the decompressed payload, so a truncated or rotated log fails closed (ParseError,
+  never a partial result). gzip keeps large captures (dmesg) well below the rotation size.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from upgrade_gate.errors import ParseError
+
+TOOL = "result-frame"
+BEGIN = "==== upgrade-gate result v1 begin"
+END = "==== upgrade-gate result v1 end"
+PREFIX = "UGR "
+_BEGIN_RE = re.compile(rf"^{re.escape(BEGIN)} exit=(-?\d+) bytes=(\d+) sha256=([0-9a-f]{{64}})$")
+
+
+def frame(payload: bytes, *, exit_code: int = 0) -> str:
+    """The frame text for `payload` (ends with a newline)."""
+    packed = base64.b64encode(gzip.compress(payload, mtime=0)).decode("ascii")
+    lines = [f"{BEGIN} exit={exit_code} bytes={len(payload)} sha256={hashlib.sha256(payload).hexdigest()}"]
+    lines.extend(PREFIX + packed[i : i + 76] for i in range(0, len(packed), 76))
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def extract(log: str) -> tuple[bytes, int]:
+    """(payload, exit code) of the last complete frame in a pod log; ParseError when there is none."""
+    lines = log.splitlines()
+    begins = [i for i, line in enumerate(lines) if line.startswith(BEGIN)]
+    if not begins:
+        raise ParseError(TOOL, 0, log[-120:], "no result frame in the pod log")
+    start = begins[-1]
+    head = _BEGIN_RE.match(lines[start])
+    if head is None:
+        raise ParseError(TOOL, start + 1, lines[start], "malformed frame header")
+    chunks: list[str] = []
+    for i in range(start + 1, len(lines)):
+        line = lines[i]
+        if line == END:
+            break
+        if line.startswith(PREFIX):
+            chunks.append(line[len(PREFIX) :])
+    else:
+        raise ParseError(TOOL, len(lines), lines[-1] if lines else "", "result frame is not terminated (log cut?)")
+    try:
+        payload = gzip.decompress(base64.b64decode("".join(chunks), validate=True))
+    except (ValueError, OSError, EOFError) as exc:
+        raise ParseError(TOOL, start + 1, lines[start], f"result frame does not decode: {exc}") from exc
+    exit_code, size, digest = int(head.group(1)), int(head.group(2)), head.group(3)
+    if len(payload) != size or hashlib.sha256(payload).hexdigest() != digest:
+        raise ParseError(TOOL, start + 1, lines[start], "result frame checksum mismatch")
+    return payload, exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """In-pod wrapper: run ARGV (after `--`), pass stderr through, print stdout as a frame."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--"]:
+        args = args[1:]
+    if not args:
+        print("usage: python -m upgrade_gate.fleet.resultframe -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    try:
+        proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, check=False)
+    except OSError as exc:
+        print(f"upgrade-gate result wrapper: cannot run {args[0]}: {exc}", file=sys.stderr)
+        return 127
+    sys.stderr.flush()
+    sys.stdout.write(frame(proc.stdout, exit_code=proc.returncode))
+    sys.stdout.flush()
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
