@@ -1,7 +1,8 @@
 """Entry point: builds the Typer app and maps every outcome to an exit code in one place.
 
 Commands return an `ExitCode` (or None for PASS); errors derive from `GateError` and carry their
-own exit code. Nothing else in the package calls `sys.exit`. Each command group lives in its own
+own exit code. Nothing else in the package calls `sys.exit`, except `fleet.resultframe`, which is its
+own entry point inside a Kubernetes pod (`python -m upgrade_gate.fleet.resultframe -- ARGV`). Each command group lives in its own
 module with a `register(app)` function; heavy libraries are imported inside command bodies so that
 `upgrade-gate --help` stays fast.
 """
