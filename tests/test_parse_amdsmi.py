@@ -44,6 +44,9 @@ PARSED = {
     "xgmi-metric-2navi-no-xgmi-fixed-NA-doc-example.txt": "amd-smi-xgmi",
     "xgmi-link-status-mi3x-8gpu-mvf-all-NA-doc-example.txt": "amd-smi-xgmi",
     "xgmi-source-status-mi3x-8gpu-mvf-all-NA-doc-example.txt": "amd-smi-xgmi",
+    "static-json-list-schema-strix-halo-gfx1151-rocm6.3.1-go-test.json": "amd-smi-static",
+    "list-json-strix-halo-gfx1151-rocm6.3.1-go-test.json": "amd-smi-list",
+    "topology-mi355x-8gpu-9-tables-no-legend-rocm7.0.2-oci-pollara.txt": "amd-smi-topology",
 }
 
 # fixture -> (parser key, message fragment): outputs that must be rejected, not misread
@@ -194,6 +197,32 @@ def test_parse_amdsmi_firmware_rejects_duplicate_block() -> None:
     doc = [{"gpu": 0, "fw_list": [{"fw_id": "PM", "fw_version": "1"}, {"fw_id": "PM", "fw_version": "2"}]}]
     with pytest.raises(ParseError, match="printed twice"):
         parse_amdsmi_firmware(json.dumps(doc))
+
+
+def test_parse_amdsmi_static_and_list_json_of_a_real_rocm631_apu() -> None:
+    static = parse_amdsmi_static(_read("static-json-list-schema-strix-halo-gfx1151-rocm6.3.1-go-test.json"))
+    assert static.form == "json-list" and len(static.gpus) == 1
+    gpu = static.gpus[0]
+    assert (gpu.bdf, gpu.device_id, gpu.gfx_target, gpu.compute_units) == ("0000:c4:00.0", "0x1586", "gfx1151", 40)
+    assert gpu.vbios is not None and gpu.vbios.version == "023.011.000.039.000001"
+    assert (gpu.vram_total_mib, gpu.numa_node, gpu.numa_affinity) == (32768, 0, -1)
+    assert gpu.asic_serial is None and gpu.board_serial is None  # N/A on an APU: no identity from amd-smi
+    assert {"asic_serial", "board_serial", "max_pcie_speed_gts"} <= set(gpu.na_fields)
+    listing = parse_amdsmi_list(_read("list-json-strix-halo-gfx1151-rocm6.3.1-go-test.json"))
+    (entry,) = listing.gpus
+    assert (entry.bdf, entry.uuid, entry.kfd_id, entry.node_id) == (
+        "0000:c4:00.0",
+        "00ff1586-0000-1000-8000-000000000000",
+        42905,
+        1,
+    )
+
+
+def test_parse_amdsmi_topology_mi355x_nine_tables_without_legend() -> None:
+    topo = parse_amdsmi_topology(_read("topology-mi355x-8gpu-9-tables-no-legend-rocm7.0.2-oci-pollara.txt"))
+    assert len(topo.bdfs) == 8 and topo.bdfs[0] == "0000:0d:00.0" and len(topo.links) == 56
+    assert {(lk.access, lk.weight, lk.hops, lk.link_type) for lk in topo.links} == {(True, 0, 1, "XGMI")}
+    assert {(lk.coherent, lk.atomics, lk.dma, lk.bi_dir) for lk in topo.links} == {("C", "64,32", "T", "T")}
 
 
 def test_parse_amdsmi_topology_xgmi_weights() -> None:

@@ -76,6 +76,17 @@ def test_perftest_fragment_with_tabs_has_no_header() -> None:
         pt.to_measurement(r, rail="ionic_7", peer=None)
 
 
+def test_perftest_broadcom_three_qps_duration_mode_rdma_cm() -> None:
+    r = _parse("ib_write_bw-bnxt_re0-400g-3qp-duration-rdma_cm-scc24.txt")
+    assert (r.device, r.num_qps, r.link_type, r.gid_index, r.mtu_bytes) == ("bnxt_re0", 3, "Ethernet", 3, 1024)
+    assert r.header["Data ex. method"] == "rdma_cm" and r.unit == "Gb/sec" and not r.bidirectional
+    (row,) = r.rows
+    assert (row.bytes, row.iterations, row.bw_peak) == (65536, 4159603, 0.0)  # -D: no peak measured
+    assert r.bw_average_gbps == pytest.approx(363.47)
+    m = pt.to_measurement(r, rail="bnxt_re0", peer="10.0.0.10")
+    assert m.settings == {"msg_size": "65536", "qps": "3", "peer": "10.0.0.10"}
+
+
 def test_perftest_to_measurement_key_unit_settings() -> None:
     r = _parse("ib_write_bw-gdr-use_rocm-ionic0-client-a-MiB-mi355x.txt")
     m = pt.to_measurement(r, rail="ionic_0", peer="node-b")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,12 @@ from upgrade_gate.errors import ParseError
 from upgrade_gate.parse import rccl_tests as rt
 
 DIR = FIXTURES / "rccl-tests"
-CASES = sorted([*DIR.glob("*.txt"), *DIR.glob("*-from-source.json")])
+# Real outputs a parser must refuse (name -> message fragment); every other fixture has a golden.
+REJECTED = {
+    "mi355x-8gpu-allreduce-512K-16G-rows-elided-oci-doc.txt": "2 rows for float/sum; .* prints 16 per pass",
+    "mi355x-8gpu-alltoall-512K-16G-rows-elided-oci-doc.txt": "2 rows for float/none; .* prints 16 per pass",
+}
+CASES = sorted(p for p in [*DIR.glob("*.txt"), *DIR.glob("*-from-source.json")] if p.name not in REJECTED)
 GIB = 1 << 30
 
 
@@ -201,10 +207,58 @@ def test_rccl_tests_json_rejects_bad_records() -> None:
 
 
 def test_rccl_tests_to_measurements_refuses_mixed_datatypes() -> None:
+    # A `-d all` run holds one full sweep per datatype; one mixed result must not become one measurement
+    # set. (Editing a single row's type in the text is now rejected earlier, as an incomplete sweep.)
+    result = _parse("mi300x-8gpu-k8s-mpi-allreduce-develop-a7809b3.txt")
+    half = tuple(replace(r, type="half") for r in result.rows)
+    mixed = replace(result, rows=result.rows + half)
+    with pytest.raises(ParseError, match="mixes datatypes"):
+        rt.to_measurements(mixed)
+
+
+def test_rccl_tests_edited_row_type_is_an_incomplete_sweep() -> None:
     text = _text("mi300x-8gpu-k8s-mpi-allreduce-develop-a7809b3.txt")
     text = text.replace("          16             4     float", "          16             4      half")
-    with pytest.raises(ParseError, match="mixes datatypes"):
-        rt.to_measurements(rt.parse_rccl_tests(text))
+    with pytest.raises(ParseError, match="31 per pass"):
+        rt.parse_rccl_tests(text)
+
+
+@pytest.mark.parametrize("name", sorted(REJECTED))
+def test_rccl_tests_hand_trimmed_real_tables_are_rejected(name: str) -> None:
+    # A 512K..16G x2 sweep prints 16 rows; the quick-start page kept 2 (and an average below both).
+    with pytest.raises(ParseError, match=REJECTED[name]) as info:
+        rt.parse_rccl_tests(_text(name))
+    assert info.value.tool == "rccl-tests" and info.value.line_no > 0
+
+
+def test_rccl_tests_sweep_steps_follow_the_tool_loop() -> None:
+    base = rt.SweepSettings(
+        n_threads=1, n_gpus=8, min_bytes=524288, max_bytes=17179869184, step=2, step_kind="factor",
+        warmup_iters=5, iters=20,
+    )  # fmt: skip
+    assert rt.sweep_steps(base) == 16
+    assert rt.sweep_steps(replace(base, min_bytes=8, max_bytes=8589934592)) == 31
+    assert rt.sweep_steps(replace(base, max_bytes_reduced_to=1073741824)) == 12
+    by_bytes = replace(base, min_bytes=1310720000, max_bytes=1310720000, step=1048576, step_kind="bytes")
+    assert rt.sweep_steps(by_bytes) == 1
+    assert rt.sweep_steps(replace(base, min_bytes=0)) is None  # 0 * factor never ends: no claim
+    assert rt.sweep_steps(replace(by_bytes, step=0)) is None
+
+
+def test_rccl_tests_every_corpus_table_covers_its_sweep() -> None:
+    for path in CASES:
+        result = rt.parse_rccl_tests(path.read_text(encoding="utf-8"))
+        if result.settings is None:
+            continue  # JSON-only: no sweep header to check against
+        steps = rt.sweep_steps(result.settings)
+        assert steps is not None and len(result.rows) % steps == 0, path.name
+
+
+def test_rccl_tests_json_names_still_exported_from_the_main_module() -> None:
+    from upgrade_gate.parse import rccl_tests_json
+
+    assert rt.merge_json is rccl_tests_json.merge_json
+    assert rt.parse_rccl_tests_json is rccl_tests_json.parse_rccl_tests_json
 
 
 def test_rccl_tests_registered_under_pinned_key() -> None:

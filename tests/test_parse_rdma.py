@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.conftest import FIXTURES, check_golden
 from upgrade_gate.codec import to_jsonable
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse import rdma
+from upgrade_gate.parse import rdma, rdma_tables
 
 DIR = FIXTURES / "ibv_devinfo"
 CASES = sorted(DIR.glob("*.txt"))
@@ -93,6 +93,21 @@ def test_ibv_devinfo_counts_roce_v2_gids() -> None:
     assert [g.gid_type for g in port.gids] == ["RoCE v1", "RoCE v2"]
 
 
+def test_ibv_devinfo_real_roce_bond_vv_with_gid_table() -> None:
+    (dev,) = rdma.parse_ibv_devinfo(_text("ibv_devinfo-vv-mlx5-bond-cx6dx-roce-gid-table-mlnx-ofed.txt")).devices
+    assert (dev.name, dev.fw_ver, dev.vendor_part_id, dev.phys_port_cnt) == ("mlx5_bond_0", "22.36.1010", "4125", 1)
+    (port,) = dev.ports
+    assert (port.state, port.link_layer, port.active_width, port.active_speed) == (
+        "PORT_ACTIVE",
+        "Ethernet",
+        "2X",
+        "50.0 Gbps",
+    )
+    assert port.rate_gbps == 100.0 and port.gid_tbl_len == 255
+    assert port.gid_count == 4 and port.roce_v2 is True
+    assert [g.gid for g in port.gids if g.gid_type == "RoCE v2"] == ["fe80::ac0:ebff:fef0:28b2", "::ffff:27.105.179.3"]
+
+
 def test_ibv_devinfo_empty_gid_table_is_zero_not_unknown() -> None:
     port = rdma.parse_ibv_devinfo(ROCE_V.format(gids="")).devices[0].ports[0]
     assert port.gid_count == 0 and port.roce_v2 is False
@@ -119,6 +134,16 @@ def test_rdma_link_reads_state_and_netdev_with_trailing_spaces() -> None:
     ]
 
 
+def test_rdma_link_ten_links_out_of_device_order() -> None:
+    links = rdma.parse_rdma_link(_text("rdma-link-show-8-ionic-2-mlx5-mi355x-oci-pollara.txt")).links
+    assert [lk.device for lk in links][:3] == ["ionic_4", "ionic_0", "ionic_3"]
+    assert sorted(lk.device for lk in links if lk.device.startswith("ionic")) == [
+        f"ionic_{i}" for i in (0, 2, 3, 4, 5, 7, 8, 9)
+    ]
+    assert {(lk.port, lk.state, lk.physical_state) for lk in links} == {(1, "ACTIVE", "LINK_UP")}
+    assert links[-1].netdev == "ens49np1"
+
+
 def test_rdma_dev_reads_fw_and_guids() -> None:
     devs = rdma.parse_rdma_dev(_text("rdma-dev-bnxt_re-2port-fw231.0.154.0.txt")).devices
     assert [(d.index, d.name, d.fw, d.node_guid) for d in devs] == [
@@ -129,7 +154,7 @@ def test_rdma_dev_reads_fw_and_guids() -> None:
 
 
 def test_show_gids_counts_per_port_and_missing_netdev() -> None:
-    gids = rdma.parse_show_gids(_text("show_gids-cx4lx-roce-one-port-no-netdev.txt"))
+    gids = rdma_tables.parse_show_gids(_text("show_gids-cx4lx-roce-one-port-no-netdev.txt"))
     assert gids.n_gids_found == 5
     assert gids.gid_count("mlx5_0", 1) == 4 and gids.roce_v2("mlx5_0", 1) is True
     assert gids.gid_count("mlx5_1", 1) == 1 and gids.roce_v2("mlx5_1", 1) is False
@@ -141,11 +166,11 @@ def test_show_gids_counts_per_port_and_missing_netdev() -> None:
 def test_show_gids_rejects_footer_mismatch() -> None:
     text = _text("show_gids-cx4lx-roce-one-port-no-netdev.txt").replace("n_gids_found=5", "n_gids_found=6")
     with pytest.raises(ParseError, match="footer says 6, table has 5"):
-        rdma.parse_show_gids(text)
+        rdma_tables.parse_show_gids(text)
 
 
 def test_ibstat_records_the_vanished_device() -> None:
-    stat = rdma.parse_ibstat(_text("ibstat-a100-azure-8x-cx6-hdr-ibpanic-exit255-gpud.txt"))
+    stat = rdma_tables.parse_ibstat(_text("ibstat-a100-azure-8x-cx6-hdr-ibpanic-exit255-gpud.txt"))
     assert [ca.name for ca in stat.cas] == [f"mlx5_{i}" for i in range(8)]
     assert not stat.complete and stat.vanished == ("mlx5_8",)
     assert stat.failures[0].line_no == 137
@@ -156,8 +181,14 @@ def test_ibstat_records_the_vanished_device() -> None:
 
 def test_ibstat_complete_without_panic() -> None:
     text = _text("ibstat-a100-azure-8x-cx6-hdr-ibpanic-exit255-gpud.txt")
-    stat = rdma.parse_ibstat(text[: text.index("ibpanic:")])
+    stat = rdma_tables.parse_ibstat(text[: text.index("ibpanic:")])
     assert stat.complete and stat.vanished == () and len(stat.cas) == 8
+
+
+def test_rdma_tables_moved_but_still_registered_in_rdma() -> None:
+    assert rdma.PARSERS["show_gids"] is rdma_tables.parse_show_gids
+    assert rdma.PARSERS["ibstat"] is rdma_tables.parse_ibstat
+    assert rdma.Ibstat is rdma_tables.Ibstat and rdma.ShowGids is rdma_tables.ShowGids
 
 
 def test_rdma_parsers_registered_under_pinned_keys() -> None:

@@ -17,6 +17,10 @@ CASES = sorted(FOLDER.glob("*.txt"))
 MI300X = FOLDER / "mi300x-8gpu-rocm6.2.3-support.txt"
 MI100 = FOLDER / "mi100-plus-ryzen7900x-igpu-gfx1036-rocm5.7.0-trailing-spaces-stripped.txt"
 VF = FOLDER / "mi300x-vf-1gpu-guest-rocm7.2.4-xeon8568y.txt"
+ROCM40 = FOLDER / "rocm4.0-navi10-gfx1010-i7-8700-able-to-open-kfd-preflight.txt"
+MI210 = FOLDER / "mi210x2-pcie-ultra9-rocm7.2.0-xnack-vmm-attributes.txt"
+LUMI = FOLDER / "mi250x-lumi-1gcd-4numa-cpu-agents-rocm5.7-docker-ansi-banner.txt"
+MI250X = FOLDER / "mi250x-8gcd-rocm6.2.3-rock5.16.9-hip-order-not-bdf-order.txt"
 
 
 def _golden(text: str) -> dict[str, Any]:
@@ -116,6 +120,65 @@ def test_rocminfo_broken_systems_raise_parse_error(name: str, message: str) -> N
         parse_rocminfo((FOLDER / name).read_text(encoding="utf-8"))
     assert info.value.tool == "rocminfo"
     assert info.value.line_no >= 1
+
+
+def test_rocminfo_rocm40_preflight_line_and_no_asic_revision() -> None:
+    info = parse_rocminfo(ROCM40.read_text(encoding="utf-8"))
+    assert (info.rock_version, info.runtime_version, info.runtime_ext_version) == (None, "1.1", None)
+    cpu, gpu = info.agents
+    assert cpu.isas == () and cpu.asic_revision is None and gpu.asic_revision is None
+    assert (gpu.gfx_target, gpu.chip_id, gpu.bus_dev_fn, gpu.wavefront_size) == ("gfx1010", 0x731F, "03:00.0", 32)
+    assert gpu.uuid is None  # GPU-XX
+    assert gpu.marketing_name == "Navi 10 [Radeon RX 5600 OEM/5600 XT / 5700/5700 XT]"
+    assert vram_kb(gpu) == 8372224
+
+
+def test_rocminfo_preflight_line_only_before_the_system_attributes() -> None:
+    text = ROCM40.read_text(encoding="utf-8")
+    moved = text.replace("Able to open /dev/kfd read-write\n", "").replace(
+        "  Uuid:                    GPU-XX", "Able to open /dev/kfd read-write\n  Uuid:                    GPU-XX"
+    )
+    with pytest.raises(ParseError):
+        parse_rocminfo(moved)
+
+
+def test_rocminfo_mi250x_eight_gcds_hip_order_is_not_bdf_order() -> None:
+    info = parse_rocminfo(MI250X.read_text(encoding="utf-8"))
+    assert (info.rock_version, info.runtime_version, info.runtime_ext_version) == ("5.16.9.22.20", "1.14", "1.6")
+    gpus = info.gpu_agents
+    assert len(gpus) == 8 and [a.number for a in gpus] == list(range(3, 11))
+    assert [a.bus_dev_fn for a in gpus] == [
+        "31:00.0", "34:00.0", "11:00.0", "14:00.0", "ae:00.0", "b3:00.0", "8e:00.0", "93:00.0",
+    ]  # fmt: skip
+    assert [a.bus_dev_fn for a in gpus] != sorted(a.bus_dev_fn or "" for a in gpus)
+    assert len({a.uuid for a in gpus}) == 8 and gpus[0].uuid == "GPU-4007a1a5b32f6606"
+    assert {(a.chip_id, a.compute_units) for a in gpus} == {(0x740C, 104)}
+    assert {a.marketing_name for a in gpus} == {"AMD Instinct MI250X/MI250"}
+    assert {vram_kb(a) for a in gpus} == {67092480}
+    assert [a.node for a in gpus] == list(range(2, 10))
+    assert agent_bdf(gpus[4], domain=0) == "0000:ae:00.0"
+
+
+def test_rocminfo_mi250x_one_gcd_behind_four_cpu_agents_with_ansi_banner() -> None:
+    text = LUMI.read_text(encoding="utf-8")
+    assert text.startswith("\x1b[37mROCk module is loaded\x1b[0m\n")
+    info = parse_rocminfo(text)
+    assert [a.device_type for a in info.agents] == ["CPU"] * 4 + ["GPU"]
+    (gpu,) = info.gpu_agents
+    assert (gpu.number, gpu.node, gpu.chip_id, gpu.compute_units) == (5, 4, 0x7408, 110)
+    assert (gpu.uuid, gpu.bus_dev_fn) == ("GPU-a98e0d77ca91cb4a", "d1:00.0")
+    assert gpu.pools[1].segment == "GLOBAL" and gpu.pools[1].flags == ()  # "GLOBAL; FLAGS:" + blanks
+
+
+def test_rocminfo_mi210_rocm72_new_attributes_and_pcie_bdfs() -> None:
+    info = parse_rocminfo(MI210.read_text(encoding="utf-8"))
+    assert (info.rock_version, info.runtime_version, info.runtime_ext_version) == ("6.16.13", "1.18", "1.15")
+    assert [(a.bus_dev_fn, a.uuid) for a in info.gpu_agents] == [
+        ("01:00.0", "GPU-327c8626c83ec858"),
+        ("02:00.0", "GPU-753ef2efdc04e86d"),
+    ]
+    assert {a.marketing_name for a in info.gpu_agents} == {"AMD Instinct MI210"}
+    assert info.agents[0].max_clock_mhz == 0
 
 
 def test_rocminfo_truncated_output_raises() -> None:

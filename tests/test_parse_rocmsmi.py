@@ -33,6 +33,8 @@ PARSED = {
     "mi300x-8gpu-concise-rocm6.2.3-ansi-caret-hung.txt": "rocm-smi-concise",
     "mi308x-8gpu-concise-rocm7.2.txt": "rocm-smi-concise",
     "rx7600xt-concise-rocm6.0.0-derived-header.txt": "rocm-smi-concise",
+    "mi308x-8gpu-showtopo-low-power-warning-rocm7.2.txt": "rocm-smi-showtopo",
+    "mi355x-8gpu-concise-trailing-tabs-under-load-rocm7.1.2-oci.txt": "rocm-smi-concise",
 }
 
 # fixture -> (parser key, message fragment): outputs that must be rejected, not misread
@@ -151,6 +153,26 @@ def test_parse_rocmsmi_showtopo_matrices_and_numa() -> None:
     assert [(g.index, g.numa_node, g.numa_affinity) for g in topo.numa] == [(i, i, i) for i in range(4)]
     info = parse_rocmsmi(text)
     assert info.links == topo.links and [g.numa_node for g in info.gpus] == [0, 1, 2, 3]
+
+
+def test_parse_rocmsmi_showtopo_warning_line_before_the_matrices() -> None:
+    topo = parse_rocmsmi_showtopo(_read("mi308x-8gpu-showtopo-low-power-warning-rocm7.2.txt"))
+    assert topo.warnings == (
+        "AMD GPU device(s) is/are in a low-power state. Check power control/runtime_status",
+    )  # fmt: skip
+    assert topo.gpus == tuple(range(8)) and len(topo.links) == 28
+    assert {(lk.weight, lk.hops, lk.link_type) for lk in topo.links} == {(15, 1, "XGMI")}
+    assert [g.numa_node for g in topo.numa] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_parse_rocmsmi_concise_trailing_tabs_mi355x_under_load() -> None:
+    table = parse_rocmsmi_concise(_read("mi355x-8gpu-concise-trailing-tabs-under-load-rocm7.1.2-oci.txt"))
+    assert [r.node for r in table.rows] == [3, 5, 4, 2, 7, 9, 8, 6]
+    assert {(r.device_id, r.memory_partition, r.compute_partition, r.power_cap_w) for r in table.rows} == {
+        ("0x75a3", "NPS1", "SPX", 1400.0)
+    }
+    assert [r.gpu_percent for r in table.rows] == [93.0, 95.0, 94.0, 96.0, 100.0, 100.0, 100.0, 100.0]
+    assert table.rows[7].power_w == 1317.0 and table.rows[7].guid == "8465"
 
 
 def test_parse_rocmsmi_concise_partitions_and_caret_ansi() -> None:

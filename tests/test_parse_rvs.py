@@ -17,6 +17,8 @@ DIR = FIXTURES / "rvs"
 CASES = sorted(DIR.glob("*.txt"))
 AGFHC = "agfhc-1.23.2-mi350x-all_lvl1-pass.txt"
 GST = "rvs-gst-mi300x-one-gpu-excerpt.txt"
+SUMMARY_FAIL = "rvs-1.3.0-summary-mi210x2-iet-gst-fail-rocm7.2.0.txt"
+SUMMARY_PASS = "rvs-1.3.0-summary-mi355x-8gpu-all-pass-oci.txt"
 
 
 def _text(name: str) -> str:
@@ -80,6 +82,64 @@ def test_rvs_rejects_json_logs_and_unrelated_text() -> None:
         rvs.parse_rvs('{"gst": []}')
     with pytest.raises(ParseError, match="neither RVS actions"):
         rvs.parse_rvs("hello\n")
+
+
+def test_rvs_summary_box_fail_rows_and_bracketed_log_lines() -> None:
+    r = rvs.parse_rvs(_text(SUMMARY_FAIL))
+    assert r.summary and r.version == "1.3.0" and r.errors == ()
+    assert [a.name for a in r.actions] == [f"action_{i}" for i in range(1, 10)]
+    assert [a.status for a in r.actions] == ["PASS"] * 4 + ["FAIL", "FAIL"] + ["PASS"] * 3
+    iet = r.actions[4]
+    assert iet.module == "IET" and iet.passed is False
+    # the excerpt's verdict lines and RVS-ERROR name action_5 in brackets: they land on it, not on action_9
+    assert "RVS-ERROR [iet] [action_5] Action failed to run successfully." in iet.details
+    assert sum("pass: FALSE" in d for d in iet.details) == 2 and iet.details[-1] == "summary: FAIL"
+    assert r.actions[8].details == ("summary: PASS",)
+    assert not r.passed and r.first_failure == "action_5"
+
+
+def test_rvs_summary_box_all_pass_is_an_explicit_verdict() -> None:
+    r = rvs.parse_rvs(_text(SUMMARY_PASS))
+    assert r.summary and r.version == "1.3.0" and r.gpus == ()
+    assert [a.module for a in r.actions] == ["GPUP", "PEQT", "PEBB", "PBQT", "IET", "GST", "BABEL", "MEM", "PESM"]
+    assert r.passed and r.first_failure is None
+
+
+def test_rvs_summary_quiet_mode_rows_with_colour_codes() -> None:
+    # `rvs -q` prints each row as its action ends: "\\r| name | MODULE | ESC[32mPASS ... ESC[0m  |"
+    # (rvsexec do_yaml); substituted into the real box of the OCI run, with action_6 turned red FAIL.
+    lines = []
+    for line in _text(SUMMARY_PASS).splitlines():
+        if line.startswith("| action_"):
+            word, colour = ("FAIL", 31) if "action_6" in line else ("PASS", 32)
+            line = "\r" + line.replace("| PASS            |", f"| \x1b[{colour}m{word}          \x1b[0m  |")
+        lines.append(line)
+    r = rvs.parse_rvs("\n".join(lines) + "\n")
+    assert [a.status for a in r.actions].count("FAIL") == 1 and r.first_failure == "action_6"
+
+
+def test_rvs_summary_must_list_every_logged_action_and_be_closed() -> None:
+    box = _text(SUMMARY_PASS)
+    logged = _text(GST) + box
+    with pytest.raises(ParseError, match="logged but is not in the summary"):
+        rvs.parse_rvs(logged)
+    cut = box[: box.index("| action_7")]
+    with pytest.raises(ParseError, match="summary box not closed"):
+        rvs.parse_rvs(cut)
+    with pytest.raises(ParseError, match="summary row"):
+        rvs.parse_rvs(box.replace("| PASS            |", "| SKIPPED         |", 1))
+
+
+def test_rvs_error_lines_fail_their_action_or_the_run() -> None:
+    # RVS-ERROR formats from rvs::logger::Err / rvsexec (substituted into the real GST excerpt).
+    gst = _text(GST)
+    named = rvs.parse_rvs(gst + "RVS-ERROR [gst] [gst-639Tflops-4K4K8K-rand-fp16] GPU hang\n")
+    assert named.actions[0].passed is False and named.errors == ()
+    cli = rvs.parse_rvs(gst + "RVS-ERROR [CLI] action 'gst-639Tflops-4K4K8K-rand-fp16' could not create action\n")
+    assert cli.actions[0].passed is False
+    run = rvs.parse_rvs(gst + "RVS-ERROR [CLI] Invalid value provided for -p (--parallel) option.\n")
+    assert run.actions[0].passed is True and not run.passed
+    assert run.first_failure == "RVS-ERROR [CLI] Invalid value provided for -p (--parallel) option."
 
 
 def test_agfhc_all_pass_with_success_return_code() -> None:

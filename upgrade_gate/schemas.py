@@ -69,7 +69,5 @@ def schema_names() -> tuple[str, ...]:
     """Names of every shipped schema."""
     folder = resources.files("upgrade_gate") / "schemas"
     return tuple(
-        sorted(
-            p.name.removesuffix(".schema.json") for p in folder.iterdir() if p.name.endswith(".schema.json")
-        )
+        sorted(p.name.removesuffix(".schema.json") for p in folder.iterdir() if p.name.endswith(".schema.json"))
     )

@@ -20,25 +20,35 @@ Tool quirks (dated notes):
 - 2026 rccl-tests source (rocm-systems) prints "On gfx942 architecture, using FNUZ FP8 types" without a
   newline, so the header may not start the line: it is searched for, not anchored.
 - Old error column values are floats (`0e+00`); a trailing `*` flags an error over threshold.
-- JSON form (rocm-systems projects/rccl-tests/src/common.cu @491c996, `Reporter::writeFile`): a JSON
-  array of flat records; older ROCm/rccl-tests common.cu @c0eac93 wrote one record per line (no
-  `numCycle`). Numbers come from std::to_string; `wrong` is a quoted string ("0" / "N/A").
+- The JSON reader and `merge_json` live in `rccl_tests_json`, the result types in `rccl_tests_types`;
+  both are re-exported here, so callers import only this module.
+- 2026 MI355X quick-start (oracle-quickstart/oci-gpu-quickstarts) shows a 512K..16G sweep with only
+  its last two rows and an average (273.9) below both: hand-trimmed. rccl-tests prints exactly one row
+  per `for (size = minBytes; size <= maxBytes; size = factor > 1 ? size * factor : size + stepBytes)`
+  step (common.cu `TimeTest`), per datatype/op, repeated per cycle (`-N`), so a table whose rows per
+  (cycle, type, op) are not a whole number of sweeps is a ParseError, never a shorter sweep.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Bdf, Measurement
+from upgrade_gate.model import Measurement
 from upgrade_gate.parse.common import is_na, normalize_bdf
-
-TOOL = "rccl-tests"
+from upgrade_gate.parse.rccl_tests_json import merge_json, parse_rccl_tests_json
+from upgrade_gate.parse.rccl_tests_types import (
+    TOOL,
+    RcclDevice,
+    RcclRow,
+    RcclSample,
+    RcclTestsResult,
+    SweepSettings,
+)
 
 _HEADER_RE = re.compile(
     r"#\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)\s+minBytes\s+(?P<min>\d+)\s+"
@@ -55,96 +65,6 @@ _VERSION_RE = re.compile(r"^([A-Z][A-Za-z]* version|Hostname|Lib\w+ path)\s*:\s*
 _LOG_RE = re.compile(r"\b(?:NCCL|RCCL)\s+(?:INFO|WARN)\b|\bUCX\s+(?:WARN|INFO)\b")
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)(?:\s+(?P<verdict>OK|FAILED))?\s*$")
 _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<verdict>OK|FAILED)\s*$")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SweepSettings:
-    """The `# nThread ... graph: 0` header: what was swept and how."""
-
-    n_threads: int
-    n_gpus: int  # GPUs per thread (-g)
-    min_bytes: int
-    max_bytes: int
-    step: int
-    step_kind: str  # "factor" / "bytes"
-    warmup_iters: int
-    iters: int
-    agg_iters: int | None = None  # absent in old nccl-tests
-    validation: int | None = None
-    graph: int | None = None
-    max_bytes_reduced_to: int | None = None  # "# Reducing maxBytes to N due to memory limitation"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RcclDevice:
-    """One `#  Rank  N [Group G] Pid P on HOST device D [BUS] NAME` line."""
-
-    rank: int
-    group: int | None
-    pid: int
-    host: str
-    device: int
-    bus_id: str  # as printed
-    bdf: Bdf | None  # None where the tool printed no PCI address (old nccl-tests "[0x00]")
-    name: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RcclSample:
-    """One half (out-of-place or in-place) of a result row."""
-
-    time_us: float
-    algbw_gbs: float
-    busbw_gbs: float
-    wrong: int | None = None  # "#wrong"; None when printed N/A (validation off)
-    max_error: float | None = None  # old nccl-tests "error" column
-    flagged: bool = False  # value printed with "*": errors over the threshold
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RcclRow:
-    """One message size of the results table."""
-
-    size: int
-    count: int | None
-    type: str
-    redop: str
-    root: int | None
-    out_of_place: RcclSample | None
-    in_place: RcclSample | None
-    cycle: int = 0
-    line_no: int = 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RcclTestsResult:
-    """A whole rccl-tests run: sweep settings, ranks, rows and the footer."""
-
-    source_format: str  # "text", "json" or "text+json"
-    settings: SweepSettings | None  # None for a JSON-only result
-    rows: tuple[RcclRow, ...]
-    devices: tuple[RcclDevice, ...] = ()
-    ranks: int | None = None
-    tests_version: str | None = None
-    collective: str | None = None
-    versions: dict[str, str] = field(default_factory=dict)  # "RCCL version", "HIP version", ...
-    out_of_bounds: int | None = None
-    out_of_bounds_ok: bool | None = None
-    avg_busbw_gbs: float | None = None
-    avg_busbw_verdict: str | None = None  # "OK"/"FAILED" when NCCL_TESTS_MIN_BW was set
-
-    @property
-    def wrong_total(self) -> int | None:
-        """Sum of #wrong over every row and half; None when no value was validated."""
-        vals = [s.wrong for r in self.rows for s in (r.out_of_place, r.in_place) if s and s.wrong is not None]
-        return sum(vals) if vals else None
-
-    def busbw_at(self, size: int) -> float | None:
-        """Out-of-place bus bandwidth (GB/s) of the first row of that size."""
-        for row in self.rows:
-            if row.size == size and row.out_of_place is not None:
-                return row.out_of_place.busbw_gbs
-        return None
 
 
 def _num(raw: str, conv: Callable[[str], Any], no: int, line: str, what: str) -> Any:
@@ -253,6 +173,40 @@ def _settings(m: re.Match[str]) -> SweepSettings:
     )
 
 
+def sweep_steps(settings: SweepSettings) -> int | None:
+    """Rows one pass of the sweep prints (rccl-tests' size loop), or None when the header cannot say."""
+    top = settings.max_bytes_reduced_to if settings.max_bytes_reduced_to is not None else settings.max_bytes
+    if settings.step_kind == "factor" and settings.step > 1:
+        if settings.min_bytes <= 0:
+            return None  # size * factor never grows from 0: the loop bound is not the header's
+        steps, size = 0, settings.min_bytes
+        while size <= top:
+            steps, size = steps + 1, size * settings.step
+        return steps
+    if settings.step <= 0:
+        return None
+    return max(0, (top - settings.min_bytes) // settings.step + 1)
+
+
+def _check_sweep(settings: SweepSettings, rows: list[RcclRow]) -> None:
+    steps = sweep_steps(settings)
+    if steps is None:
+        return
+    groups: dict[tuple[int, str, str], list[RcclRow]] = {}
+    for row in rows:
+        groups.setdefault((row.cycle, row.type, row.redop), []).append(row)
+    for (_, dtype, redop), members in groups.items():
+        if steps == 0 or len(members) % steps:
+            raise ParseError(
+                TOOL,
+                members[-1].line_no,
+                f"{dtype} {redop}: {len(members)} rows",
+                f"table has {len(members)} rows for {dtype}/{redop}; the header's sweep "
+                f"{settings.min_bytes}..{settings.max_bytes_reduced_to or settings.max_bytes} "
+                f"step {settings.step}({settings.step_kind}) prints {steps} per pass: rows missing or edited",
+            )
+
+
 def _parse_text(text: str) -> RcclTestsResult:
     settings: SweepSettings | None = None
     devices: list[RcclDevice] = []
@@ -311,6 +265,7 @@ def _parse_text(text: str) -> RcclTestsResult:
         raise ParseError(TOOL, 0, text[-80:], "no '# Avg bus bandwidth' footer (run incomplete)")
     for m in re.finditer(r"#\s*Collective test concluded:\s*(\S+)", text):
         info.setdefault("collective", m.group(1))
+    _check_sweep(settings, rows)
     oob = info.get("oob")
     return RcclTestsResult(
         source_format="text",
@@ -328,103 +283,11 @@ def _parse_text(text: str) -> RcclTestsResult:
     )
 
 
-def _finite(value: Any) -> float:
-    out = float(value)
-    if not math.isfinite(out):
-        raise ValueError(f"non-finite number {value!r}")
-    return out
-
-
-def _json_records(text: str) -> list[tuple[int, dict[str, Any]]]:
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith("["):
-            data = json.loads(text)
-            if not isinstance(data, list):
-                raise ParseError(TOOL, 0, text[:80], "JSON is not an array of records")
-            return [(0, r) for r in data]
-        return [(no, json.loads(line)) for no, line in enumerate(text.splitlines(), 1) if line.strip()]
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(TOOL, getattr(exc, "lineno", 0), text[:80], f"invalid JSON: {exc}") from None
-
-
-def _parse_json(text: str) -> RcclTestsResult:
-    rows: dict[tuple[int, int, str, str], dict[str, Any]] = {}
-    names: set[str] = set()
-    ranks: set[int] = set()
-    for no, rec in _json_records(text):
-        if not isinstance(rec, dict):
-            raise ParseError(TOOL, no, str(rec)[:80], "JSON record is not an object")
-        try:
-            key = (int(rec.get("numCycle", 0)), int(rec["size"]), str(rec["type"]), str(rec["redop"]))
-            half = "in_place" if int(rec["inPlace"]) else "out_of_place"
-            wrong = str(rec["wrong"])
-            sample = RcclSample(
-                time_us=_finite(rec["time"]),
-                algbw_gbs=_finite(rec["algBw"]),
-                busbw_gbs=_finite(rec["busBw"]),
-                wrong=None if is_na(wrong) else int(wrong),
-            )
-            ranks.add(int(rec["ranks"] if "ranks" in rec else rec["gpus"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ParseError(TOOL, no, json.dumps(rec)[:80], f"bad rccl-tests JSON record: {exc!r}") from None
-        names.add(str(rec.get("name", "")))
-        slot = rows.setdefault(key, {"no": no})
-        if half in slot:
-            raise ParseError(TOOL, no, json.dumps(rec)[:80], "duplicate record for size/type/redop/inPlace")
-        slot[half] = sample
-    if not rows:
-        raise ParseError(TOOL, 0, text[:80], "no JSON records")
-    if len(ranks) != 1 or len(names) != 1:
-        raise ParseError(TOOL, 0, text[:80], "JSON records disagree on ranks or collective name")
-    out = tuple(
-        RcclRow(
-            size=size,
-            count=None,
-            type=dtype,
-            redop=redop,
-            root=None,
-            out_of_place=slot.get("out_of_place"),
-            in_place=slot.get("in_place"),
-            cycle=cyc,
-            line_no=slot["no"],
-        )
-        for (cyc, size, dtype, redop), slot in rows.items()
-    )
-    return RcclTestsResult(
-        source_format="json", settings=None, rows=out, ranks=ranks.pop(), collective=names.pop() or None
-    )
-
-
 def parse_rccl_tests(text: str) -> RcclTestsResult:
     """Parse rccl-tests/nccl-tests stdout, or its `-Z json` file (detected by a leading `[` / `{`)."""
     if text.lstrip()[:1] in ("[", "{"):
-        return _parse_json(text)
+        return parse_rccl_tests_json(text)
     return _parse_text(text)
-
-
-def merge_json(text_result: RcclTestsResult, json_result: RcclTestsResult) -> RcclTestsResult:
-    """The text run with its rows' numbers replaced by the JSON file's full-precision values."""
-    if text_result.settings is None or json_result.source_format != "json":
-        raise ParseError(TOOL, 0, "", "merge_json needs a text result and a JSON result")
-    keys = [(r.cycle, r.size, r.type, r.redop) for r in text_result.rows]
-    by_key = {(r.cycle, r.size, r.type, r.redop): r for r in json_result.rows}
-    if len(by_key) != len(json_result.rows) or set(keys) != set(by_key) or len(set(keys)) != len(keys):
-        raise ParseError(TOOL, 0, "", "JSON records do not match the text table's rows")
-    for row, k in zip(text_result.rows, keys, strict=True):
-        for mine, theirs in ((row.out_of_place, by_key[k].out_of_place), (row.in_place, by_key[k].in_place)):
-            # The table prints bandwidths with 2 decimals: the JSON must round to the same values.
-            if (mine is None) != (theirs is None) or (
-                mine is not None
-                and theirs is not None
-                and max(abs(mine.busbw_gbs - theirs.busbw_gbs), abs(mine.algbw_gbs - theirs.algbw_gbs)) > 0.0051
-            ):
-                raise ParseError(TOOL, row.line_no, str(row.size), "JSON record disagrees with the text table")
-    rows = tuple(
-        replace(r, out_of_place=by_key[k].out_of_place, in_place=by_key[k].in_place)
-        for r, k in zip(text_result.rows, keys, strict=True)
-    )
-    return replace(text_result, rows=rows, source_format="text+json")
 
 
 def to_measurements(
@@ -481,3 +344,18 @@ def to_measurements(
 
 
 PARSERS: dict[str, Callable[[str], object]] = {"rccl-tests": parse_rccl_tests}
+
+__all__ = [
+    "PARSERS",
+    "TOOL",
+    "RcclDevice",
+    "RcclRow",
+    "RcclSample",
+    "RcclTestsResult",
+    "SweepSettings",
+    "merge_json",
+    "parse_rccl_tests",
+    "parse_rccl_tests_json",
+    "sweep_steps",
+    "to_measurements",
+]

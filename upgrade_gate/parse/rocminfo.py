@@ -16,7 +16,10 @@ Design notes and tool quirks (dated by the ROCm release that printed them):
   is longer than the column runs into its value (`Alloc Recommended Granule:4KB`,
   `WatchPts on Addr. Ranges:1`), and some labels end in `::` (`Packet Processor uCode::`). ROCm 5.x
   lacks `Runtime Ext Version`, `Memory Properties`, `Coherent Host Access` and the recommended granule.
-- ROCm 7.2.4 wraps the banner in colour codes (`ESC[37m ... ESC[0m`); the HSA error lines are red.
+- ROCm 5.7 and 7.2.4 wrap the banner in colour codes (`ESC[37m ... ESC[0m`); HSA errors are red.
+- ROCm <= 4.x (2021, ROCm/ROCm#1366) prints `Able to open /dev/kfd read-write` after the banner on
+  success (newer rocminfo.cc `CheckInitialState` is silent); accepted before the system attributes only.
+  ROCm 4.0 also lacks `ASIC Revision`. ROCm 7.2 adds `XNACK enabled:` / `VMM Support:` attributes.
 - Failure outputs are real broken systems and raise ParseError: "ROCk module is NOT loaded/live",
   "Unable to open /dev/kfd", "hsa api call failure", "Agent creation failed", and any output without
   the closing `*** Done ***` (truncated: a missing agent must never look like a smaller node).
@@ -48,6 +51,7 @@ _POOL_RE = re.compile(r"^Pool (\d+)$")
 _ISA_RE = re.compile(r"^ISA (\d+)$")
 _INT_HEX_RE = re.compile(r"^(\d+)(?:\(0x([0-9a-fA-F]+)\))?(?:\s*KB)?$")
 _BANNER_RE = re.compile(r"^ROCk module(?: version (?P<ver>\S+))? is loaded$")
+_PREFLIGHT_OK = "Able to open /dev/kfd read-write"  # ROCm <= 4.x, printed after the banner on success
 _GFX_RE = re.compile(r"^gfx[0-9a-f]+$")
 _STAR_LINE = "*******"
 
@@ -290,7 +294,7 @@ def _parse_header(lines: list[str]) -> tuple[str | None, str | None, str | None]
         if banner:
             rock_version = banner.group("ver")
             continue
-        if stripped == "WSL environment detected.":
+        if stripped in ("WSL environment detected.", _PREFLIGHT_OK):
             continue
         match = _KV_RE.match(line)
         if match is None:

@@ -15,7 +15,20 @@ Design decisions:
   only with return code 0, >= 1 test, and every test PASS. A missing return-code line (killed or
   truncated run) gives `return_code=None`, which does not pass.
 
+- RVS >= 1.3 (ROCm 7.0, 2025) ends a run with a `ROCm Validation Suite (RVS) Summary` box (rvs exec.cpp
+  `do_yaml`): `| <action> | <MODULE> | PASS|FAIL |` per action, `PASS` iff the module's run() returned
+  0, in colour (`ESC[32m`/`ESC[31m`), and in `-q` mode each row prefixed by `\r`. When present it is the
+  complete action list: every logged action must appear in it, and an action passes only when the
+  summary says PASS and its own log has no FALSE verdict or error. A box without its closing border
+  (a killed run) is a ParseError.
+- Log lines carry the action in brackets (`[RESULT] [ts] [action_5] [GPU:: 48932] pass: FALSE`); a
+  verdict is attributed by that bracket when it names a known action, else to the last `Action name`.
+- `RVS-ERROR [module] [action] msg` (logger::Err) fails the named action; `RVS-ERROR [CLI] action 'X'
+  could not ...` fails X; any other RVS-ERROR is a run-level error in `errors` and the run fails.
+
 Tool quirks (dated notes):
+- RVS 1.3.0 with ROCm 7.2.0 on 2x MI210 (ROCm/ROCm#6031, 2026): IET and GST FAIL in the summary and
+  the pasted log shows `[action_5] ... pass: FALSE` then `RVS-ERROR [iet] [action_5] Action failed ...`.
 - RVS 1.1.0 (2024) pads timestamps inconsistently: `[  2456.47741 ]` (trailing space inside brackets).
 - RVS 1.1.0 `-g`: `GPU[ 7 -   705]` right-aligns the GPU id; the device id is decimal (`Device 29857`).
 - AGFHC 1.23.2 (2025): `Tests: 5 Total, 5 Executed, 0 Skipped | All Tests Passed`; `--recipe-info`
@@ -30,10 +43,13 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
-from upgrade_gate.parse.common import normalize_bdf
+from upgrade_gate.parse.common import normalize_bdf, strip_ansi
 
 _RVS_LINE_RE = re.compile(r"^\[(?P<level>[A-Z]+)\s*\]\s*\[\s*(?P<ts>[\d.]+)\s*\]\s*(?P<msg>.*?)\s*$")
 _VERDICT_RE = re.compile(r"\b(?:met|pass)\s*:\s*(?P<v>TRUE|FALSE)\b", re.IGNORECASE)
+_RVS_ERROR_RE = re.compile(r"^RVS-ERROR\s+\[(?P<module>[^\]]*)\](?:\s*\[(?P<action>[^\]]*)\])?\s*(?P<msg>.*?)\s*$")
+_BRACKET_RE = re.compile(r"^\[(?P<name>[^\]]+)\]")
+_SUMMARY_TITLE = "ROCm Validation Suite (RVS) Summary"
 _GPU_LIST_RE = re.compile(
     r"^(?P<bdf>\S+)\s+-\s+GPU\[\s*(?P<idx>\d+)\s*-\s*(?P<id>\d+)\s*\]\s+(?P<name>.*?)\s+\(Device\s+(?P<dev>\d+)\)\s*$"
 )
@@ -68,16 +84,19 @@ class RvsResult:
     version: str | None
     gpus: tuple[RvsGpu, ...]
     actions: tuple[TestVerdict, ...]
+    errors: tuple[str, ...] = ()  # RVS-ERROR lines that name no action: the run itself failed
+    summary: bool = False  # True when the RVS >= 1.3 summary box listed the actions
 
     @property
     def passed(self) -> bool:
-        """True only with >= 1 action and every action explicitly passing."""
-        return bool(self.actions) and all(a.passed is True for a in self.actions)
+        """True only with >= 1 action, every action explicitly passing and no run-level error."""
+        return bool(self.actions) and not self.errors and all(a.passed is True for a in self.actions)
 
     @property
     def first_failure(self) -> str | None:
-        """Name of the first action that failed or printed no verdict."""
-        return next((a.name for a in self.actions if a.passed is not True), None)
+        """Name of the first action that failed or printed no verdict, else the first run-level error."""
+        failed = next((a.name for a in self.actions if a.passed is not True), None)
+        return failed if failed is not None or not self.errors else self.errors[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,37 +153,109 @@ def _parse_gpu_list(lines: list[str], tool: str) -> tuple[RvsGpu, ...]:
 class _Action:
     """Accumulator for one RVS action while reading lines."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, module: str | None = None) -> None:
         self.name = name
-        self.module: str | None = None
+        self.module = module
         self.verdicts: list[tuple[bool, str]] = []
         self.errors: list[str] = []
+        self.summary: bool | None = None  # the summary box's PASS/FAIL, None without a box
 
     def verdict(self) -> TestVerdict:
         passed: bool | None = None
-        if self.errors or any(not ok for ok, _ in self.verdicts):
+        if self.errors or any(not ok for ok, _ in self.verdicts) or self.summary is False:
             passed = False
-        elif self.verdicts:
+        elif self.verdicts or self.summary is True:
             passed = True
+        summary = () if self.summary is None else (f"summary: {'PASS' if self.summary else 'FAIL'}",)
         return TestVerdict(
             name=self.name,
             module=self.module,
             passed=passed,
             status={True: "PASS", False: "FAIL", None: "NO-VERDICT"}[passed],
-            details=tuple(self.errors) + tuple(msg for _, msg in self.verdicts),
+            details=tuple(self.errors) + tuple(msg for _, msg in self.verdicts) + summary,
         )
 
 
+def _parse_summary(lines: list[str], tool: str) -> tuple[str | None, list[tuple[str, str, bool, int]]] | None:
+    """The RVS >= 1.3 summary box: (RVS version, [(action, MODULE, passed, line_no)]), None if absent."""
+    start = next((i for i, line in enumerate(lines) if _SUMMARY_TITLE in line), None)
+    if start is None:
+        return None
+    version: str | None = None
+    rows: list[tuple[str, str, bool, int]] = []
+    in_actions = False
+    for no, line in enumerate(lines[start + 1 :], start + 2):
+        text = line.strip()
+        cells = [c.strip() for c in text.strip("|").split("|")] if text.startswith("|") else []
+        if not in_actions:
+            if len(cells) == 2 and cells[0] == "RVS version":
+                version = cells[1] or None
+            elif cells == ["Action Name", "Module", "Result"]:
+                in_actions = True
+            continue
+        if not text:
+            continue
+        if re.fullmatch(r"\+[=-]+\+", text):
+            if rows or text.startswith("+-"):
+                return version, rows
+            continue  # the double rule under the column header
+        if len(cells) != 3 or not cells[0] or cells[2] not in ("PASS", "FAIL"):
+            raise ParseError(tool, no, line, "not a '| action | MODULE | PASS/FAIL |' summary row")
+        rows.append((cells[0], cells[1], cells[2] == "PASS", no))
+    raise ParseError(tool, len(lines), lines[-1] if lines else "", "RVS summary box not closed (run cut short)")
+
+
+def _merge_summary(logged: list[_Action], rows: list[tuple[str, str, bool, int]], tool: str) -> list[_Action]:
+    """One action per summary row, each joined with the next logged action of that name."""
+    pending = list(logged)
+    merged: list[_Action] = []
+    for name, module, ok, _ in rows:
+        match = next((a for a in pending if a.name == name), None)
+        if match is None:
+            match = _Action(name, module)
+        else:
+            pending.remove(match)
+        match.module = match.module or module
+        match.summary = ok
+        merged.append(match)
+    if pending:
+        raise ParseError(tool, 0, pending[0].name, f"action {pending[0].name!r} was logged but is not in the summary")
+    return merged
+
+
 def parse_rvs(text: str) -> RvsResult:
-    """Parse RVS text output: action logs (`[RESULT] ...`) and/or the `rvs -g` GPU list."""
+    """Parse RVS text output: action logs (`[RESULT] ...`), the RVS >= 1.3 summary box, `rvs -g`."""
     tool = "rvs"
     if re.match(r"^\s*(?:\{|\[\s*(?:[{\]]|$))", text):
         raise ParseError(tool, 0, text[:80], "RVS JSON logs (-j) are not supported (no real capture known)")
-    lines = text.splitlines()
+    # A terminal shows what follows a line's last carriage return (`-q` rows start with "\r").
+    lines = [strip_ansi(line.removesuffix("\r").rsplit("\r", 1)[-1]) for line in text.split("\n")]
     version_m = re.search(r"ROCm Validation Suite \(version ([^)]+)\)", text)
     gpus = _parse_gpu_list(lines, tool)
+    summary = _parse_summary(lines, tool)
+    known = {row[0] for row in summary[1]} if summary else set()
     actions: list[_Action] = []
+    orphans: list[_Action] = []  # verdicts naming a summary action that has no `Action name` line
+    run_errors: list[str] = []
+    rvs_errors: list[tuple[str, str | None]] = []
+
+    def target(msg: str) -> _Action | None:
+        bracket = _BRACKET_RE.match(msg)
+        name = bracket.group("name") if bracket else None
+        for pool in (actions, orphans):
+            named = [a for a in pool if a.name == name]
+            if named:
+                return named[-1]
+        if name is not None and name in known:
+            orphans.append(_Action(name))
+            return orphans[-1]
+        return actions[-1] if actions else None
+
     for no, line in enumerate(lines, 1):
+        if err := _RVS_ERROR_RE.match(line.strip()):
+            named = err.group("action") or (re.search(r"\baction '([^']+)'", err.group("msg")) or [None, None])[1]
+            rvs_errors.append((line.strip(), named))
+            continue
         m = _RVS_LINE_RE.match(line.strip())
         if m is None:
             continue
@@ -172,21 +263,33 @@ def parse_rvs(text: str) -> RvsResult:
         name = re.match(r"^Action name\s*:\s*(\S+)", msg)
         if name is not None:
             actions.append(_Action(name.group(1)))
-        elif not actions:
-            if m.group("level") == "ERROR":
-                raise ParseError(tool, no, line, "RVS error before any action")
         elif module := re.match(r"^Module name\s*:\s*(\S+)", msg):
-            actions[-1].module = module.group(1)
+            if actions:
+                actions[-1].module = module.group(1)
         elif m.group("level") == "ERROR":
-            actions[-1].errors.append(msg)
-        elif (v := _VERDICT_RE.search(msg)) is not None:
-            actions[-1].verdicts.append((v.group("v").upper() == "TRUE", msg))
+            owner = target(msg)
+            if owner is None:
+                raise ParseError(tool, no, line, "RVS error before any action")
+            owner.errors.append(msg)
+        elif (v := _VERDICT_RE.search(msg)) is not None and (owner := target(msg)) is not None:
+            owner.verdicts.append((v.group("v").upper() == "TRUE", msg))
+    if summary is not None:
+        actions = _merge_summary(actions + orphans, summary[1], tool)
+    for raw, named in rvs_errors:
+        owner = next((a for a in reversed(actions) if a.name == named), None)
+        if owner is not None:
+            owner.errors.append(raw)
+        else:
+            run_errors.append(raw)
     if not actions and not gpus:
         raise ParseError(tool, 0, text[:80], "neither RVS actions nor an 'rvs -g' GPU list")
+    version = version_m.group(1) if version_m else (summary[0] if summary else None)
     return RvsResult(
-        version=version_m.group(1) if version_m else None,
+        version=version,
         gpus=gpus,
         actions=tuple(a.verdict() for a in actions),
+        errors=tuple(run_errors),
+        summary=summary is not None,
     )
 
 
