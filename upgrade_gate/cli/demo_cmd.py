@@ -1,9 +1,66 @@
-"""CLI commands of this group (placeholder until the owning issue lands)."""
+"""`upgrade-gate demo`: the whole story offline, in a work folder it names at the end.
+
+Exit codes follow DESIGN.md: the default (blocked) story exits 1 - BLOCK is its expected outcome and
+the last lines say so - and `--healthy` exits 0 after promoting new baselines. 2 for bad flags (a
+`--workdir` that is not empty), 4 when the demo cannot run (no git for the store, a fleet that is
+not healthy before the change).
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
 import typer
+
+from upgrade_gate.errors import ExitCode
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add `demo` to the app."""
+    app.command("demo")(demo_cmd)
+
+
+def demo_cmd(
+    healthy: bool = typer.Option(
+        False, "--healthy", help="Run the clean variant: the change passes and new baselines are promoted (exit 0)."
+    ),
+    workdir: Path | None = typer.Option(
+        None, "--workdir", help="Work folder (created; must be empty). Default: a new temporary folder."
+    ),
+    keep: bool = typer.Option(
+        False, "--keep", help="Also keep the fake nodes (their tools and host trees) in the work folder."
+    ),
+) -> ExitCode:
+    """Gate a ROCm 6.1.3 -> 6.2.0 change on an 8-node fake MI300X fleet, offline (exit 1: blocked, as expected)."""
+    from upgrade_gate.cli.collect_cmds import parser_check
+    from upgrade_gate.demo import run_demo
+    from upgrade_gate.demo.summary import blocking_reasons
+    from upgrade_gate.model import Verdict
+
+    folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="upgrade-gate-demo-"))
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    outcome = run_demo(
+        folder, healthy=healthy, say=typer.echo, output_check=parser_check(), color=color, keep_nodes=keep
+    )
+    typer.echo("")
+    if outcome.verdict is Verdict.BLOCK:
+        typer.echo(
+            f"Verdict: BLOCK (exit code {int(ExitCode.BLOCK)}). This is the expected outcome of the demo: the gate"
+        )
+        typer.echo("stopped the change on its canaries, before it could reach the other nodes, for these reasons:")
+        for line in blocking_reasons(outcome.report):
+            typer.echo(f"  - {line}")
+        typer.echo("Run `upgrade-gate demo --healthy` to see the same change pass and promote new baselines.")
+    else:
+        typer.echo(
+            f"Verdict: PASS (exit code {int(ExitCode.PASS)}): the canaries match their baselines except for what "
+            f"the plan changes; new baselines are tagged {outcome.promoted_tag}."
+        )
+    typer.echo("Replay the verdict yourself with the same gate, from the files the demo left:")
+    typer.echo("  " + shlex.join(["upgrade-gate", *outcome.replay_argv]))
+    typer.echo(f"Everything is in {outcome.workdir} ({outcome.seconds:.1f}s).")
+    return ExitCode.PASS if outcome.verdict is Verdict.PASS else ExitCode.BLOCK

@@ -1,0 +1,177 @@
+"""`upgrade-gate demo`: the blocked story exits 1 for its two stated reasons, the healthy one promotes.
+
+Each story runs once per module (a few seconds each) through the real CLI entry point; the tests read
+its output and the files it leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shlex
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from upgrade_gate import schemas
+from upgrade_gate.cli.main import run
+from upgrade_gate.demo.canaries import canary_count, select_canaries
+from upgrade_gate.demo.summary import blocking_reasons, permutation
+from upgrade_gate.errors import ExitCode
+from upgrade_gate.judge.plan import CanarySettings
+from upgrade_gate.model import NodeName
+from upgrade_gate.store.gitstore import BaselineStore
+
+REVERSED = "0->7 1->6 2->5 3->4 4->3 5->2 6->1 7->0"
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    out: str
+    workdir: Path
+
+
+def _demo(*args: str) -> tuple[int, str]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = run(["demo", *args])
+    return code, buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def blocked(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    workdir = tmp_path_factory.mktemp("demo") / "blocked"
+    code, out = _demo("--workdir", str(workdir))
+    return Ran(code=code, out=out, workdir=workdir)
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    workdir = tmp_path_factory.mktemp("demo") / "healthy"
+    code, out = _demo("--healthy", "--workdir", str(workdir), "--keep")
+    return Ran(code=code, out=out, workdir=workdir)
+
+
+def _replay_argv(out: str) -> list[str]:
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("upgrade-gate gate "))
+    argv = shlex.split(line)
+    assert argv[0] == "upgrade-gate"
+    return argv[1:]
+
+
+def test_demo_blocked_exits_1_and_says_it_is_expected(blocked: Ran) -> None:
+    assert blocked.code == ExitCode.BLOCK
+    assert "Verdict: BLOCK (exit code 1). This is the expected outcome of the demo" in blocked.out
+    assert f"Everything is in {blocked.workdir}" in blocked.out
+
+
+def test_demo_blocked_names_the_reversed_node_with_its_permutation(blocked: Ran) -> None:
+    assert (
+        f"gpu-node-01: device.order_changed: GPU enumeration order changed; baseline index -> index now: {REVERSED}"
+        in (blocked.out)
+    )
+    # the console report gives the same permutation by BDF, with the ordering pin
+    assert "index 0 was 0000:05:00.0" in blocked.out and "now 0000:f5:00.0" in blocked.out
+    assert "ROCR_VISIBLE_DEVICES=GPU-" in blocked.out
+
+
+def test_demo_blocked_names_the_bandwidth_drop_node(blocked: Ran) -> None:
+    line = next(ln for ln in blocked.out.splitlines() if ln.startswith("  - gpu-node-02 ["))
+    assert "bandwidth.regression" in line and "20.0% worse than the baseline" in line
+    # CVF's phases pass it: its sweep average stays above CVF's absolute PHASE2_BW_THRESHOLD of 100 GB/s
+    after = next(ln for ln in blocked.out.splitlines() if ln.strip().startswith("gpu-node-02  ROCm 6.2.0"))
+    assert "phases 0 passed, 1 passed, 2 passed, 3 passed" in after
+    avg = float(re.search(r"mesh avg busbw ([0-9.]+) GB/s", after).group(1))  # type: ignore[union-attr]
+    assert 100 < avg < 110
+
+
+def test_demo_blocked_has_no_other_blocking_node(blocked: Ran) -> None:
+    report = json.loads((blocked.workdir / "reports" / "report.json").read_text(encoding="utf-8"))
+    blocking = {f["node"] for n in report["nodes"] for f in n["findings"] if f["severity"] == "block"}
+    assert blocking == {"gpu-node-01", "gpu-node-02"}
+    rules = {(f["node"], f["rule"]) for n in report["nodes"] for f in n["findings"] if f["severity"] == "block"}
+    assert ("gpu-node-01", "device.order_changed") in rules
+    assert ("gpu-node-02", "bandwidth.regression") in rules
+    assert not {r for _, r in rules} & {"evidence.missing", "software.rocm", "software.driver", "phase.failed"}
+
+
+def test_demo_blocked_writes_the_four_reports(blocked: Ran) -> None:
+    reports = blocked.workdir / "reports"
+    data = json.loads((reports / "report.json").read_text(encoding="utf-8"))
+    schemas.validate("report", data, source="report.json")
+    assert data["verdict"] == "BLOCK" and data["plan_id"] == "rocm-6.1.3-to-6.2.0"
+    suite = ET.parse(reports / "junit.xml").getroot()
+    assert suite.iter("failure") is not None and any(True for _ in suite.iter("failure"))
+    html = (reports / "report.html").read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "BLOCK" in html
+    assert "BLOCK" in (reports / "report.md").read_text(encoding="utf-8")
+    for path in (reports / "report.html", reports / "junit.xml", reports / "report.md", reports / "report.json"):
+        assert str(path) in blocked.out
+
+
+def test_demo_blocked_leaves_plan_policy_store_and_no_fake_nodes(blocked: Ran) -> None:
+    assert (blocked.workdir / "plan.yaml").is_file() and (blocked.workdir / "policy.yaml").is_file()
+    assert not (blocked.workdir / "fleet").exists()  # removed without --keep
+    with BaselineStore(blocked.workdir / "store") as store:
+        assert len(store.nodes("rocm-6.1.3")) == 8
+        assert {tag for e in store.log("gpu-node-01") for tag in e.tags} == {"rocm-6.1.3"}
+
+
+def test_demo_blocked_replay_command_gives_the_same_verdict(blocked: Ran) -> None:
+    assert run(_replay_argv(blocked.out)) == ExitCode.BLOCK
+
+
+def test_demo_healthy_exits_0_and_promotes_new_baselines(healthy: Ran) -> None:
+    assert healthy.code == ExitCode.PASS, healthy.out
+    assert "Verdict: PASS (exit code 0)" in healthy.out
+    with BaselineStore(healthy.workdir / "store") as store:
+        tags = {tag for e in store.log("gpu-node-01") for tag in e.tags}
+        assert tags == {"rocm-6.1.3", "rocm-6.2.0"}
+        assert store.load("gpu-node-01", "rocm-6.2.0").software.rocm_version == "6.2.0"
+        assert store.load("gpu-node-03", "rocm-6.2.0").software.rocm_version == "6.1.3"  # not a canary
+    data = json.loads((healthy.workdir / "reports" / "report.json").read_text(encoding="utf-8"))
+    assert data["verdict"] == "PASS"
+    assert (healthy.workdir / "fleet" / "gpu-node-01" / "bin" / "rocminfo").exists()  # --keep
+
+
+def test_demo_healthy_replay_command_passes(healthy: Ran) -> None:
+    assert run(_replay_argv(healthy.out)) == ExitCode.PASS
+
+
+def test_demo_refuses_a_workdir_that_is_not_empty(tmp_path: Path) -> None:
+    (tmp_path / "something").write_text("x", encoding="utf-8")
+    assert run(["demo", "--workdir", str(tmp_path)]) == ExitCode.USAGE
+
+
+def test_demo_canary_count_follows_the_plan_share() -> None:
+    assert canary_count(CanarySettings(), 8) == 1  # default 10%, at least one
+    assert canary_count(CanarySettings(max_fraction=0.25), 8) == 2
+    assert canary_count(CanarySettings(max_fraction=0.10), 64) == 6
+    assert canary_count(CanarySettings(max_fraction=0.5, cap=3), 64) == 3
+    assert canary_count(CanarySettings(max_fraction=0.01, min_nodes=2), 8) == 2
+    assert canary_count(CanarySettings(), 0) == 0
+    names = [NodeName(f"n{i}") for i in (3, 1, 2)]
+    assert select_canaries(names, CanarySettings(max_fraction=0.5)) == ("n1",)
+    assert select_canaries(names, CanarySettings(nodes=(NodeName("n2"), NodeName("x")))) == ("n2",)
+
+
+def test_demo_permutation_reads_index_ordered_lists() -> None:
+    assert permutation(["a", "b", "c"], ["c", "b", "a"]) == "0->2 1->1 2->0"
+    assert permutation(["a", "b"], ["a", "x"]) is None
+    assert permutation("ab", "ba") is None
+
+
+def test_demo_blocking_reasons_group_by_node_and_rule(blocked: Ran) -> None:
+    from upgrade_gate import codec
+    from upgrade_gate.model import GateReport
+
+    data = json.loads((blocked.workdir / "reports" / "report.json").read_text(encoding="utf-8"))
+    lines = blocking_reasons(codec.from_jsonable(GateReport, data))
+    assert lines[0].startswith("gpu-node-01: device.order_changed")
+    assert any(ln.startswith("gpu-node-02 [") and "bandwidth.regression" in ln and "more like it" in ln for ln in lines)
+    assert lines[-1].startswith("fleet: checklist.unverified")

@@ -1,0 +1,117 @@
+"""Checklists: shipped items from the incident, automatic evidence, attestations, what blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.judge_scenarios import NOW, mi300x_snapshot, reverse_order, upgrade_plan, upgraded
+from upgrade_gate.errors import ConfigError, InputError, NotFoundError
+from upgrade_gate.judge.checklist import SHIPPED, Checklist, checklist_from_dict, load_checklist
+from upgrade_gate.judge.judge import judge
+from upgrade_gate.judge.policy import load_policy
+from upgrade_gate.model import GateReport, Severity, Snapshot, Verdict
+
+
+def _gate(candidate: Snapshot, checklists: list[Checklist], attest: dict[str, str]) -> GateReport:
+    base = mi300x_snapshot()
+    return judge(
+        baselines={base.node.name: base},
+        candidates=[candidate],
+        plan=upgrade_plan(),
+        policy=load_policy(),
+        checklists=checklists,
+        attestations=attest,
+        now=NOW,
+    )
+
+
+def _attest_all(checklists: list[Checklist]) -> dict[str, str]:
+    return {it.id: "alice" for cl in checklists for it in cl.items if it.attest}
+
+
+def test_checklist_shipped_ones_load_and_cover_the_incident() -> None:
+    loaded = [load_checklist(name) for name in SHIPPED]
+    ids = {it.id for cl in loaded for it in cl.items}
+    assert {"pre.compare-topology", "canary.device-order", "canary.allreduce-sweep", "observe.canary-fraction"} <= ids
+    assert all(it.criterion and it.owner for cl in loaded for it in cl.items)
+
+
+def test_checklist_all_attested_and_healthy_passes_with_rows() -> None:
+    lists = [load_checklist(n) for n in SHIPPED]
+    report = _gate(upgraded(), lists, _attest_all(lists))
+    assert report.verdict is Verdict.PASS, [f.message for f in report.findings]
+    rows = {r.item_id: r for r in report.checklist}
+    assert rows["pre.compare-topology"].status == "pass"
+    assert rows["pre.hip-binary-compat"].status == "attested" and rows["pre.hip-binary-compat"].owner == "alice"
+    assert rows["observe.canary-fraction"].actual.startswith("pass:")
+    assert "checklist.unattested" in report.rules_evaluated
+
+
+def test_checklist_unattested_required_blocks_and_optional_warns() -> None:
+    lists = [load_checklist("canary")]
+    attest = {k: v for k, v in _attest_all(lists).items() if k not in ("canary.mixed-precision", "canary.hsa-signals")}
+    report = _gate(upgraded(), lists, attest)
+    found = {f.device: f.severity for f in report.fleet_findings}
+    assert found == {"canary.mixed-precision": Severity.BLOCK, "canary.hsa-signals": Severity.WARN}
+    assert report.verdict is Verdict.BLOCK
+    row = next(r for r in report.checklist if r.item_id == "canary.mixed-precision")
+    assert (row.status, row.actual, row.owner) == ("unattested", "not attested", "ML research")
+
+
+def test_checklist_automatic_item_fails_on_the_incident() -> None:
+    lists = [load_checklist("canary")]
+    report = _gate(reverse_order(upgraded()), lists, _attest_all(lists))
+    row = next(r for r in report.checklist if r.item_id == "canary.device-order")
+    assert row.status == "fail" and "mi300x-node-01: device.order_changed (1 blocking finding)" in row.actual
+    assert any(f.rule == "checklist.unverified" and f.device == "canary.device-order" for f in report.fleet_findings)
+
+
+def test_checklist_item_without_evidence_fails() -> None:
+    lists = [load_checklist("pre-change")]
+    report = judge(
+        baselines={},
+        candidates=[upgraded()],
+        plan=None,
+        policy=load_policy(),
+        checklists=lists,
+        attestations=_attest_all(lists),
+        now=NOW,
+    )
+    row = next(r for r in report.checklist if r.item_id == "pre.compare-topology")
+    assert row.status == "fail" and "no baseline for mi300x-node-01" in row.actual
+    assert "rule device.order_changed did not run" in row.actual
+
+
+def test_checklist_canary_share_above_ten_percent_fails() -> None:
+    lists = [load_checklist("observe")]
+    base = mi300x_snapshot()
+    report = judge(
+        baselines={base.node.name: base},
+        candidates=[upgraded()],
+        plan=upgrade_plan(canaries={"max_fraction": 0.25}),
+        policy=load_policy(),
+        checklists=lists,
+        attestations=_attest_all(lists),
+        now=NOW,
+    )
+    row = next(r for r in report.checklist if r.item_id == "observe.canary-fraction")
+    assert row.status == "fail" and "max_fraction is 25%, above 10%" in row.actual
+
+
+def test_checklist_unknown_attestation_is_bad_input() -> None:
+    with pytest.raises(InputError, match=r"pre\.rollbak-plan"):
+        _gate(upgraded(), [load_checklist("pre-change")], {"pre.rollbak-plan": "bob"})
+
+
+def test_checklist_bad_documents(tmp_path: Path) -> None:
+    item = {"id": "x.one", "item": "i", "criterion": "c", "owner": "o"}
+    with pytest.raises(ConfigError, match=r"neither attest nor rules"):
+        checklist_from_dict({"name": "x", "title": "t", "items": [item]}, source="x.yaml")
+    with pytest.raises(ConfigError, match=r"unknown rule 'device.ordr'"):
+        checklist_from_dict({"name": "x", "title": "t", "items": [{**item, "rules": ["device.ordr"]}]}, source="x.yaml")
+    with pytest.raises(ConfigError, match=r"x\.yaml: checklist schema: \$\.items\[0\]"):
+        checklist_from_dict({"name": "x", "title": "t", "items": [{**item, "colour": "red"}]}, source="x.yaml")
+    with pytest.raises(NotFoundError, match="no such checklist"):
+        load_checklist(str(tmp_path / "missing.yaml"))

@@ -1,0 +1,114 @@
+"""Change plans: loading, strict validation naming file and field, what a plan explains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.judge_scenarios import mi300x_snapshot, upgrade_plan, upgraded
+from upgrade_gate.errors import ConfigError, ExitCode, NotFoundError
+from upgrade_gate.judge.diff import diff_snapshots
+from upgrade_gate.judge.plan import explain, glob_match, load_plan, mark_expected, plan_from_dict, version_matches
+
+PLANS = FIXTURES / "judge" / "plans"
+
+
+def test_plan_load_reads_every_section() -> None:
+    plan = load_plan(PLANS / "rocm-6.2.0.yaml")
+    assert plan.id == "rocm-6.2.0"
+    assert plan.change.rocm is not None and plan.change.rocm.to_version == "6.2.0"
+    assert plan.change.rocm.from_version == "6.1.3"
+    assert plan.accept_paths[0].path == "gpus[*].firmware.RLC" and not plan.accept_paths[0].has_to
+    assert plan.accept_metrics[0].shift == -0.02 and plan.accept_metrics[0].tolerance == 0.08
+    assert (plan.canaries.max_fraction, plan.canaries.min_nodes, plan.canaries.cap) == (0.10, 1, 4)
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [
+        ("bad-unknown-key.yaml", "targt"),
+        ("bad-version-float.yaml", "$.change.rocm.to"),
+        ("bad-canary-fraction.yaml", "$.canaries.max_fraction"),
+    ],
+)
+def test_plan_bad_file_is_config_error_naming_file_and_field(name: str, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_plan(PLANS / name)
+    assert name in str(info.value) and field in str(info.value)
+    assert info.value.exit_code is ExitCode.BAD_INPUT
+
+
+def test_plan_unknown_accept_field_is_named() -> None:
+    doc = {"id": "p", "change": {}, "accept": [{"metric": "mesh/**", "tolerance": 0.1, "tolerence": 0.2}]}
+    with pytest.raises(ConfigError, match=r"accept\[0\]\.tolerence"):
+        plan_from_dict(doc, source="x.yaml")
+
+
+def test_plan_rejects_a_change_to_the_same_version() -> None:
+    with pytest.raises(ConfigError, match=r"change\.rocm: from and to"):
+        plan_from_dict({"id": "p", "change": {"rocm": {"from": "6.2.0", "to": "6.2.0"}}}, source="x.yaml")
+
+
+def test_plan_missing_file_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError):
+        load_plan(tmp_path / "nope.yaml")
+
+
+def test_plan_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("id: x\nchange: {rocm: [\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"plan\.yaml: not YAML/JSON at line"):
+        load_plan(path)
+
+
+@pytest.mark.parametrize(
+    ("actual", "target", "ok"),
+    [
+        ("6.2.0", "6.2.0", True),
+        ("6.2.0-66", "6.2.0", True),
+        ("6.2.0+build7", "6.2.0", True),
+        ("6.2.01", "6.2.0", False),
+        ("6.2.1", "6.2.0", False),
+        (None, "6.2.0", False),
+    ],
+)
+def test_plan_version_matches_only_exactly_or_with_build_suffix(actual: str | None, target: str, ok: bool) -> None:
+    assert version_matches(actual, target) is ok
+
+
+def test_plan_glob_brackets_are_literal() -> None:
+    assert glob_match("gpus[*].firmware.RLC", "gpus[serial=692409006566].firmware.RLC")
+    assert not glob_match("gpus[*].firmware.RLC", "gpus[serial=1].firmware.RLC_X")
+    assert glob_match("pcie[*].width", "pcie[bdf=0000:05:00.0].width")
+    assert glob_match("mesh/**", "mesh/all_reduce/busbw/1024")
+
+
+def test_plan_marks_planned_changes_expected() -> None:
+    changes = mark_expected(diff_snapshots(mi300x_snapshot(), upgraded()), upgrade_plan())
+    assert {c.path: c.expected_by for c in changes} == {
+        "software.amdsmi_version": "change.rocm",
+        "software.driver_version": "change.driver",
+        "software.rocm_build": "change.rocm",
+        "software.rocm_version": "change.rocm",
+    }
+
+
+def test_plan_does_not_explain_a_version_off_target() -> None:
+    plan = upgrade_plan()
+    assert explain(plan, "software.rocm_version", "6.1.3", "6.2.1") is None
+    assert explain(plan, "software.rocm_version", "6.1.2", "6.2.0") is None  # wrong starting point
+    assert explain(None, "software.rocm_version", "6.1.3", "6.2.0") is None
+
+
+def test_plan_firmware_and_accept_entries_explain_changes() -> None:
+    plan = upgrade_plan(
+        change={"firmware": [{"block": "PLDM_*", "to": "01.25.17.07"}]},
+        accept=[{"path": "gpus[*].firmware.RLC", "to": "105"}],
+    )
+    path = "gpus[serial=1].firmware.PLDM_BUNDLE"
+    assert explain(plan, path, "01.25.03.12", "01.25.17.07") == "change.firmware[0]"
+    assert explain(plan, path, "01.25.03.12", "01.25.16.00") is None
+    assert explain(plan, "gpus[serial=1].firmware.RLC", "104", "105") == "accept[0]"
+    assert explain(plan, "gpus[serial=1].firmware.RLC", "104", "106") is None

@@ -1,0 +1,245 @@
+"""Checklists as data: the incident's pre-change / canary / observation items, filled in by the gate.
+
+Shipped checklists live in `upgrade_gate/checklists/<name>.yaml` (schema `checklist`); `--checklist`
+takes a shipped name or a file path. Each item is either:
+
+- automatic: it names `rules`, `phases` and/or `evidence` (`baseline`: every candidate has one;
+  `plan`: a change plan was given; `candidates`: there is at least one). It passes iff none of its
+  rules produced a BLOCK finding on any node, every rule ran on every candidate it applies to (a
+  rule switched off or skipped for want of a baseline is evidence missing, not a pass), every listed
+  phase passed on every candidate it applies to, and its evidence is present. `max_canary_fraction`
+  checks the plan's canary share.
+- manual (`attest: true`): it passes when attested with `--attest ITEM=NAME`; the name becomes the
+  row's owner.
+
+Rows carry item, pass criterion, actual result and owner (the incident's table). A failed automatic
+item adds a `checklist.unverified` finding and an unattested manual one `checklist.unattested`; both
+block for required items (at the policy's severity) and only warn for optional ones. An attestation
+naming no loaded item is bad input: a typo must not leave an item silently unattested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from upgrade_gate import schemas
+from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
+from upgrade_gate.judge.plan import ChangePlan, read_document
+from upgrade_gate.judge.policy import Policy
+from upgrade_gate.judge.rules.base import softer
+from upgrade_gate.model import (
+    ChecklistRow,
+    Finding,
+    NodeName,
+    NodeReport,
+    PhaseStatus,
+    RuleId,
+    Severity,
+    Snapshot,
+)
+
+FLEET = NodeName("fleet")
+SHIPPED = ("pre-change", "canary", "observe")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChecklistItem:
+    """One checklist item (automatic when it names rules/phases/evidence, manual when `attest`)."""
+
+    id: str
+    item: str
+    criterion: str
+    owner: str
+    required: bool = True
+    attest: bool = False
+    rules: tuple[RuleId, ...] = ()
+    phases: tuple[int, ...] = ()
+    evidence: tuple[str, ...] = ()
+    max_canary_fraction: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checklist:
+    """A named checklist."""
+
+    name: str
+    title: str
+    items: tuple[ChecklistItem, ...]
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChecklistInputs:
+    """What the evaluation reads: the judged nodes and the documents behind them."""
+
+    node_reports: Sequence[NodeReport]
+    candidates: Mapping[NodeName, Snapshot]
+    baselines: Mapping[NodeName, Snapshot]
+    evaluated: Mapping[NodeName, frozenset[RuleId]]  # rules that ran per candidate
+    plan: ChangePlan | None
+    policy: Policy
+
+
+def load_checklist(name_or_path: str) -> Checklist:
+    """A shipped checklist by name (`pre-change`, `canary`, `observe`) or a checklist file."""
+    if name_or_path in SHIPPED:
+        import yaml
+
+        ref = resources.files("upgrade_gate") / "checklists" / f"{name_or_path}.yaml"
+        return checklist_from_dict(yaml.safe_load(ref.read_text(encoding="utf-8")), source=f"{name_or_path} (shipped)")
+    path = Path(name_or_path)
+    if not path.exists():
+        raise NotFoundError(f"{name_or_path}: no such checklist (shipped: {', '.join(SHIPPED)}) or file")
+    return checklist_from_dict(read_document(path), source=str(path))
+
+
+def checklist_from_dict(data: object, *, source: str) -> Checklist:
+    """Validate and build a checklist document; rule ids must be registered."""
+    from upgrade_gate.judge.rules import REGISTRY
+
+    try:
+        schemas.validate("checklist", data, source=source)
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from None
+    assert isinstance(data, dict)
+    items = []
+    for i, raw in enumerate(data["items"]):
+        unknown = [r for r in raw.get("rules", ()) if r not in REGISTRY]
+        if unknown:
+            raise ConfigError(f"{source}: checklist: $.items[{i}].rules: unknown rule {unknown[0]!r}")
+        attest = bool(raw.get("attest", False))
+        automatic = raw.get("rules") or raw.get("phases") or raw.get("evidence") or "max_canary_fraction" in raw
+        if attest == bool(automatic):
+            what = "both attest and rules/phases/evidence" if attest else "neither attest nor rules/phases/evidence"
+            raise ConfigError(f"{source}: checklist: $.items[{i}]: item {raw['id']} has {what}")
+        items.append(
+            ChecklistItem(
+                id=raw["id"],
+                item=raw["item"],
+                criterion=raw["criterion"],
+                owner=raw["owner"],
+                required=bool(raw.get("required", True)),
+                attest=attest,
+                rules=tuple(RuleId(r) for r in raw.get("rules", ())),
+                phases=tuple(raw.get("phases", ())),
+                evidence=tuple(raw.get("evidence", ())),
+                max_canary_fraction=raw.get("max_canary_fraction"),
+            )
+        )
+    ids = [it.id for it in items]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ConfigError(f"{source}: checklist: item id {twice[0]!r} is used twice")
+    return Checklist(name=data["name"], title=data["title"], items=tuple(items), source=source)
+
+
+def evaluate_checklists(
+    checklists: Sequence[Checklist],
+    inputs: ChecklistInputs,
+    attestations: Mapping[str, str],
+) -> tuple[tuple[ChecklistRow, ...], tuple[Finding, ...]]:
+    """The report rows of every item, and the findings failed or unattested items raise."""
+    known = {it.id for cl in checklists for it in cl.items}
+    stray = sorted(set(attestations) - known)
+    if stray:
+        raise InputError(f"--attest {stray[0]}: no such item in the checklists {[c.name for c in checklists]}")
+    rows: list[ChecklistRow] = []
+    findings: list[Finding] = []
+    for cl in checklists:
+        for it in cl.items:
+            if it.attest:
+                row, problem = _manual(cl, it, attestations.get(it.id))
+                rule = RuleId("checklist.unattested")
+            else:
+                row, problem = _automatic(cl, it, inputs)
+                rule = RuleId("checklist.unverified")
+            rows.append(row)
+            entry = inputs.policy.rule_for(rule, None)
+            if problem is not None and entry is not None and entry.enabled:
+                findings.append(
+                    Finding(
+                        rule=rule,
+                        severity=entry.severity if it.required else softer(entry.severity),
+                        node=FLEET,
+                        message=f"checklist {cl.name}: {it.id} ({it.item}): {problem}",
+                        device=it.id,
+                        path=f"checklist[{cl.name}].{it.id}",
+                        expected=it.criterion,
+                        actual=row.actual,
+                        evidence=cl.source,
+                    )
+                )
+    return tuple(rows), tuple(findings)
+
+
+def _manual(cl: Checklist, it: ChecklistItem, who: str | None) -> tuple[ChecklistRow, str | None]:
+    if who:
+        return _row(cl, it, f"attested by {who}", who, "attested"), None
+    return _row(cl, it, "not attested", it.owner, "unattested"), f"not attested (--attest {it.id}=NAME)"
+
+
+def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tuple[ChecklistRow, str | None]:
+    problems: list[str] = []
+    candidates = inputs.candidates
+    if "candidates" in it.evidence and not candidates:
+        problems.append("no candidate nodes")
+    if "plan" in it.evidence and inputs.plan is None:
+        problems.append("no change plan given")
+    if "baseline" in it.evidence:
+        missing = sorted(n for n in candidates if n not in inputs.baselines)
+        if missing:
+            problems.append(f"no baseline for {', '.join(missing)}")
+    if it.max_canary_fraction is not None and inputs.plan is not None:
+        share = inputs.plan.canaries.max_fraction
+        if share > it.max_canary_fraction:
+            problems.append(f"plan canaries.max_fraction is {share:.0%}, above {it.max_canary_fraction:.0%}")
+    for name, snap in sorted(candidates.items()):
+        cls = snap.node.node_class
+        ran = inputs.evaluated.get(name, frozenset())
+        for rule in it.rules:
+            entry = inputs.policy.rule_for(rule, cls)
+            if entry is not None and entry.enabled and rule not in ran:
+                problems.append(f"{name}: rule {rule} did not run (no baseline to compare with)")
+            elif entry is None or not entry.enabled:
+                problems.append(f"{name}: rule {rule} is switched off by the policy")
+        results = {r.phase: r for r in snap.phases}
+        for phase in it.phases:
+            if not inputs.policy.phase_applies(phase, cls):
+                continue
+            result = results.get(phase)
+            if result is None or result.status is not PhaseStatus.PASSED:
+                problems.append(f"{name}: phase {phase} {result.status.value if result else 'has no result'}")
+    blocking: dict[str, int] = {}
+    for nr in inputs.node_reports:
+        for f in nr.findings:
+            if f.rule in it.rules and f.severity is Severity.BLOCK:
+                where = f"{f.node}: {f.rule}"
+                blocking[where] = blocking.get(where, 0) + 1
+    for where, count in sorted(blocking.items()):
+        problems.append(f"{where} ({count} blocking finding{'s' if count > 1 else ''})")
+    if problems:
+        return _row(cl, it, "fail: " + "; ".join(problems), it.owner, "fail"), "; ".join(problems)
+    parts = []
+    if it.rules:
+        parts.append(f"no blocking findings from {', '.join(it.rules)}")
+    if it.phases:
+        parts.append(f"phase(s) {', '.join(map(str, it.phases))} passed where they apply")
+    if it.evidence or it.max_canary_fraction is not None:
+        parts.append("evidence present")
+    return _row(cl, it, f"pass: {'; '.join(parts)} on {len(candidates)} node(s)", it.owner, "pass"), None
+
+
+def _row(cl: Checklist, it: ChecklistItem, actual: str, owner: str, status: str) -> ChecklistRow:
+    return ChecklistRow(
+        checklist=cl.name,
+        item_id=it.id,
+        item=it.item,
+        criterion=it.criterion,
+        actual=actual,
+        owner=owner,
+        status=status,
+        required=it.required,
+    )

@@ -1,0 +1,233 @@
+"""The judge: candidates against their baselines (or class references) under a plan and a policy.
+
+`judge(...)` is pure: snapshots, plan, policy, references, denylist and attestations in, a
+`GateReport` out; no I/O, no clock (the caller passes `now`). The verdict is BLOCK iff any finding,
+anywhere, is BLOCK.
+
+Design decisions:
+- Every enabled rule that applies to a node's class runs on that node (rules that need a baseline
+  are skipped without one: the class reference, `evidence.missing` and the checklist then speak).
+  The ids that ran are recorded per node and in `rules_evaluated` (one JUnit case each).
+- A rule that raises is not a pass: its exception becomes a BLOCK finding of that rule.
+- A finding whose path a plan `accept` entry covers (path glob, optional from/to) is downgraded to
+  info and says which entry accepted it, for rules that allow it (`RuleSpec.plan_can_accept`;
+  device order, evidence, dmesg, denylist and checklists cannot be accepted away).
+- A baseline or a plan canary with no candidate (a node meant to be judged that did not report) blocks with
+  `evidence.missing`; so does a gate with no candidates at all (both block even when the policy
+  switched `evidence.missing` off: nothing judged is never a pass).
+- Changes (the structural diff, marked expected/unexpected by the plan, minus the policy's
+  `ignore_paths`) are attached to each node report for the reporters; they do not decide anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from upgrade_gate import __version__
+from upgrade_gate.errors import InputError
+from upgrade_gate.judge.checklist import FLEET, Checklist, ChecklistInputs, evaluate_checklists
+from upgrade_gate.judge.identity import match_gpus
+from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected
+from upgrade_gate.judge.policy import Policy
+from upgrade_gate.judge.rules import REGISTRY
+from upgrade_gate.judge.rules.base import NodeContext
+from upgrade_gate.model import (
+    Change,
+    ClassReference,
+    Finding,
+    GateReport,
+    GpuSerial,
+    NodeName,
+    NodeReport,
+    RuleId,
+    Severity,
+    Snapshot,
+    Verdict,
+)
+
+_SEVERITY_ORDER = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
+_EVIDENCE = RuleId("evidence.missing")
+
+
+def judge(
+    *,
+    baselines: Mapping[NodeName, Snapshot],
+    candidates: Sequence[Snapshot],
+    plan: ChangePlan | None,
+    policy: Policy,
+    references: Mapping[str, ClassReference] | None = None,
+    denylist: Mapping[GpuSerial, str] | None = None,
+    attestations: Mapping[str, str] | None = None,
+    checklists: Sequence[Checklist] = (),
+    now: str,
+    tool_version: str = __version__,
+    include_changes: bool = True,
+) -> GateReport:
+    """Judge every candidate; BLOCK iff any BLOCK finding (see the module docstring)."""
+    references = references or {}
+    denylist = denylist or {}
+    by_name: dict[NodeName, Snapshot] = {}
+    for snap in candidates:
+        if snap.node.name in by_name:
+            raise InputError(f"two candidate snapshots for node {snap.node.name}")
+        by_name[snap.node.name] = snap
+    reports: list[NodeReport] = []
+    evaluated: dict[NodeName, frozenset[RuleId]] = {}
+    for name in sorted(by_name):
+        report, ran = judge_node(
+            candidate=by_name[name],
+            baseline=baselines.get(name),
+            plan=plan,
+            policy=policy,
+            references=references,
+            denylist=denylist,
+            include_changes=include_changes,
+        )
+        reports.append(report)
+        evaluated[name] = ran
+    expected = set(baselines) | set(plan.canaries.nodes if plan is not None else ())
+    for name in sorted(expected - set(by_name)):
+        reports.append(_absent(name, baselines.get(name), plan, policy))
+    fleet: list[Finding] = []
+    if not by_name:  # fail closed even if evidence.missing is switched off: nothing judged is no pass
+        entry = policy.rule_for(_EVIDENCE, None)
+        fleet.append(
+            Finding(
+                rule=_EVIDENCE,
+                severity=entry.severity if entry is not None and entry.enabled else Severity.BLOCK,
+                node=FLEET,
+                message="no candidate snapshots: nothing was judged",
+                expected="at least one candidate",
+                actual=0,
+            )
+        )
+    rows, checklist_findings = evaluate_checklists(
+        checklists,
+        ChecklistInputs(
+            node_reports=reports,
+            candidates=by_name,
+            baselines=baselines,
+            evaluated=evaluated,
+            plan=plan,
+            policy=policy,
+        ),
+        attestations or {},
+    )
+    fleet.extend(checklist_findings)
+    ran_anywhere = {rule for ran in evaluated.values() for rule in ran}
+    if checklists:
+        ran_anywhere |= {RuleId("checklist.unattested"), RuleId("checklist.unverified")}
+    all_findings = [f for r in reports for f in r.findings] + fleet
+    if any(f.rule == _EVIDENCE for f in all_findings):
+        ran_anywhere.add(_EVIDENCE)  # absent candidates are judged outside the per-node loop
+    verdict = Verdict.BLOCK if any(f.severity is Severity.BLOCK for f in all_findings) else Verdict.PASS
+    return GateReport(
+        verdict=verdict,
+        generated_at=now,
+        tool_version=tool_version,
+        plan_id=plan.id if plan is not None else None,
+        policy_name=policy.name,
+        nodes=tuple(reports),
+        fleet_findings=tuple(_sorted(fleet)),
+        checklist=rows,
+        rules_evaluated=tuple(sorted(ran_anywhere)),
+    )
+
+
+def judge_node(
+    *,
+    candidate: Snapshot,
+    baseline: Snapshot | None,
+    plan: ChangePlan | None,
+    policy: Policy,
+    references: Mapping[str, ClassReference],
+    denylist: Mapping[GpuSerial, str],
+    include_changes: bool = True,
+) -> tuple[NodeReport, frozenset[RuleId]]:
+    """One candidate's report and the rules that ran on it."""
+    name = candidate.node.name
+    cls = candidate.node.node_class or (baseline.node.node_class if baseline is not None else None)
+    ctx = NodeContext(
+        node=name,
+        node_class=cls,
+        candidate=candidate,
+        baseline=baseline,
+        reference=references.get(cls) if cls is not None else None,
+        plan=plan,
+        policy=policy,
+        pairs=match_gpus(baseline.gpus, candidate.gpus) if baseline is not None else (),
+        denylist=denylist,
+    )
+    findings: list[Finding] = []
+    ran: set[RuleId] = set()
+    for rule_id, rule in REGISTRY.items():
+        entry = policy.rule_for(rule_id, cls)
+        if rule.check is None or entry is None or not entry.enabled:
+            continue
+        if rule.needs_baseline and baseline is None:
+            continue
+        ran.add(rule_id)
+        try:
+            produced = list(rule.check(ctx, entry))
+        except Exception as exc:  # fail closed: a rule that crashes must not pass the node
+            produced = [
+                Finding(
+                    rule=rule_id,
+                    severity=Severity.BLOCK,
+                    node=name,
+                    message=f"rule {rule_id} could not be evaluated: {type(exc).__name__}: {exc}",
+                )
+            ]
+        if rule.plan_can_accept:
+            produced = [_accept(plan, f) for f in produced]
+        findings.extend(produced)
+    changes: tuple[Change, ...] = ()
+    if include_changes and baseline is not None:
+        from upgrade_gate.judge.diff import diff_snapshots
+
+        changes = tuple(
+            c
+            for c in mark_expected(diff_snapshots(baseline, candidate), plan)
+            if not any(glob_match(g, c.path) for g in policy.ignore_paths)
+        )
+    ordered = _sorted(findings)
+    verdict = Verdict.BLOCK if any(f.severity is Severity.BLOCK for f in ordered) else Verdict.PASS
+    return NodeReport(node=name, verdict=verdict, findings=tuple(ordered), changes=changes), frozenset(ran)
+
+
+def _accept(plan: ChangePlan | None, f: Finding) -> Finding:
+    if plan is None or f.path is None or f.severity is Severity.INFO:
+        return f
+    why = accepted(plan, f.path, f.expected, f.actual)
+    if why is None:
+        return f
+    index = int(why.removeprefix("accept[").removesuffix("]"))
+    reason = plan.accept_paths[index].reason
+    note = f" (accepted by plan {plan.id} {why}{': ' + reason if reason else ''})"
+    return replace(f, severity=Severity.INFO, message=f.message + note)
+
+
+def _absent(name: NodeName, baseline: Snapshot | None, plan: ChangePlan | None, policy: Policy) -> NodeReport:
+    entry = policy.rule_for(_EVIDENCE, baseline.node.node_class if baseline is not None else None)
+    severity = entry.severity if entry is not None and entry.enabled else Severity.BLOCK
+    why = "has a baseline" if baseline is not None else f"is a canary of plan {plan.id if plan else '?'}"
+    f = Finding(
+        rule=_EVIDENCE,
+        severity=severity,
+        node=name,
+        message=f"node {name} {why} but no candidate snapshot: it was not judged",
+        path="candidate",
+        expected="a candidate snapshot",
+        actual=None,
+        evidence="baseline store" if baseline is not None else "change plan",
+    )
+    verdict = Verdict.BLOCK if severity is Severity.BLOCK else Verdict.PASS
+    return NodeReport(node=name, verdict=verdict, findings=(f,))
+
+
+def _sorted(findings: Sequence[Finding]) -> list[Finding]:
+    return sorted(
+        findings,
+        key=lambda f: (_SEVERITY_ORDER[f.severity], f.rule, f.device or "", f.path or "", f.message),
+    )

@@ -1,0 +1,350 @@
+"""The change plan: what a change is meant to alter, what is explicitly accepted, canary settings.
+
+A plan is YAML (or JSON) checked against `schemas/change-plan.schema.json`; any unknown key or bad
+value is a `ConfigError` (exit 3) naming the file and the field. Example:
+
+    id: rocm-6.2.0
+    change:
+      rocm: {from: "6.1.3", to: "6.2.0"}
+      firmware: [{block: PLDM_BUNDLE, to: "01.25.17.07"}]
+    accept:
+      - {path: "gpus[*].firmware.RLC", reason: "loaded by the new driver"}
+      - {metric: "mesh/all_reduce/busbw/*", shift: -0.03, tolerance: 0.07}
+    canaries: {max_fraction: 0.10, min: 1, cap: 4, prefer_idle: true}
+
+Design decisions:
+- Versions are strings. A plan target matches a version exactly, or as a prefix up to a build
+  suffix that starts with `-` or `+`: `to: "6.2.0"` matches `6.2.0` and `6.2.0-115` (the ROCm
+  version file carries the build number) but not `6.2.01` or `6.2.1`. Landing "somewhere new" is not
+  landing on the plan.
+- Path globs (`accept[].path`, `change.firmware[].block`): `*` matches any run of characters other
+  than `[` and `]` (so `gpus[*]` matches every GPU label and `firmware.*` every block), `**` matches
+  anything, `?` one character; everything else is literal (brackets are not character classes, so a
+  path glob can be written exactly as the diff prints paths).
+- A ROCm change also explains `software.rocm_build` (when it lands on the target release) and
+  `software.amdsmi_version` / `software.hip_runtime_version`, which ship with ROCm. Nothing else is
+  implied: driver-loaded firmware blocks must be listed (`firmware` or `accept`), because "the
+  upgrade changed something we did not expect" is exactly what the gate is for.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from upgrade_gate import schemas
+from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
+from upgrade_gate.model import Change, NodeName
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionChange:
+    """A planned version move; `from_version` None means "from whatever it was"."""
+
+    to_version: str
+    from_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FirmwareChange:
+    """A planned firmware move of every GPU block matching `block` (a glob)."""
+
+    block: str
+    to_version: str | None = None
+    from_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedChange:
+    """Everything the change is meant to alter."""
+
+    rocm: VersionChange | None = None
+    driver: VersionChange | None = None
+    kernel: VersionChange | None = None
+    vbios: VersionChange | None = None
+    nic_firmware: VersionChange | None = None
+    firmware: tuple[FirmwareChange, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcceptPath:
+    """A difference accepted at paths matching `path`, optionally only from/to given values."""
+
+    path: str
+    to_value: object = None
+    has_to: bool = False
+    from_value: object = None
+    has_from: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcceptMetric:
+    """An accepted metric shift: candidate ~ baseline * (1 + shift), judged with `tolerance`."""
+
+    metric: str
+    tolerance: float
+    shift: float = 0.0
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CanarySettings:
+    """How canaries are chosen (used by the change window): a capped share of each class."""
+
+    max_fraction: float = 0.10
+    min_nodes: int = 1
+    cap: int | None = None
+    prefer_idle: bool = True
+    nodes: tuple[NodeName, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangePlan:
+    """A whole change plan."""
+
+    id: str
+    change: PlannedChange
+    description: str | None = None
+    accept_paths: tuple[AcceptPath, ...] = ()
+    accept_metrics: tuple[AcceptMetric, ...] = ()
+    canaries: CanarySettings = CanarySettings()
+    source: str = "(plan)"
+
+
+# --------------------------------------------------------------------------- loading
+
+_PATH_KEYS = frozenset({"path", "from", "to", "reason"})
+_METRIC_KEYS = frozenset({"metric", "shift", "tolerance", "reason"})
+
+
+def load_plan(path: Path) -> ChangePlan:
+    """Read and validate a plan file; ConfigError names the file and the field."""
+    return plan_from_dict(read_document(path), source=str(path))
+
+
+def read_document(path: Path) -> Any:
+    """Parse a YAML/JSON document file; errors name the file (and line for syntax errors)."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"{path}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: unreadable: {exc}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: not YAML/JSON{where}: {getattr(exc, 'problem', None) or exc}") from None
+
+
+def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
+    """Validate and build a plan from its plain document."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: change-plan: expected a mapping at the top level")
+    for i, item in enumerate(data.get("accept") or ()):
+        if isinstance(item, dict):
+            allowed = _METRIC_KEYS if "metric" in item else _PATH_KEYS
+            unknown = sorted(set(item) - allowed)
+            if unknown:
+                raise ConfigError(f"{source}: change-plan: $.accept[{i}].{unknown[0]}: unknown field")
+    try:
+        schemas.validate("change-plan", data, source=source)
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from None
+    change = data["change"]
+    planned = PlannedChange(
+        rocm=_version(change.get("rocm"), source, "change.rocm"),
+        driver=_version(change.get("driver"), source, "change.driver"),
+        kernel=_version(change.get("kernel"), source, "change.kernel"),
+        vbios=_version(change.get("vbios"), source, "change.vbios"),
+        nic_firmware=_version(change.get("nic_firmware"), source, "change.nic_firmware"),
+        firmware=tuple(
+            FirmwareChange(block=f["block"], to_version=f.get("to"), from_version=f.get("from"))
+            for f in change.get("firmware", ())
+        ),
+    )
+    blocks = [f.block for f in planned.firmware]
+    twice = sorted({b for b in blocks if blocks.count(b) > 1})
+    if twice:
+        raise ConfigError(f"{source}: change-plan: $.change.firmware: block {twice[0]!r} is listed twice")
+    paths: list[AcceptPath] = []
+    metrics: list[AcceptMetric] = []
+    for item in data.get("accept", ()):
+        if "metric" in item:
+            metrics.append(
+                AcceptMetric(
+                    metric=item["metric"],
+                    tolerance=float(item["tolerance"]),
+                    shift=float(item.get("shift", 0.0)),
+                    reason=item.get("reason"),
+                )
+            )
+        else:
+            paths.append(
+                AcceptPath(
+                    path=item["path"],
+                    to_value=item.get("to"),
+                    has_to="to" in item,
+                    from_value=item.get("from"),
+                    has_from="from" in item,
+                    reason=item.get("reason"),
+                )
+            )
+    raw = data.get("canaries", {})
+    canaries = CanarySettings(
+        max_fraction=float(raw.get("max_fraction", 0.10)),
+        min_nodes=int(raw.get("min", 1)),
+        cap=raw.get("cap"),
+        prefer_idle=bool(raw.get("prefer_idle", True)),
+        nodes=tuple(NodeName(n) for n in raw.get("nodes", ())),
+    )
+    if canaries.cap is not None and canaries.cap < canaries.min_nodes:
+        raise ConfigError(
+            f"{source}: change-plan: $.canaries.cap: {canaries.cap} is below canaries.min {canaries.min_nodes}"
+        )
+    return ChangePlan(
+        id=data["id"],
+        description=data.get("description"),
+        change=planned,
+        accept_paths=tuple(paths),
+        accept_metrics=tuple(metrics),
+        canaries=canaries,
+        source=source,
+    )
+
+
+def _version(raw: Mapping[str, str] | None, source: str, field: str) -> VersionChange | None:
+    if raw is None:
+        return None
+    if raw.get("from") == raw["to"]:
+        raise ConfigError(f"{source}: change-plan: $.{field}: from and to are both {raw['to']!r}")
+    return VersionChange(to_version=raw["to"], from_version=raw.get("from"))
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def version_matches(actual: str | None, target: str) -> bool:
+    """True when `actual` is `target`, or `target` plus a `-`/`+` build suffix."""
+    if actual is None:
+        return False
+    a = actual.strip()
+    return a == target or (a.startswith(target) and a[len(target) : len(target) + 1] in ("-", "+"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _glob(pattern: str) -> re.Pattern[str]:
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append(r"[^\[\]]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append(".")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Match `text` against a path glob (see the module docstring)."""
+    return _glob(pattern).fullmatch(text) is not None
+
+
+_FIRMWARE = re.compile(r"gpus\[[^\]]*\]\.firmware\.(?P<block>.+)")
+_VBIOS = re.compile(r"gpus\[[^\]]*\]\.vbios")
+_NIC_FW = re.compile(r"nics\[[^\]]*\]\.fw_ver")
+_SOFTWARE = {
+    "software.rocm_version": "rocm",
+    "software.rocm_build": "rocm",
+    "software.amdsmi_version": "rocm",
+    "software.hip_runtime_version": "rocm",
+    "software.driver_version": "driver",
+    "software.kernel": "kernel",
+}
+
+
+def explain(plan: ChangePlan | None, path: str, before: object, after: object) -> str | None:
+    """Which plan entry explains a difference at `path` (`change.rocm`, `accept[2]`...), or None."""
+    if plan is None:
+        return None
+    c = plan.change
+    component = _SOFTWARE.get(path)
+    if component is not None:
+        planned: VersionChange | None = getattr(c, component)
+        if planned is not None and (path not in _LANDING or _lands(planned, before, after)):
+            return f"change.{component}"
+    elif (m := _FIRMWARE.fullmatch(path)) is not None:
+        for i, fw in enumerate(c.firmware):
+            if glob_match(fw.block, m["block"]) and _lands_fw(fw, before, after):
+                return f"change.firmware[{i}]"
+    elif _VBIOS.fullmatch(path) and c.vbios is not None and _lands(c.vbios, before, after):
+        return "change.vbios"
+    elif _NIC_FW.fullmatch(path) and c.nic_firmware is not None and _lands(c.nic_firmware, before, after):
+        return "change.nic_firmware"
+    return accepted(plan, path, before, after)
+
+
+_LANDING = frozenset(
+    {"software.rocm_version", "software.rocm_build", "software.driver_version", "software.kernel"}
+)  # paths whose change must land on the plan's target; the others merely ship with ROCm
+
+
+def accepted(plan: ChangePlan | None, path: str, before: object, after: object) -> str | None:
+    """Which `accept` entry (path glob, optional from/to) covers this difference, or None."""
+    if plan is None:
+        return None
+    for i, entry in enumerate(plan.accept_paths):
+        if not glob_match(entry.path, path):
+            continue
+        if entry.has_to and entry.to_value != after:
+            continue
+        if entry.has_from and entry.from_value != before:
+            continue
+        return f"accept[{i}]"
+    return None
+
+
+def _lands(planned: VersionChange, before: object, after: object) -> bool:
+    if not isinstance(after, str) or not version_matches(after, planned.to_version):
+        return False
+    return planned.from_version is None or (isinstance(before, str) and version_matches(before, planned.from_version))
+
+
+def _lands_fw(fw: FirmwareChange, before: object, after: object) -> bool:
+    if fw.to_version is not None and not (isinstance(after, str) and version_matches(after, fw.to_version)):
+        return False
+    return fw.from_version is None or (isinstance(before, str) and version_matches(before, fw.from_version))
+
+
+def mark_expected(changes: tuple[Change, ...], plan: ChangePlan | None) -> tuple[Change, ...]:
+    """The changes with `expected`/`expected_by` filled in from the plan."""
+    out = []
+    for change in changes:
+        why = explain(plan, change.path, change.baseline, change.candidate)
+        out.append(replace(change, expected=why is not None, expected_by=why))
+    return tuple(out)
+
+
+def metric_expectation(plan: ChangePlan | None, key: str) -> tuple[AcceptMetric, int] | None:
+    """The first accepted metric shift whose glob matches `key`, with its index."""
+    if plan is None:
+        return None
+    for i, entry in enumerate(plan.accept_metrics):
+        if glob_match(entry.metric, key):
+            return entry, i
+    return None

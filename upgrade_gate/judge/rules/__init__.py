@@ -1,0 +1,47 @@
+"""The closed set of rules, one module per family; `REGISTRY` maps every rule id to its spec.
+
+A policy can only name ids registered here (the policy schema's enum lists them, and a test keeps the
+two in step). Two ids have no per-node check: `checklist.unattested` and `checklist.unverified` are
+produced by the checklist evaluation (`judge.checklist`); their policy entries set their severity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from upgrade_gate.judge.rules import bandwidth, devices, evidence, firmware, fleet, nic, pcie, software, topology
+from upgrade_gate.judge.rules.base import RuleSpec, spec
+from upgrade_gate.model import RuleId
+
+CHECKLIST_SPECS = (
+    spec(
+        "checklist.unattested",
+        "a manual checklist item nobody attested (--attest ITEM=NAME); optional items only warn",
+        None,
+        plan_can_accept=False,
+    ),
+    spec(
+        "checklist.unverified",
+        "an automatic checklist item whose rules or evidence did not pass",
+        None,
+        plan_can_accept=False,
+    ),
+)
+
+_ALL: tuple[RuleSpec, ...] = (
+    *devices.SPECS,
+    *firmware.SPECS,
+    *software.SPECS,
+    *pcie.SPECS,
+    *topology.SPECS,
+    *nic.SPECS,
+    *bandwidth.SPECS,
+    *evidence.SPECS,
+    *fleet.SPECS,
+    *CHECKLIST_SPECS,
+)
+
+REGISTRY: Mapping[RuleId, RuleSpec] = {s.id: s for s in _ALL}
+"""Every rule the judge knows, by id (the closed set a policy may name)."""
+
+assert len(REGISTRY) == len(_ALL), "duplicate rule id"

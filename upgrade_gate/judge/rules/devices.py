@@ -1,0 +1,232 @@
+"""GPU identity rules: enumeration order, missing / added / replaced devices, unverified identity,
+denylisted serials.
+
+Design decisions:
+- `device.order_changed` compares both index -> immutable id and index -> BDF with the baseline. The
+  message lists every index whose device moved ("index 0 was 0000:05:00.0 (serial X), now
+  0000:f5:00.0 (serial Y)") and the hint gives a pin the operator can apply at once: the baseline
+  order as `ROCR_VISIBLE_DEVICES=GPU-<uuid>,...`. ROCR_VISIBLE_DEVICES accepts UUIDs (the `GPU-<hex>`
+  form rocminfo prints, from the unique id); HIP_VISIBLE_DEVICES takes indices only (ROCm docs, "GPU
+  isolation techniques"), so an index list is offered only when no UUID is known. A plan cannot
+  accept an order change: the incident is exactly an order change nobody planned for.
+- A replaced device is a baseline GPU and a candidate GPU in the same slot (BDF) whose immutable ids
+  both exist and differ; it is reported once as `device.replaced`, not as missing plus added.
+- The denylist is keyed by serial; a GPU whose serial or unique id is listed blocks wherever it turns
+  up, with the reason recorded when it was denied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.identity import GpuPair, normalise_id, rocr_uuid
+from upgrade_gate.judge.rules.base import NodeContext, finding, spec
+from upgrade_gate.model import Finding, Gpu, GpuSerial, Severity
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+
+def _describe(gpu: Gpu) -> str:
+    ident = normalise_id(gpu.serial)
+    if ident is not None:
+        return f"{gpu.bdf or 'unknown BDF'} (serial {ident})"
+    uid = normalise_id(gpu.unique_id)
+    if uid is not None:
+        return f"{gpu.bdf or 'unknown BDF'} (unique id {uid})"
+    return f"{gpu.bdf or 'unknown BDF'} (no serial)"
+
+
+def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """index -> id and index -> BDF must match the baseline."""
+    assert ctx.baseline is not None
+    base_by_index = {g.index: g for g in ctx.baseline.gpus}
+    cand_by_index = {g.index: g for g in ctx.candidate.gpus}
+    replaced = _replaced_slots(ctx.pairs)
+    moved: list[str] = []
+    for index in sorted(base_by_index):
+        was = base_by_index[index]
+        now = cand_by_index.get(index)
+        if now is None:
+            continue  # missing devices are device.missing's business
+        if was.bdf == now.bdf and was.bdf in replaced:
+            continue  # same index, same slot, new board: device.replaced's business
+        pair = _pair_of(ctx.pairs, was)
+        same_device = pair is not None and pair.candidate is now
+        if not same_device or was.bdf != now.bdf:
+            moved.append(f"index {index} was {_describe(was)}, now {_describe(now)}")
+    if not moved:
+        return
+    base_order = [str(base_by_index[i].bdf) for i in sorted(base_by_index)]
+    cand_order = [str(cand_by_index[i].bdf) for i in sorted(cand_by_index)]
+    yield finding(
+        ctx,
+        entry,
+        "GPU enumeration order changed: " + "; ".join(moved),
+        path="gpus.order",
+        expected=base_order,
+        actual=cand_order,
+        evidence="rocminfo",
+        hint=_order_pin(ctx),
+    )
+
+
+def _pair_of(pairs: tuple[GpuPair, ...], gpu: Gpu) -> GpuPair | None:
+    return next((p for p in pairs if p.baseline is gpu), None)
+
+
+def _order_pin(ctx: NodeContext) -> str:
+    """ROCR_VISIBLE_DEVICES by UUID in baseline order (or HIP_VISIBLE_DEVICES by index as fallback)."""
+    assert ctx.baseline is not None
+    uuids: list[str] = []
+    indices: list[str] = []
+    for gpu in sorted(ctx.baseline.gpus, key=lambda g: g.index):
+        pair = _pair_of(ctx.pairs, gpu)
+        now = pair.candidate if pair is not None else None
+        if now is None:
+            continue
+        uuid = rocr_uuid(now) or rocr_uuid(gpu)
+        if uuid is not None:
+            uuids.append(uuid)
+        indices.append(str(now.index))
+    if uuids and len(uuids) == len(indices):
+        return (
+            f"pin the baseline order by UUID: export ROCR_VISIBLE_DEVICES={','.join(uuids)} "
+            "(UUIDs survive re-enumeration; HIP_VISIBLE_DEVICES takes indices only); "
+            "then fix the enumeration or re-baseline deliberately"
+        )
+    return (
+        f"no UUIDs known; pin by today's indices: export HIP_VISIBLE_DEVICES={','.join(indices)} "
+        "(indices move again on the next re-enumeration: fix the identity probes)"
+    )
+
+
+def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """A baseline GPU no longer present (and not replaced in its slot)."""
+    replaced = _replaced_slots(ctx.pairs)
+    for pair in ctx.pairs:
+        if pair.candidate is None and pair.baseline is not None and pair.baseline.bdf not in replaced:
+            yield finding(
+                ctx,
+                entry,
+                f"GPU {pair.label} (index {pair.baseline.index}, {_describe(pair.baseline)}) is missing",
+                device=pair.label,
+                path=f"gpus[{pair.label}]",
+                expected="present",
+                actual="absent",
+                evidence="amdsmi_list",
+            )
+
+
+def check_added(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """A candidate GPU the baseline did not have (and that does not replace one)."""
+    replaced = _replaced_slots(ctx.pairs)
+    for pair in ctx.pairs:
+        if pair.baseline is None and pair.candidate is not None and pair.candidate.bdf not in replaced:
+            yield finding(
+                ctx,
+                entry,
+                f"GPU {pair.label} (index {pair.candidate.index}, {_describe(pair.candidate)}) is new",
+                device=pair.label,
+                path=f"gpus[{pair.label}]",
+                expected="absent",
+                actual="present",
+                evidence="amdsmi_list",
+            )
+
+
+def _replaced_slots(pairs: tuple[GpuPair, ...]) -> dict[object, tuple[Gpu, Gpu]]:
+    gone = {p.baseline.bdf: p.baseline for p in pairs if p.candidate is None and p.baseline and p.baseline.bdf}
+    new = {p.candidate.bdf: p.candidate for p in pairs if p.baseline is None and p.candidate and p.candidate.bdf}
+    return {bdf: (gone[bdf], new[bdf]) for bdf in gone.keys() & new.keys()}
+
+
+def check_replaced(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Same slot, different device."""
+    for bdf, (was, now) in sorted(_replaced_slots(ctx.pairs).items(), key=lambda kv: str(kv[0])):
+        yield finding(
+            ctx,
+            entry,
+            f"GPU in slot {bdf} was replaced: was {_describe(was)}, now {_describe(now)}",
+            device=str(bdf),
+            path=f"gpus[bdf={bdf}].serial",
+            expected=was.serial or was.unique_id,
+            actual=now.serial or now.unique_id,
+            evidence="amdsmi_static",
+        )
+
+
+def check_unverified(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """GPUs matched only by slot or index, or with no immutable id at all."""
+    if ctx.baseline is not None:
+        for pair in ctx.pairs:
+            if pair.baseline is not None and pair.candidate is not None and not pair.kind.verified:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"GPU {pair.label}: identity unverified, matched to the baseline by {pair.kind.value} only "
+                    "(no usable serial or unique id on one side)",
+                    device=pair.label,
+                    path=f"gpus[{pair.label}].serial",
+                    expected="serial or unique id",
+                    actual=pair.candidate.serial,
+                    evidence="amdsmi_static",
+                )
+        return
+    for gpu in ctx.candidate.gpus:
+        if normalise_id(gpu.serial) is None and normalise_id(gpu.unique_id) is None:
+            yield finding(
+                ctx,
+                entry,
+                f"GPU index {gpu.index} ({gpu.bdf}): no serial or unique id; identity unverified",
+                device=f"gpu[{gpu.index}]",
+                path=f"gpus[bdf={gpu.bdf}].serial",
+                expected="serial or unique id",
+                actual=None,
+                evidence="amdsmi_static",
+            )
+
+
+def check_denylisted(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """A GPU whose serial (or unique id) is on the store's denylist."""
+    for gpu in ctx.candidate.gpus:
+        for ident in (normalise_id(gpu.serial), normalise_id(gpu.unique_id)):
+            if ident is not None and GpuSerial(ident) in ctx.denylist:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"GPU {ident} (index {gpu.index}, {gpu.bdf}) is on the denylist: {ctx.denylist[GpuSerial(ident)]}",
+                    device=ident,
+                    path=f"gpus[serial={ident}]",
+                    expected="not denylisted",
+                    actual=ctx.denylist[GpuSerial(ident)],
+                    evidence="denylist",
+                )
+                break
+
+
+SPECS = (
+    spec(
+        "device.order_changed",
+        "GPU index -> serial / BDF mapping differs from the baseline",
+        check_order,
+        plan_can_accept=False,
+        needs_baseline=True,
+    ),
+    spec("device.missing", "a baseline GPU is absent", check_missing, needs_baseline=True),
+    spec("device.added", "a GPU the baseline did not have", check_added, needs_baseline=True),
+    spec("device.replaced", "same slot (BDF), different serial", check_replaced, needs_baseline=True),
+    spec(
+        "identity.unverified",
+        "a GPU matched by BDF/index only, or without any immutable id",
+        check_unverified,
+        severity=Severity.WARN,
+    ),
+    spec(
+        "device.denylisted",
+        "a GPU whose serial is on the store's denylist",
+        check_denylisted,
+        plan_can_accept=False,
+    ),
+)

@@ -1,0 +1,198 @@
+"""Evidence rules: fail closed on anything missing, failed phases, fatal kernel events.
+
+Design decisions:
+- `evidence.missing` blocks when a node cannot be judged completely:
+  - a probe that failed (timed out, binary missing, non-zero exit, unparseable output) unless a
+    fallback that ran stood in for it (`fallback_for`); an optional probe's failure only warns;
+  - a probe the baseline ran that the candidate lacks (a dependency that vanished with the upgrade
+    is exactly what to catch), and any probe of `required_probes` that is absent;
+  - a required CVF phase (`required_phases`, default 1-5) whose result is absent, skipped, errored or
+    not run, unless the policy says the phase does not apply to the node's class
+    (`phases.not_applicable`). CVF passes a node it skipped; upgrade-gate does not. When a CVF
+    `SKIP_*` flag switched the phase off, the message names the flag;
+  - a node with neither a baseline nor a class reference: there is nothing to judge it against.
+- `phase.failed`: any phase result `failed` blocks, with the phase's reasons.
+- `dmesg.fatal`: kernel events are grouped per (pattern, BDF), one finding each with the count and
+  the first line; the severity of each pattern comes from the pattern data file (dmesg parser), and
+  the rule maps `fatal` to block and `error` to warn by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
+from upgrade_gate.model import Finding, KernelEvent, PhaseStatus, Severity
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+PHASE_NAMES = {
+    0: "eligibility",
+    1: "gpu-hw-acceptance",
+    2: "gpu-mesh-validation",
+    3: "nic-health",
+    4: "rail-bandwidth",
+    5: "cluster-rccl",
+}
+
+
+def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Failed/absent probes, absent or not-passed required phases, nothing to compare with."""
+    if ctx.baseline is None and ctx.reference is None:
+        yield finding(
+            ctx,
+            entry,
+            f"no baseline for {ctx.node} and no reference for its class ({ctx.node_class or 'no class'}): "
+            "nothing to judge it against",
+            path="baseline",
+            expected="a baseline or a class reference",
+            actual=None,
+            evidence="baseline store",
+        )
+    yield from _probes(ctx, entry)
+    yield from _phases(ctx, entry)
+
+
+def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    probes = {p.name: p for p in ctx.candidate.probes}
+    covered = {name for p in ctx.candidate.probes if p.ok for name in p.fallback_for}
+    for p in ctx.candidate.probes:
+        if p.ok or p.name in covered:
+            continue
+        if p.timed_out:
+            how = "timed out"
+        elif p.missing:
+            how = "binary missing"
+        else:
+            how = "failed"
+        yield finding(
+            ctx,
+            entry,
+            f"probe {p.name} {how}: {p.reason or 'no reason recorded'}",
+            device=p.name,
+            path=f"probes[name={p.name}]",
+            expected="ok",
+            actual=p.reason,
+            evidence=p.name,
+            severity=None if p.required else softer(entry.severity),
+        )
+    wanted = set(entry.strings("required_probes"))
+    if ctx.baseline is not None:
+        wanted |= {p.name for p in ctx.baseline.probes if p.ok and not p.skipped}
+    for name in sorted(wanted - set(probes) - covered):
+        ran_before = ctx.baseline is not None and any(p.name == name for p in ctx.baseline.probes)
+        yield finding(
+            ctx,
+            entry,
+            f"probe {name} is absent from the candidate" + (" (it ran in the baseline)" if ran_before else ""),
+            device=name,
+            path=f"probes[name={name}]",
+            expected="ok",
+            actual=None,
+            evidence=name,
+        )
+
+
+def _phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    results = {r.phase: r for r in ctx.candidate.phases}
+    skips = ctx.policy.thresholds.cvf_skip_flags
+    for number in sorted(set(entry.integers("required_phases"))):
+        if not ctx.policy.phase_applies(number, ctx.node_class):
+            continue
+        name = PHASE_NAMES.get(number, f"phase {number}")
+        result = results.get(number)
+        path = f"phases[phase={number}]"
+        if result is None:
+            why = f"phase {number} ({name}) has no result: not run"
+            if number in skips:
+                why += f" ({skips[number]} is set in the CVF config)"
+        elif result.status in (PhaseStatus.PASSED, PhaseStatus.FAILED):
+            continue  # failed: phase.failed
+        else:
+            why = f"phase {number} ({name}) {result.status.value}: {result.reason or 'no reason recorded'}"
+            if result.status is PhaseStatus.SKIPPED:
+                why += "; a skipped phase is not a pass"
+        yield finding(
+            ctx,
+            entry,
+            why,
+            device=name,
+            path=path,
+            expected=PhaseStatus.PASSED.value,
+            actual=result.status.value if result is not None else None,
+            evidence=f"phase {number}",
+        )
+
+
+def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Every failed phase result."""
+    for result in sorted(ctx.candidate.phases, key=lambda r: r.phase):
+        if result.status is not PhaseStatus.FAILED:
+            continue
+        reasons = "; ".join(result.reasons) or result.reason or "no reason recorded"
+        yield finding(
+            ctx,
+            entry,
+            f"phase {result.phase} ({result.name}) failed: {reasons}",
+            device=result.name,
+            path=f"phases[phase={result.phase}]",
+            expected=PhaseStatus.PASSED.value,
+            actual=PhaseStatus.FAILED.value,
+            evidence=f"phase {result.phase}",
+        )
+
+
+def check_dmesg(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Fatal (block) and error (warn) kernel events, one finding per pattern and device."""
+    block = set(entry.strings("block_severities"))
+    warn = set(entry.strings("warn_severities"))
+    groups: dict[tuple[str, str], list[KernelEvent]] = {}
+    for event in ctx.candidate.events:
+        if event.severity in block or event.severity in warn:
+            groups.setdefault((event.kind, str(event.bdf) if event.bdf else ""), []).append(event)
+    for (kind, bdf), events in sorted(groups.items()):
+        first = min(events, key=lambda e: e.line_no)
+        severity: Severity | None = None if any(e.severity in block for e in events) else softer(entry.severity)
+        yield finding(
+            ctx,
+            entry,
+            f"dmesg: {kind}{' on ' + bdf if bdf else ''}: {len(events)} line(s), first at line {first.line_no}: "
+            f"{first.text.strip()[:160]}",
+            device=bdf or None,
+            path=f"events[kind={kind}]",
+            expected="no such event",
+            actual=len(events),
+            evidence="dmesg",
+            severity=severity,
+        )
+
+
+SPECS = (
+    spec(
+        "evidence.missing",
+        "a probe failed or is absent, a required phase did not pass or run, or nothing to compare with",
+        check_evidence,
+        plan_can_accept=False,
+        params={
+            "required_phases": ParamSpec(kind="integers", default=(1, 2, 3, 4, 5), doc="CVF phases required"),
+            "required_probes": ParamSpec(
+                kind="strings",
+                default=("rocminfo", "lspci", "kernel", "driver_version", "rocm_version", "dmesg"),
+                doc="probes that must be present even without a baseline",
+            ),
+        },
+    ),
+    spec("phase.failed", "a CVF phase failed", check_phase_failed, plan_can_accept=False),
+    spec(
+        "dmesg.fatal",
+        "fatal amdgpu kernel events (RAS, ring timeouts, resets) in the candidate's dmesg",
+        check_dmesg,
+        plan_can_accept=False,
+        params={
+            "block_severities": ParamSpec(kind="strings", default=("fatal",), doc="event severities that block"),
+            "warn_severities": ParamSpec(kind="strings", default=("error",), doc="event severities that warn"),
+        },
+    ),
+)

@@ -1,0 +1,187 @@
+"""Fleet consistency: a node must agree with the prevailing state of its class, baseline or not.
+
+The `ClassReference` (built by the store's `aggregate_class` from the class's baselines) gives the
+prevailing GPU order (BDF per index), firmware (`gpu/<block>`, `gpu/vbios`, `nic/<part>/fw_ver` or
+`nic/fw_ver`), software, VF counts per PF and metric medians with their spread. This rule reads only
+that model type (the judge stays independent of the store).
+
+Design decisions:
+- Differences the plan explains (a canary already on the planned ROCm or firmware while its class
+  reference is still the old one) are not odd; everything else is, one finding per differing item.
+- Metrics: a candidate median below the class median by more than `metric_tolerance` (default 10%)
+  AND by more than `metric_spread_k` (default 3) robust sigmas of the class (1.4826 x MAD of the
+  per-node medians) is odd. Only like with like: a metric whose unit or settings differ from the
+  class's prevailing ones is skipped here (the baseline comparison reports comparability). The plan's
+  accepted metric shifts apply.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.plan import explain, metric_expectation
+from upgrade_gate.judge.rules.bandwidth import merged_measurements
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
+from upgrade_gate.judge.rules.pcie import vf_map
+from upgrade_gate.model import Finding, Nic
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+_MAD_TO_SIGMA = 1.4826
+
+
+def _nic_key(nic: Nic) -> str:
+    return f"nic/{nic.vendor_part_id}/fw_ver" if nic.vendor_part_id else "nic/fw_ver"
+
+
+def check_odd_one_out(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Where the node departs from its class reference (order, firmware, software, VFs, metrics)."""
+    ref = ctx.reference
+    if ref is None:
+        return
+    cls = ref.node_class
+    order = tuple(str(g.bdf) if g.bdf is not None else None for g in sorted(ctx.candidate.gpus, key=lambda g: g.index))
+    if len(order) != len(ref.gpu_order):
+        yield finding(
+            ctx,
+            entry,
+            f"{len(order)} GPUs, class {cls} prevails with {len(ref.gpu_order)}",
+            path="gpus",
+            expected=len(ref.gpu_order),
+            actual=len(order),
+            evidence="class reference",
+        )
+    moved = [
+        f"index {i} at {show(now)}, class {cls} has {show(want)}"
+        for i, (now, want) in enumerate(zip(order, ref.gpu_order, strict=False))
+        if now != want
+    ]
+    if moved:
+        yield finding(
+            ctx,
+            entry,
+            f"GPU order departs from class {cls}: " + "; ".join(moved),
+            path="gpus.order",
+            expected=list(ref.gpu_order),
+            actual=list(order),
+            evidence="class reference",
+        )
+    for gpu in sorted(ctx.candidate.gpus, key=lambda g: g.index):
+        values = {f"gpu/{block}": version for block, version in gpu.firmware.items()}
+        if gpu.vbios is not None:
+            values["gpu/vbios"] = gpu.vbios
+        for key in sorted(k for k in ref.firmware if k.startswith("gpu/")):
+            now = values.get(key)
+            field = "vbios" if key == "gpu/vbios" else f"firmware.{key.removeprefix('gpu/')}"
+            path = f"gpus[bdf={gpu.bdf}].{field}"
+            if now == ref.firmware[key] or explain(ctx.plan, path, ref.firmware[key], now) is not None:
+                continue
+            yield finding(
+                ctx,
+                entry,
+                f"GPU index {gpu.index} ({gpu.bdf}): {key} is {show(now)}, class {cls} prevails with "
+                f"{ref.firmware[key]}",
+                device=str(gpu.bdf),
+                path=path,
+                expected=ref.firmware[key],
+                actual=now,
+                evidence="class reference",
+            )
+    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+        key = _nic_key(nic)
+        want = ref.firmware.get(key)
+        path = f"nics[name={nic.name}].fw_ver"
+        if want is None or nic.fw_ver == want or explain(ctx.plan, path, want, nic.fw_ver) is not None:
+            continue
+        yield finding(
+            ctx,
+            entry,
+            f"NIC {nic.name}: firmware {show(nic.fw_ver)}, class {cls} prevails with {want}",
+            device=nic.name,
+            path=path,
+            expected=want,
+            actual=nic.fw_ver,
+            evidence="class reference",
+        )
+    for field, want in sorted(ref.software.items()):
+        now = getattr(ctx.candidate.software, field, None)
+        path = f"software.{field}"
+        if now == want or explain(ctx.plan, path, want, now) is not None:
+            continue
+        yield finding(
+            ctx,
+            entry,
+            f"{field} is {show(now)}, class {cls} prevails with {want}",
+            path=path,
+            expected=want,
+            actual=now,
+            evidence="class reference",
+        )
+    vfs = vf_map(ctx.candidate)
+    for pf, want_vfs in sorted(ref.sriov.items()):
+        if vfs.get(pf) != want_vfs:
+            yield finding(
+                ctx,
+                entry,
+                f"PF {pf}: {show(vfs.get(pf))} VFs, class {cls} prevails with {want_vfs}",
+                device=pf,
+                path=f"sriov[bdf={pf}].numvfs",
+                expected=want_vfs,
+                actual=vfs.get(pf),
+                evidence="class reference",
+            )
+    if entry.flag("check_metrics"):
+        yield from _metrics(ctx, entry)
+
+
+def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    assert ctx.reference is not None
+    cand, _ = merged_measurements(ctx.candidate)
+    ignore = entry.strings("ignore_settings")
+    for summary in ctx.reference.metrics:
+        m = cand.get(summary.key)
+        if m is None or not m.samples or m.unit != summary.unit or summary.median <= 0:
+            continue
+        keys = (set(m.settings) | set(summary.settings)) - set(ignore)
+        if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
+            continue
+        tolerance, shift = entry.number("metric_tolerance"), 0.0
+        expectation = metric_expectation(ctx.plan, summary.key)
+        if expectation is not None:
+            tolerance, shift = expectation[0].tolerance, expectation[0].shift
+        centre = summary.median * (1.0 + shift)
+        value = statistics.median(m.samples)
+        drop = (centre - value) / centre if m.higher_is_better else (value - centre) / centre
+        sigma = _MAD_TO_SIGMA * summary.spread / centre
+        if drop > tolerance and drop > entry.number("metric_spread_k") * sigma:
+            yield finding(
+                ctx,
+                entry,
+                f"{summary.key}: median {value:.2f} {m.unit} is {drop:.1%} below class {ctx.reference.node_class} "
+                f"({summary.median:.2f} over {summary.n_nodes} nodes, robust sigma {sigma:.1%})",
+                device=summary.key,
+                path=f"measurements[key={summary.key}]",
+                expected=summary.median,
+                actual=value,
+                evidence="class reference",
+            )
+
+
+SPECS = (
+    spec(
+        "fleet.odd_one_out",
+        "the node departs from its class reference (GPU order, firmware, software, VF counts, metrics)",
+        check_odd_one_out,
+        params={
+            "check_metrics": ParamSpec(kind="boolean", default=True, doc="compare metric medians with the class"),
+            "metric_tolerance": ParamSpec(
+                kind="number", default=0.10, doc="relative drop below the class median", minimum=0, maximum=1
+            ),
+            "metric_spread_k": ParamSpec(kind="number", default=3.0, doc="robust sigmas of the class", minimum=0),
+            "ignore_settings": ParamSpec(kind="strings", default=("peer",), doc="settings not compared"),
+        },
+    ),
+)

@@ -1,0 +1,227 @@
+"""RDMA NIC rules: presence and count, port state, GID table, RoCE v2, NIC firmware.
+
+Design decisions:
+- NICs are matched by RDMA device name (`ionic_0`): rails are wired by name, so a NIC that is still
+  there under another name (same PF BDF) is reported as renamed, which breaks the rail mapping just
+  like a GPU order change breaks the rank mapping.
+- Count: CVF phase 3 counts NICs by PCI id (`PHASE3_AMD_NIC_PCI_IDS`, default `1dd8:1002`) against
+  `PHASE3_EXPECTED_NIC_COUNT`. The same count is taken from the PCIe links of the snapshot, for nodes
+  whose class runs phase 3 and that have NICs (in the baseline, the candidate or the PCIe list).
+- Port state: `PORT_ACTIVE` (ibv_devinfo), `ACTIVE` (rdma link) and `Active` (ibstat) all mean
+  active; anything else, or unknown, blocks. A lower link rate than the baseline's blocks too.
+- GIDs: fewer than `PHASE3_MIN_GID_COUNT`, unknown, or fewer than the baseline's port blocks (a lost
+  IPv4 address takes its RoCE v2 GIDs with it).
+- RoCE v2: an Ethernet port must carry a RoCE v2 GID; a port that had one in the baseline must still.
+- Firmware: a change outside the plan's `change.nic_firmware`, a miss of its `to`, or (with no plan
+  target) a version other than `UPGRADE_GATE_NIC_FIRMWARE` blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.plan import version_matches
+from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
+from upgrade_gate.model import Finding, Nic, NicPort
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+_NIC_LABEL = "feature.node.kubernetes.io/amd-nic"
+
+
+def port_active(state: str | None) -> bool:
+    """True for PORT_ACTIVE / ACTIVE / Active (with or without a `(4)` code)."""
+    if state is None:
+        return False
+    text = re.sub(r"\(.*?\)", "", state).strip().upper()
+    return text.removeprefix("PORT_").removeprefix("4:").strip() == "ACTIVE"
+
+
+def _ports(nic: Nic) -> dict[int, NicPort]:
+    return {p.port: p for p in nic.ports}
+
+
+def _base_nics(ctx: NodeContext) -> dict[str, Nic]:
+    return {n.name: n for n in ctx.baseline.nics} if ctx.baseline is not None else {}
+
+
+def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Baseline NICs still present by name; the NIC count CVF phase 3 expects."""
+    now = {n.name: n for n in ctx.candidate.nics}
+    by_bdf = {str(n.bdf): n for n in ctx.candidate.nics if n.bdf is not None}
+    for name, was in sorted(_base_nics(ctx).items()):
+        if name in now:
+            continue
+        moved = by_bdf.get(str(was.bdf)) if was.bdf is not None else None
+        message = (
+            f"NIC {name} ({was.bdf}) is now named {moved.name}: the rail mapping changed"
+            if moved is not None and moved.name not in _base_nics(ctx)
+            else f"NIC {name} ({was.bdf or 'unknown BDF'}) is missing"
+        )
+        yield finding(
+            ctx,
+            entry,
+            message,
+            device=name,
+            path=f"nics[name={name}]",
+            expected="present",
+            actual=moved.name if moved is not None else "absent",
+            evidence="ibv_devinfo",
+        )
+    t = ctx.policy.thresholds
+    ids = {i.lower() for i in t.nic_pci_ids}
+    counted = sorted({str(lk.bdf) for lk in ctx.candidate.pcie if (lk.vendor_device or "").lower() in ids})
+    has_nics = bool(
+        counted or ctx.candidate.nics or _base_nics(ctx) or ctx.candidate.node.labels.get(_NIC_LABEL) == "true"
+    )
+    if has_nics and ctx.policy.phase_applies(3, ctx.node_class) and len(counted) != t.expected_nic_count:
+        yield finding(
+            ctx,
+            entry,
+            f"{len(counted)} NICs with PCI id {', '.join(t.nic_pci_ids)} found, expected {t.expected_nic_count} "
+            f"({t.source('expected_nic_count')})",
+            path="nics",
+            expected=t.expected_nic_count,
+            actual=len(counted),
+            evidence="lspci",
+        )
+
+
+def check_port_state(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Every port active, and not slower than in the baseline."""
+    base = _base_nics(ctx)
+    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+        was_ports = _ports(base[nic.name]) if nic.name in base else {}
+        for port in nic.ports:
+            path = f"nics[name={nic.name}].ports[port={port.port}]"
+            if not port_active(port.state):
+                yield finding(
+                    ctx,
+                    entry,
+                    f"NIC {nic.name} port {port.port}: state {show(port.state)} (phys {show(port.phys_state)}), "
+                    "expected ACTIVE",
+                    device=nic.name,
+                    path=f"{path}.state",
+                    expected="ACTIVE",
+                    actual=port.state,
+                    evidence="ibv_devinfo",
+                )
+            was = was_ports.get(port.port)
+            if was is not None and was.rate_gbps is not None and (port.rate_gbps or 0.0) < was.rate_gbps:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"NIC {nic.name} port {port.port}: link rate {show(port.rate_gbps)} Gb/s, baseline "
+                    f"{was.rate_gbps:g} Gb/s",
+                    device=nic.name,
+                    path=f"{path}.rate_gbps",
+                    expected=was.rate_gbps,
+                    actual=port.rate_gbps,
+                    evidence="ibv_devinfo",
+                )
+
+
+def check_gids(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """GID count per port vs PHASE3_MIN_GID_COUNT and the baseline."""
+    t = ctx.policy.thresholds
+    base = _base_nics(ctx)
+    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+        was_ports = _ports(base[nic.name]) if nic.name in base else {}
+        for port in nic.ports:
+            was = was_ports.get(port.port)
+            floor = t.min_gid_count
+            why = f"PHASE3_MIN_GID_COUNT {floor} ({t.source('min_gid_count')})"
+            if was is not None and was.gid_count is not None and was.gid_count > floor:
+                floor, why = was.gid_count, f"baseline {was.gid_count}"
+            if port.gid_count is None or port.gid_count < floor:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"NIC {nic.name} port {port.port}: {show(port.gid_count)} GIDs, expected at least {floor} ({why})",
+                    device=nic.name,
+                    path=f"nics[name={nic.name}].ports[port={port.port}].gid_count",
+                    expected=floor,
+                    actual=port.gid_count,
+                    evidence="ibv_devinfo",
+                )
+
+
+def check_roce(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """RoCE v2 GID present on Ethernet ports (and wherever the baseline had one)."""
+    base = _base_nics(ctx)
+    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+        was_ports = _ports(base[nic.name]) if nic.name in base else {}
+        for port in nic.ports:
+            was = was_ports.get(port.port)
+            ethernet = (port.link_layer or "").lower() == "ethernet"
+            needed = ethernet or (was is not None and was.roce_v2 is True)
+            if needed and port.roce_v2 is not True:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"NIC {nic.name} port {port.port}: no RoCE v2 GID "
+                    f"({'unknown' if port.roce_v2 is None else 'none in the GID table'})",
+                    device=nic.name,
+                    path=f"nics[name={nic.name}].ports[port={port.port}].roce_v2",
+                    expected=True,
+                    actual=port.roce_v2,
+                    evidence="ibv_devinfo",
+                )
+
+
+def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """NIC firmware vs the plan, the baseline and UPGRADE_GATE_NIC_FIRMWARE."""
+    planned = ctx.plan.change.nic_firmware if ctx.plan is not None else None
+    pinned = ctx.policy.thresholds.nic_firmware
+    base = _base_nics(ctx)
+    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+        path = f"nics[name={nic.name}].fw_ver"
+        before = base[nic.name].fw_ver if nic.name in base else None
+        if planned is not None:
+            if not version_matches(nic.fw_ver, planned.to_version):
+                yield finding(
+                    ctx,
+                    entry,
+                    f"NIC {nic.name}: firmware {show(nic.fw_ver)}, the plan moves it to {planned.to_version}",
+                    device=nic.name,
+                    path=path,
+                    expected=planned.to_version,
+                    actual=nic.fw_ver,
+                    evidence="sysfs_ib",
+                )
+            continue
+        if nic.name in base and before != nic.fw_ver:
+            yield finding(
+                ctx,
+                entry,
+                f"NIC {nic.name}: firmware changed outside the plan: {show(before)} -> {show(nic.fw_ver)}",
+                device=nic.name,
+                path=path,
+                expected=before,
+                actual=nic.fw_ver,
+                evidence="sysfs_ib",
+            )
+        elif pinned is not None and nic.fw_ver != pinned:
+            yield finding(
+                ctx,
+                entry,
+                f"NIC {nic.name}: firmware {show(nic.fw_ver)}, expected {pinned} "
+                f"({ctx.policy.thresholds.source('nic_firmware')})",
+                device=nic.name,
+                path=path,
+                expected=pinned,
+                actual=nic.fw_ver,
+                evidence="sysfs_ib",
+            )
+
+
+SPECS = (
+    spec("nic.missing", "a baseline NIC is gone or renamed, or the NIC count is not CVF's expected", check_missing),
+    spec("nic.port_state", "an RDMA port is not ACTIVE, or slower than in the baseline", check_port_state),
+    spec("nic.gid_count", "a port has fewer GIDs than PHASE3_MIN_GID_COUNT or the baseline", check_gids),
+    spec("nic.roce_v2", "an Ethernet port carries no RoCE v2 GID", check_roce),
+    spec("nic.firmware", "NIC firmware moved outside the plan or missed its target", check_firmware),
+)

@@ -1,0 +1,160 @@
+"""PCIe link and SR-IOV rules: links must not train lower, VFs must not go missing.
+
+Design decisions:
+- `pcie.downgrade` compares each link's current speed/width (lspci LnkSta) with its maximum (LnkCap)
+  and with the baseline's current values. Either being lower blocks: CVF phase 3 wants Gen5 x16 with
+  no width degradation, and a link that trained lower than last time is a regression even when the
+  slot is capable of no more. A link the baseline had and the candidate no longer reports blocks; a
+  link whose speed or width is unknown now but was known blocks (evidence lost).
+- `sriov.vf_count`: VFs enabled per PF (sysfs `sriov_numvfs`, a NIC's own count as fallback) must
+  equal the baseline's; a PF that disappeared blocks. SR-IOV silently losing a VF after a PF reset is
+  the failure CVF describes ("amd.com/vnic: 7 instead of 8"). With `UPGRADE_GATE_NIC_VF_COUNT` set,
+  every NIC PF must carry exactly that many VFs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
+from upgrade_gate.model import Finding, PcieLink, Snapshot
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def describe_link(speed: float | None, width: int | None) -> str:
+    """`Gen5 (32 GT/s) x16`, with `?` for unknown parts."""
+    if speed is None:
+        speed_text = "? GT/s"
+    else:
+        gen = _GEN.get(speed)
+        speed_text = f"Gen{gen} ({speed:g} GT/s)" if gen is not None else f"{speed:g} GT/s"
+    return f"{speed_text} x{width if width is not None else '?'}"
+
+
+def _below(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and a < b
+
+
+def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Current PCIe speed/width vs maximum and baseline."""
+    base: dict[str, PcieLink] = {str(link.bdf): link for link in ctx.baseline.pcie} if ctx.baseline else {}
+    seen: set[str] = set()
+    for link in sorted(ctx.candidate.pcie, key=lambda lk: lk.bdf):
+        bdf = str(link.bdf)
+        seen.add(bdf)
+        now = describe_link(link.speed_gts, link.width)
+        problems: list[str] = []
+        if entry.flag("compare_to_max") and (
+            _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width)
+        ):
+            problems.append(f"below its maximum {describe_link(link.max_speed_gts, link.max_width)}")
+        elif link.downgraded and link.max_speed_gts is None and link.max_width is None:
+            problems.append("reported as downgraded by lspci")
+        was = base.get(bdf)
+        expected = describe_link(link.max_speed_gts, link.max_width)
+        if was is not None and entry.flag("compare_to_baseline"):
+            expected = describe_link(was.speed_gts, was.width)
+            if _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width):
+                problems.append(f"below the baseline {expected}")
+            elif (link.speed_gts is None and was.speed_gts is not None) or (
+                link.width is None and was.width is not None
+            ):
+                problems.append(f"link state unknown now (baseline {expected})")
+        if problems:
+            yield finding(
+                ctx,
+                entry,
+                f"PCIe link {bdf} runs {now}: " + "; ".join(problems),
+                device=bdf,
+                path=f"pcie[bdf={bdf}]",
+                expected=expected,
+                actual=now,
+                evidence="lspci",
+            )
+    for bdf in sorted(set(base) - seen):
+        was = base[bdf]
+        yield finding(
+            ctx,
+            entry,
+            f"PCIe link {bdf} ({describe_link(was.speed_gts, was.width)} in the baseline) is no longer reported",
+            device=bdf,
+            path=f"pcie[bdf={bdf}]",
+            expected=describe_link(was.speed_gts, was.width),
+            actual=None,
+            evidence="lspci",
+        )
+
+
+def vf_map(snapshot: Snapshot) -> dict[str, int | None]:
+    """VFs enabled per PF BDF: sysfs SR-IOV records first, a NIC's own count as fallback."""
+    out: dict[str, int | None] = {str(f.bdf): f.numvfs for f in snapshot.sriov}
+    for nic in snapshot.nics:
+        if nic.bdf is not None and nic.sriov_numvfs is not None:
+            out.setdefault(str(nic.bdf), nic.sriov_numvfs)
+    return out
+
+
+def check_sriov(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """VF count per PF vs the baseline (and UPGRADE_GATE_NIC_VF_COUNT)."""
+    now = vf_map(ctx.candidate)
+    if ctx.baseline is not None:
+        before = vf_map(ctx.baseline)
+        for pf in sorted(before):
+            if pf not in now:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"PF {pf}: gone (the baseline had {before[pf]} VFs enabled)",
+                    device=pf,
+                    path=f"sriov[bdf={pf}].numvfs",
+                    expected=before[pf],
+                    actual=None,
+                    evidence="sysfs_sriov",
+                )
+            elif now[pf] != before[pf]:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"PF {pf}: {now[pf] if now[pf] is not None else 'unknown'} VFs enabled, baseline {before[pf]}",
+                    device=pf,
+                    path=f"sriov[bdf={pf}].numvfs",
+                    expected=before[pf],
+                    actual=now[pf],
+                    evidence="sysfs_sriov",
+                )
+    expected = ctx.policy.thresholds.nic_vf_count
+    if expected is not None:
+        where = ctx.policy.thresholds.source("nic_vf_count")
+        for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+            count = now.get(str(nic.bdf)) if nic.bdf is not None else nic.sriov_numvfs
+            if count != expected:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"NIC {nic.name}: {count if count is not None else 'unknown'} VFs enabled, expected {expected} "
+                    f"({where})",
+                    device=nic.name,
+                    path=f"nics[name={nic.name}].sriov_numvfs",
+                    expected=expected,
+                    actual=count,
+                    evidence="sysfs_sriov",
+                )
+
+
+SPECS = (
+    spec(
+        "pcie.downgrade",
+        "a PCIe link trained below its maximum or below the baseline",
+        check_pcie,
+        params={
+            "compare_to_max": ParamSpec(kind="boolean", default=True, doc="block below LnkCap"),
+            "compare_to_baseline": ParamSpec(kind="boolean", default=True, doc="block below the baseline"),
+        },
+    ),
+    spec("sriov.vf_count", "VFs enabled per PF differ from the baseline", check_sriov),
+)

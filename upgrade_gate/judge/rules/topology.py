@@ -1,0 +1,81 @@
+"""XGMI link matrix rule: every GPU pair keeps its link type, hops and weight.
+
+Design decisions:
+- Pairs are keyed by the two BDFs (the topology is a property of slots, so an order change does not
+  move it); a pair whose type, hops or weight differs blocks, as does a pair that appeared or vanished.
+  A degraded XGMI link typically shows as a pair falling back to PCIE or gaining hops.
+- A candidate with no link matrix at all while the baseline had one is one finding (the topology
+  probe lost its evidence), not one per pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.rules.base import NodeContext, finding, spec
+from upgrade_gate.model import Finding, GpuLink
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+
+def _links(links: tuple[GpuLink, ...]) -> dict[tuple[str, str], GpuLink]:
+    out: dict[tuple[str, str], GpuLink] = {}
+    for link in links:
+        a, b = sorted((str(link.a), str(link.b)))
+        out[(a, b)] = link
+    return out
+
+
+def _shape(link: GpuLink) -> tuple[object, ...]:
+    return (link.link_type, link.hops, link.weight)
+
+
+def _show(link: GpuLink | None) -> str:
+    if link is None:
+        return "absent"
+    return f"{link.link_type.value} hops {link.hops} weight {link.weight}"
+
+
+def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Link type / hops / weight per GPU pair vs the baseline."""
+    assert ctx.baseline is not None
+    before = _links(ctx.baseline.gpu_links)
+    after = _links(ctx.candidate.gpu_links)
+    if before and not after:
+        yield finding(
+            ctx,
+            entry,
+            f"GPU link matrix absent from the candidate (the baseline had {len(before)} pairs)",
+            path="gpu_links",
+            expected=len(before),
+            actual=0,
+            evidence="amdsmi_topology",
+        )
+        return
+    for key in sorted(before.keys() | after.keys()):
+        was, now = before.get(key), after.get(key)
+        if was is not None and now is not None and _shape(was) == _shape(now):
+            continue
+        a, b = key
+        yield finding(
+            ctx,
+            entry,
+            f"GPU link {a} <-> {b}: {_show(was)} -> {_show(now)}",
+            device=f"{a}~{b}",
+            path=f"gpu_links[a={a},b={b}]",
+            expected=_show(was),
+            actual=_show(now),
+            evidence="amdsmi_topology",
+        )
+
+
+SPECS = (
+    spec(
+        "xgmi.link_changed",
+        "the GPU link matrix (type, hops, weight per pair) differs from the baseline",
+        check_xgmi,
+        needs_baseline=True,
+    ),
+)
