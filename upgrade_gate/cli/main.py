@@ -2,9 +2,9 @@
 
 Commands return an `ExitCode` (or None for PASS); errors derive from `GateError` and carry their
 own exit code. Nothing else in the package calls `sys.exit`, except `fleet.resultframe`, which is its
-own entry point inside a Kubernetes pod (`python -m upgrade_gate.fleet.resultframe -- ARGV`). Each command group lives in its own
-module with a `register(app)` function; heavy libraries are imported inside command bodies so that
-`upgrade-gate --help` stays fast.
+own entry point inside a Kubernetes pod (`python -m upgrade_gate.fleet.resultframe -- ARGV`). Each
+command group lives in its own module with a `register(app)` function; heavy libraries are imported
+inside command bodies so that `upgrade-gate --help` stays fast.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def match_gpus(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPa
     b_ids = {kind: _usable(baseline, kind) for kind in MatchKind}
     c_ids = {kind: _usable(candidate, kind) for kind in MatchKind}
 
-    def conflicting(bi: int, ci: int) -> bool:
+    def _conflicting(bi: int, ci: int) -> bool:
         # Both sides carry the same kind of usable id and the ids differ: different devices.
         return any(
             bi in b_ids[k] and ci in c_ids[k] and b_ids[k][bi] != c_ids[k][ci]
@@ -124,7 +124,7 @@ def match_gpus(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPa
             ci = by_value[value]
             if ci not in right:
                 continue
-            if not kind.verified and conflicting(bi, ci):
+            if not kind.verified and _conflicting(bi, ci):
                 continue
             if kind is MatchKind.INDEX and (baseline[bi].bdf is not None or candidate[ci].bdf is not None):
                 continue
