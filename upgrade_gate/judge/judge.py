@@ -17,12 +17,19 @@ Design decisions:
   switched `evidence.missing` off: nothing judged is never a pass).
 - Changes (the structural diff, marked expected/unexpected by the plan, minus the policy's
   `ignore_paths`) are attached to each node report for the reporters; they do not decide anything.
+- Nodes are independent, so a large fleet is judged by `workers` forked processes (default: one per
+  core, from `PARALLEL_MIN_NODES` candidates on). Each child inherits the inputs through fork (nothing
+  is pickled on the way in) and returns its node reports; the result is identical to a serial run.
+  Where fork is unavailable the judge runs serially.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from upgrade_gate import __version__
 from upgrade_gate.errors import InputError
@@ -48,6 +55,59 @@ from upgrade_gate.model import (
 
 _SEVERITY_ORDER = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 _EVIDENCE = RuleId("evidence.missing")
+PARALLEL_MIN_NODES = 256
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Work:
+    """What every node's judgement needs; handed to forked workers by inheritance."""
+
+    names: tuple[NodeName, ...]
+    candidates: Mapping[NodeName, Snapshot]
+    baselines: Mapping[NodeName, Snapshot]
+    plan: ChangePlan | None
+    policy: Policy
+    references: Mapping[str, ClassReference]
+    denylist: Mapping[GpuSerial, str]
+    include_changes: bool
+
+
+_INHERITED: _Work | None = None  # set in the parent just before forking; read by the children
+
+
+def _judge_slice(bounds: tuple[int, int]) -> list[tuple[NodeReport, frozenset[RuleId]]]:
+    work = _INHERITED
+    assert work is not None, "worker started without inherited work"
+    return [_judge_one(work, name) for name in work.names[bounds[0] : bounds[1]]]
+
+
+def _judge_one(work: _Work, name: NodeName) -> tuple[NodeReport, frozenset[RuleId]]:
+    return judge_node(
+        candidate=work.candidates[name],
+        baseline=work.baselines.get(name),
+        plan=work.plan,
+        policy=work.policy,
+        references=work.references,
+        denylist=work.denylist,
+        include_changes=work.include_changes,
+    )
+
+
+def _judge_all(work: _Work, workers: int) -> list[tuple[NodeReport, frozenset[RuleId]]]:
+    global _INHERITED
+    count = len(work.names)
+    if workers <= 1 or count < PARALLEL_MIN_NODES or "fork" not in multiprocessing.get_all_start_methods():
+        return [_judge_one(work, name) for name in work.names]
+    chunk = max(1, -(-count // (workers * 4)))  # a few slices per worker evens out slow nodes
+    slices = [(i, min(i + chunk, count)) for i in range(0, count, chunk)]
+    _INHERITED = work
+    try:
+        ctx: Any = multiprocessing.get_context("fork")
+        with ctx.Pool(processes=workers) as pool:
+            parts = pool.map(_judge_slice, slices)
+    finally:
+        _INHERITED = None
+    return [item for part in parts for item in part]
 
 
 def judge(
@@ -63,6 +123,7 @@ def judge(
     now: str,
     tool_version: str = __version__,
     include_changes: bool = True,
+    workers: int | None = None,
 ) -> GateReport:
     """Judge every candidate; BLOCK iff any BLOCK finding (see the module docstring)."""
     references = references or {}
@@ -74,18 +135,19 @@ def judge(
         by_name[snap.node.name] = snap
     reports: list[NodeReport] = []
     evaluated: dict[NodeName, frozenset[RuleId]] = {}
-    for name in sorted(by_name):
-        report, ran = judge_node(
-            candidate=by_name[name],
-            baseline=baselines.get(name),
-            plan=plan,
-            policy=policy,
-            references=references,
-            denylist=denylist,
-            include_changes=include_changes,
-        )
+    work = _Work(
+        names=tuple(sorted(by_name)),
+        candidates=by_name,
+        baselines=baselines,
+        plan=plan,
+        policy=policy,
+        references=references,
+        denylist=denylist,
+        include_changes=include_changes,
+    )
+    for report, ran in _judge_all(work, workers if workers is not None else (os.cpu_count() or 1)):
         reports.append(report)
-        evaluated[name] = ran
+        evaluated[report.node] = ran
     expected = set(baselines) | set(plan.canaries.nodes if plan is not None else ())
     for name in sorted(expected - set(by_name)):
         reports.append(_absent(name, baselines.get(name), plan, policy))

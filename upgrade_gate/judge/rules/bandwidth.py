@@ -41,8 +41,26 @@ if TYPE_CHECKING:
 REGRESSION = "bandwidth.regression"
 
 
+# Several rules read the merged measurements of the same snapshot; a judge run builds them once per
+# snapshot. Keyed by identity (snapshots hold dicts, so they are not hashable) with the snapshot kept
+# alive in the entry so an id is never reused while cached; small, since rules run node by node.
+_MERGED: dict[int, tuple[Snapshot, tuple[dict[str, Measurement], dict[str, str]]]] = {}
+_MERGED_MAX = 16
+
+
 def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
-    """Measurements by key (duplicates pooled), and keys that could not be merged -> why."""
+    """Measurements by key (duplicates pooled), and keys that could not be merged -> why (do not mutate)."""
+    hit = _MERGED.get(id(snapshot))
+    if hit is not None and hit[0] is snapshot:
+        return hit[1]
+    merged = _merge(snapshot)
+    if len(_MERGED) >= _MERGED_MAX:
+        _MERGED.clear()
+    _MERGED[id(snapshot)] = (snapshot, merged)
+    return merged
+
+
+def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
     out: dict[str, Measurement] = {}
     broken: dict[str, str] = {}
     for m in measurements_of(snapshot):
