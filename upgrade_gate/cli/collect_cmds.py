@@ -4,6 +4,10 @@
 the snapshot and the judge turn it into a blocking finding. It exits 3 for a node name that is not a
 DNS-1123 name and 4 when the bundle cannot be written (checked before the probes run, and again on
 write). The `snapshot` command lives with the snapshot stage.
+
+`--out -` writes the bundle as a `.tar.gz` to stdout (progress and the summary go to stderr): that is
+how a capture Job on Kubernetes returns it, wrapped in a result frame in the pod log
+(`fleet.resultframe`). The tarball is the same reproducible one `--out FILE.tar.gz` writes.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import typer
 
-from upgrade_gate.collect.bundle import ProbeRecord
+from upgrade_gate.collect.bundle import Bundle, ProbeRecord
 from upgrade_gate.collect.capture import OutputCheck
 from upgrade_gate.collect.probes import Probe
 from upgrade_gate.collect.runner import CommandResult
@@ -29,7 +33,9 @@ def register(app: typer.Typer) -> None:
 
 
 def capture_cmd(
-    out: Path = typer.Option(..., "--out", help="Bundle to write: a folder, or FILE.tar.gz / FILE.tgz."),
+    out: Path = typer.Option(
+        ..., "--out", help="Bundle to write: a folder, FILE.tar.gz / FILE.tgz, or '-' (a .tar.gz on stdout)."
+    ),
     node: str | None = typer.Option(
         None, "--node", help="Node name (DNS-1123); default: this host's name, lower-cased."
     ),
@@ -51,7 +57,9 @@ def capture_cmd(
         raise UsageError(f"--host-root {host_root}: not a folder")
     hostname = socket.gethostname()
     node_name = check_node_name(node if node is not None else hostname.lower())
-    check_bundle_target(out)
+    to_stdout = str(out) == "-"
+    if not to_stdout:
+        check_bundle_target(out)
     bundle = capture(
         LocalRunner(),
         node=node_name,
@@ -59,23 +67,53 @@ def capture_cmd(
         timeout=timeout,
         hostname=hostname,
         output_check=parser_check(),
-        progress=_print_record,
+        progress=_print_record_stderr if to_stdout else _print_record,
     )
-    write_bundle(bundle, out)
+    if to_stdout:
+        _write_stdout(bundle)
+    else:
+        write_bundle(bundle, out)
     failed = sum(1 for r in bundle.records if not r.ok)
     typer.echo(
-        f"wrote {out}: {len(bundle.records)} probes, {failed} failed"
-        + (" (recorded as evidence; the snapshot and the gate judge them)" if failed else "")
+        f"wrote {'the bundle (.tar.gz) to stdout' if to_stdout else out}: {len(bundle.records)} probes, "
+        f"{failed} failed" + (" (recorded as evidence; the snapshot and the gate judge them)" if failed else ""),
+        err=to_stdout,
     )
     return ExitCode.PASS
 
 
-def _print_record(record: ProbeRecord) -> None:
+def _write_stdout(bundle: Bundle) -> None:
+    """The bundle as the reproducible tarball `write_bundle` makes, copied to stdout."""
+    import tempfile
+
+    from upgrade_gate.collect.bundle import write_bundle
+    from upgrade_gate.errors import EnvironmentFailure
+
+    with tempfile.TemporaryDirectory(prefix="upgrade-gate-capture-") as tmp:
+        path = write_bundle(bundle, Path(tmp) / "bundle.tar.gz")
+        data = path.read_bytes()
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except OSError as exc:
+        raise EnvironmentFailure(f"stdout: cannot write the bundle: {exc.strerror or exc}") from exc
+
+
+def _record_line(record: ProbeRecord) -> str:
     status = "ok" if record.ok else "FAILED"
     detail = record.result.failure_reason() or record.note or f"{record.result.duration_s:.2f}s"
     if record.fallback_for and not record.ok:
         detail += f" (fallback for {', '.join(record.fallback_for)})"
-    typer.echo(f"{status:<7} {record.name:<16} {detail}")
+    return f"{status:<7} {record.name:<16} {detail}"
+
+
+def _print_record(record: ProbeRecord) -> None:
+    typer.echo(_record_line(record))
+
+
+def _print_record_stderr(record: ProbeRecord) -> None:
+    typer.echo(_record_line(record), err=True)
 
 
 def parser_check() -> OutputCheck:

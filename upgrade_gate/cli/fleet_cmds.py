@@ -1,9 +1,395 @@
-"""CLI commands of this group (placeholder until the owning issue lands)."""
+"""The fleet commands on Kubernetes: `fleet status|snapshot` and the change window `window ...`.
+
+    upgrade-gate fleet status   [--selector SEL]                    CVF and upgrade-gate labels per node
+    upgrade-gate fleet snapshot --store DIR [--tag TAG]             capture Jobs -> baselines in the store
+    upgrade-gate window plan     --plan PLAN --store DIR [--id ID]  choose canaries, record the window
+    upgrade-gate window start    --id ID --store DIR                cordon + taint + label the canaries
+    upgrade-gate window validate --id ID --store DIR                capture + CVF phases + judge
+    upgrade-gate window promote  --id ID --store DIR                PASS only: baselines, untaint
+    upgrade-gate window rollback --id ID --store DIR --reason TEXT  keep them tainted, record why
+    upgrade-gate window status   [--id ID] --store DIR              from the store (no cluster needed)
+
+Every cluster command takes `--kubeconfig` (default $KUBECONFIG, then ~/.kube/config) and `--context`.
+Exit codes: 0 done / PASS; 1 BLOCK (validate found reasons, promote of a blocked window); 3 bad input
+(plan, node name, a window in the wrong state); 4 the API server or the store failed (a forbidden
+verb names the verb and the resource). `fleet.kube` (and with it `kubernetes`) is imported inside the
+command bodies only: the package's other commands must start fast.
+"""
 
 from __future__ import annotations
 
+import getpass
+import os
+import shlex
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
+
+from upgrade_gate.errors import ExitCode, StoreError, UsageError
+
+if TYPE_CHECKING:
+    from upgrade_gate.fleet.executor import ExecutorSettings
+    from upgrade_gate.fleet.jobs import NodeRunResult
+    from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.fleet.objects import KubeNode
+    from upgrade_gate.fleet.window import Actor
+    from upgrade_gate.fleet.window_state import WindowRecord
+    from upgrade_gate.store.gitstore import BaselineStore
+    from upgrade_gate.validate.pipeline import ProgressEvent
+
+_KUBECONFIG = typer.Option(None, "--kubeconfig", envvar="KUBECONFIG", help="kubeconfig file (default ~/.kube/config).")
+_CONTEXT = typer.Option(None, "--context", help="kubeconfig context (default: the current one).")
+_NAMESPACE = typer.Option("upgrade-gate", "--namespace", "-n", help="Namespace of the Jobs and of the CVF ConfigMap.")
+_STORE = typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help="Baseline store folder.")
+_ID = typer.Option(..., "--id", help="Change window id (see `window status`).")
+_BY = typer.Option(None, "--by", help="Who acts (recorded in the window); default: $USER.")
+_CLASS_LABEL = typer.Option("upgrade-gate/node-class", "--class-label", help="Node label that names the node class.")
+_SELECTOR = typer.Option(
+    "feature.node.kubernetes.io/amd-gpu=true", "--selector", "-l", help="Label selector of the GPU nodes."
+)
+_IMAGE = typer.Option("upgrade-gate:0.1.0", "--image", help="Image of the capture and phase Jobs.")
+_RCCL_IMAGE = typer.Option("rocm/rccl-tests:latest", "--rccl-image", help="Image of phase 5's MPIJob.")
+_JOB_PYTHON = typer.Option("python3", "--job-python", help="Python inside the image (runs the result wrapper).")
+_JOB_COMMAND = typer.Option("upgrade-gate", "--job-command", help="The upgrade-gate command inside the image.")
+_CONCURRENCY = typer.Option(8, "--concurrency", min=1, help="Nodes worked on at once.")
+_POLL = typer.Option(2.0, "--poll-interval", min=0.01, help="Seconds between Job status polls.")
+_TIMEOUT = typer.Option(900.0, "--capture-timeout", min=1.0, help="Seconds a capture Job may take.")
+_ENV = typer.Option([], "--env", help="NAME=VALUE for the phase Jobs (e.g. NCCL_ALGO=Ring); repeatable.")
+
+CVF_COLUMNS = (
+    "amd.com/gpu-hw-acceptance",
+    "amd.com/gpu-mesh-validation",
+    "amd.com/nic-health",
+    "amd.com/rail-bandwidth",
+    "amd.com/cluster-validation-status",
+)
+UG_COLUMNS = ("upgrade-gate/canary", "upgrade-gate/window-state", "upgrade-gate/change-id")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add the `fleet` and `window` sub-apps to the app."""
+    fleet = typer.Typer(name="fleet", help="GPU nodes on Kubernetes: labels, snapshots as Jobs.",
+                        no_args_is_help=True, rich_markup_mode=None)  # fmt: skip
+    fleet.command("status")(fleet_status_cmd)
+    fleet.command("snapshot")(fleet_snapshot_cmd)
+    app.add_typer(fleet, name="fleet")
+    window = typer.Typer(name="window", help="The canary change window: plan, start, validate, promote, rollback.",
+                         no_args_is_help=True, rich_markup_mode=None)  # fmt: skip
+    window.command("plan")(window_plan_cmd)
+    window.command("start")(window_start_cmd)
+    window.command("validate")(window_validate_cmd)
+    window.command("promote")(window_promote_cmd)
+    window.command("rollback")(window_rollback_cmd)
+    window.command("status")(window_status_cmd)
+    app.add_typer(window, name="window")
+
+
+# --------------------------------------------------------------------------- plumbing
+
+
+def _client(kubeconfig: Path | None, context: str | None) -> KubeClient:
+    from upgrade_gate.fleet.kube import KubeClient
+
+    return KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig is not None else None, context=context)
+
+
+def _store(path: Path, *, create: bool = False) -> BaselineStore:
+    if not create and not path.is_dir():
+        raise StoreError(f"{path}: no baseline store here (create one with `upgrade-gate fleet snapshot`)")
+    from upgrade_gate.store.gitstore import BaselineStore
+
+    store = BaselineStore(path)
+    if create:
+        store.init()
+    return store
+
+
+def _actor(by: str | None) -> Actor:
+    from upgrade_gate.fleet.window import Actor
+
+    try:
+        who = by or os.environ.get("USER") or getpass.getuser()
+    except OSError:
+        who = "unknown"
+    now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return Actor(by=who, at=now)
+
+
+def _run_id() -> str:
+    return datetime.now(UTC).strftime("%H%M%S") + os.urandom(2).hex()[:3]
+
+
+def _settings(*, namespace: str, image: str, rccl_image: str, job_python: str, job_command: str,
+              concurrency: int, poll: float, timeout: float, env: list[str]) -> ExecutorSettings:  # fmt: skip
+    from upgrade_gate.fleet.executor import ExecutorSettings
+    from upgrade_gate.fleet.manifests import JobSettings
+
+    pairs: list[tuple[str, str]] = []
+    for item in env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+        pairs.append((name, value))
+    argv = tuple(shlex.split(job_command))
+    if not argv:
+        raise UsageError("--job-command: empty")
+    return ExecutorSettings(
+        jobs=JobSettings(namespace=namespace, image=image, python=job_python),
+        upgrade_gate_argv=argv, rccl_image=rccl_image, env=tuple(pairs), concurrency=concurrency,
+        poll_s=poll, capture_timeout_s=timeout,
+    )  # fmt: skip
+
+
+class _Progress:
+    """Capture Jobs and pipeline phases as rich progress bars on stderr."""
+
+    def __init__(self, captures: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                             TimeElapsedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
+        self._capture = self._bar.add_task("capture Jobs", total=captures)
+        self._phases: dict[int, Any] = {}
+        self._bar.start()
+
+    def on_capture(self, result: NodeRunResult) -> None:
+        self._bar.advance(self._capture)
+        if result.status.value != "succeeded":
+            self._bar.console.print(f"capture {result.node}: {result.status.value}: {result.reason}")
+
+    def on_phase(self, event: ProgressEvent) -> None:
+        if event.kind == "phase-start":
+            self._phases[event.phase] = self._bar.add_task(f"phase {event.phase} {event.name}", total=len(event.nodes))
+        elif event.kind == "node-done" and event.phase in self._phases:
+            self._bar.advance(self._phases[event.phase])
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+def _status_cell(node: KubeNode) -> str:
+    ready = {True: "Ready", False: "NotReady", None: "Unknown"}[node.ready]
+    return ready + (",SchedulingDisabled" if node.unschedulable else "")
+
+
+def fleet_table(nodes: list[KubeNode], class_label: str) -> str:
+    """`kubectl get nodes -L ...`-style table of the CVF and upgrade-gate labels."""
+    keys = (class_label, *CVF_COLUMNS, *UG_COLUMNS)
+    header = ["NAME", "STATUS", *(k.rsplit("/", 1)[-1].upper() for k in keys)]
+    rows = [[n.name, _status_cell(n), *(n.labels.get(k, "") for k in keys)] for n in nodes]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows])
+
+
+def fleet_status_cmd(
+    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, selector: str = _SELECTOR,
+    class_label: str = _CLASS_LABEL,
+) -> ExitCode:  # fmt: skip
+    """Show every GPU node with its CVF phase labels and upgrade-gate window labels."""
+    with _client(kubeconfig, context) as client:
+        nodes = list(client.list_nodes(selector or None))
+    typer.echo(fleet_table(nodes, class_label) if nodes else f"no nodes match {selector!r}")
+    return ExitCode.PASS
+
+
+def fleet_snapshot_cmd(
+    store: Path = _STORE, tag: str | None = typer.Option(None, "--tag", help="Tag the saved baselines."),
+    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, namespace: str = _NAMESPACE,
+    selector: str = _SELECTOR, class_label: str = _CLASS_LABEL, image: str = _IMAGE, rccl_image: str = _RCCL_IMAGE,
+    job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND, concurrency: int = _CONCURRENCY,
+    poll: float = _POLL, timeout: float = _TIMEOUT,
+) -> ExitCode:  # fmt: skip
+    """Capture every matching node with a Job and save the snapshots as baselines (exit 1 if any failed)."""
+    from upgrade_gate.fleet.executor import capture_nodes
+    from upgrade_gate.snapshot.build import build_snapshot
+
+    settings = _settings(
+        namespace=namespace,
+        image=image,
+        rccl_image=rccl_image,
+        job_python=job_python,
+        job_command=job_command,
+        concurrency=concurrency,
+        poll=poll,
+        timeout=timeout,
+        env=[],
+    )
+    with _client(kubeconfig, context) as client, _store(store, create=True) as st:
+        nodes = list(client.list_nodes(selector or None))
+        if not nodes:
+            raise UsageError(f"--selector {selector!r}: no node matches")
+        progress = _Progress(len(nodes))
+        try:
+            bundles = capture_nodes(client, nodes, settings, run_id=_run_id(), on_result=progress.on_capture)
+        finally:
+            progress.close()
+        classes = {n.name: n.labels.get(class_label) for n in nodes}
+        snaps = [build_snapshot(b, node_class=classes[n]) for n, b in bundles.items() if not isinstance(b, str)]
+        failed = {n: b for n, b in bundles.items() if isinstance(b, str)}
+        for name, why in sorted(failed.items()):
+            typer.echo(f"{name}: no snapshot: {why}", err=True)
+        if snaps:
+            sha = st.save(snaps, tag=tag, message=f"fleet snapshot of {len(snaps)} node(s)")
+            typer.echo(f"saved {len(snaps)} baseline(s) at {sha[:12]}" + (f", tagged {tag}" if tag else ""))
+    return ExitCode.BLOCK if failed else ExitCode.PASS
+
+
+# --------------------------------------------------------------------------- window
+
+
+def window_plan_cmd(
+    plan: Path = typer.Option(..., "--plan", help="Change plan (YAML/JSON) with its `canaries` settings."),
+    store: Path = _STORE, window_id: str | None = typer.Option(None, "--id", help="Window id (default: the plan id)."),
+    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, namespace: str = _NAMESPACE,
+    selector: str = _SELECTOR, class_label: str = _CLASS_LABEL, by: str | None = _BY,
+) -> ExitCode:  # fmt: skip
+    """Choose the canaries per node class (<= 10% by default, idle first) and record the window."""
+    from upgrade_gate.fleet.window import plan_window
+
+    with _client(kubeconfig, context) as client, _store(store, create=True) as st:
+        record, selection = plan_window(client, st, plan, window_id=window_id, actor=_actor(by), namespace=namespace,
+                                        class_label=class_label, selector=selector or None)  # fmt: skip
+    typer.echo(f"window {record.id} (change {record.doc['change_id']}): planned")
+    for share in selection.classes:
+        typer.echo(f"  class {share.node_class}: {share.chosen} of {share.size} node(s) "
+                   f"(share {share.allowed}, {share.eligible} eligible)")  # fmt: skip
+    for c in selection.canaries:
+        typer.echo(
+            f"  canary {c.node}  class {c.node_class}  " + ("idle" if c.idle else f"busy: {', '.join(c.busy_pods)}")
+        )
+    typer.echo(f"next: upgrade-gate window start --id {record.id} --store {store}")
+    return ExitCode.PASS
+
+
+def window_start_cmd(
+    window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
+    by: str | None = _BY,
+) -> ExitCode:  # fmt: skip
+    """Cordon and taint the canaries (upgrade-gate/canary=<change>:NoSchedule) and record the start."""
+    from upgrade_gate.fleet.window import start_window
+
+    with _client(kubeconfig, context) as client, _store(store) as st:
+        record = start_window(client, st, window_id, actor=_actor(by))
+    typer.echo(f"window {record.id}: started; cordoned and tainted {', '.join(record.canaries)}")
+    typer.echo("apply the change to the canaries, then: upgrade-gate window validate --id " + record.id)
+    return ExitCode.PASS
+
+
+def window_validate_cmd(
+    window_id: str = _ID, store: Path = _STORE, policy: Path | None = typer.Option(None, "--policy", help="Policy."),
+    samples: int | None = typer.Option(None, "--samples", min=1, help="Repeats of the phase 2/5 sweeps."),
+    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, image: str = _IMAGE,
+    rccl_image: str = _RCCL_IMAGE, job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND,
+    concurrency: int = _CONCURRENCY, poll: float = _POLL, timeout: float = _TIMEOUT, env: list[str] = _ENV,
+    by: str | None = _BY,
+) -> ExitCode:  # fmt: skip
+    """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
+    from upgrade_gate.fleet.executor import load_cluster_config
+    from upgrade_gate.fleet.window import validate_window
+    from upgrade_gate.fleet.window_state import load_window
+    from upgrade_gate.judge.policy import load_policy
+
+    with _client(kubeconfig, context) as client, _store(store) as st:
+        namespace = str(load_window(st, window_id).doc["namespace"])
+        settings = _settings(
+            namespace=namespace,
+            image=image,
+            rccl_image=rccl_image,
+            job_python=job_python,
+            job_command=job_command,
+            concurrency=concurrency,
+            poll=poll,
+            timeout=timeout,
+            env=env,
+        )
+        cvf = load_cluster_config(client, namespace)
+        loaded_policy = load_policy(policy, cvf, cvf_source=cvf.source)
+        progress = _Progress(len(load_window(st, window_id).canaries))
+        try:
+            outcome = validate_window(client, st, window_id, actor=_actor(by), settings=settings, run_id=_run_id(),
+                                      policy=loaded_policy, samples=samples, on_capture=progress.on_capture,
+                                      progress=progress.on_phase)  # fmt: skip
+        finally:
+            progress.close()
+    _print_record(outcome.record)
+    return ExitCode.PASS if outcome.record.doc["validation"]["verdict"] == "PASS" else ExitCode.BLOCK
+
+
+def window_promote_cmd(
+    window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
+    by: str | None = _BY,
+) -> ExitCode:  # fmt: skip
+    """After a PASS: save the new baselines tagged with the target version, untaint and uncordon."""
+    from upgrade_gate.fleet.window import promote_window
+
+    with _client(kubeconfig, context) as client, _store(store) as st:
+        record = promote_window(client, st, window_id, actor=_actor(by))
+    base = record.doc["baseline"]
+    typer.echo(f"window {record.id}: promoted; baselines saved at {base['commit'][:12]} tagged {base['tag']}; "
+               f"{', '.join(record.canaries)} schedulable again")  # fmt: skip
+    return ExitCode.PASS
+
+
+def window_rollback_cmd(
+    window_id: str = _ID, store: Path = _STORE,
+    reason: str = typer.Option(..., "--reason", help="Why the change is rolled back (recorded)."),
+    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, by: str | None = _BY,
+) -> ExitCode:  # fmt: skip
+    """Keep the canaries cordoned and tainted and record the reason."""
+    from upgrade_gate.fleet.window import rollback_window
+
+    with _client(kubeconfig, context) as client, _store(store) as st:
+        record = rollback_window(client, st, window_id, reason=reason, actor=_actor(by))
+    typer.echo(f"window {record.id}: rolled back; {', '.join(record.canaries)} stay cordoned and tainted")
+    return ExitCode.PASS
+
+
+def window_status_cmd(
+    store: Path = _STORE,
+    window_id: str | None = typer.Option(None, "--id", help="One window (default: all)."),
+) -> ExitCode:
+    """Show a window's state (or every window's) from the baseline store."""
+    from upgrade_gate.fleet.window_state import list_windows, load_window
+
+    with _store(store) as st:
+        if window_id is not None:
+            _print_record(load_window(st, window_id))
+            return ExitCode.PASS
+        records = list_windows(st)
+    if not records:
+        typer.echo("no change windows")
+    for r in records:
+        last = r.doc["history"][-1] if r.doc["history"] else {}
+        typer.echo(f"{r.id:<28} {r.state!s:<12} change {r.doc['change_id']:<20} canaries {','.join(r.canaries)}  "
+                   f"{last.get('at', '')} by {last.get('by', '?')}")  # fmt: skip
+    return ExitCode.PASS
+
+
+def _print_record(record: WindowRecord) -> None:
+    doc = record.doc
+    typer.echo(f"window {record.id}: {record.state}  (change {doc['change_id']}, plan {doc['plan']['source']})")
+    for c in doc["canaries"]:
+        typer.echo(f"  canary {c['node']}  class {c['class']}  {'idle' if c['idle'] else 'busy'}")
+    validation = doc.get("validation")
+    if validation is not None:
+        typer.echo(f"  validation {validation['verdict']} at {validation['at']} by {validation['by']} "
+                   f"(thresholds: {validation['config_source']})")  # fmt: skip
+        for node, info in sorted(validation["nodes"].items()):
+            phases = " ".join(f"{p}:{s}" for p, s in sorted(info["phases"].items()))
+            typer.echo(f"    {node}: {info['verdict']}  {phases}")
+            for err in info["errors"]:
+                typer.echo(f"      error: {err}")
+        for finding in validation["findings"]:
+            typer.echo(f"    - {finding}")
+    if "rollback_reason" in doc:
+        typer.echo(f"  rollback reason: {doc['rollback_reason']}")
+    if "baseline" in doc:
+        typer.echo(f"  baselines: {doc['baseline']['commit'][:12]} tagged {doc['baseline']['tag']}")
+    for h in doc["history"]:
+        typer.echo(f"  {h['at']}  {h['action']:<9} {h['by']}" + (f"  ({h['note']})" if h.get("note") else ""))

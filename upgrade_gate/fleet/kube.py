@@ -330,6 +330,30 @@ class KubeClient:
         """One node by name."""
         return node_from_api(self._read_node(name))
 
+    def node_address(self, name: str) -> str:
+        """The node's InternalIP (else its Hostname address, else its name): where a hostNetwork pod listens."""
+        addresses = self._read_node(name).get("status", {}).get("addresses") or []
+        by_type = {a.get("type"): a.get("address") for a in addresses if isinstance(a, dict)}
+        return str(by_type.get("InternalIP") or by_type.get("Hostname") or name)
+
+    def gpu_pods_on_node(self, name: str, resource: str = "amd.com/gpu") -> tuple[str, ...]:
+        """`namespace/name` of the running or pending pods on a node that request `resource`, DaemonSet
+        pods left out (the device plugin and exporters run everywhere): the node is idle when empty."""
+        validate_node_name(name)
+        query = {"fieldSelector": f"spec.nodeName={name}"}
+        page = self._json_request("list", "pods", "GET", "/api/v1/pods", query=query)
+        busy: list[str] = []
+        for pod in _items(page):
+            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or ()):
+                continue
+            containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+            if any(_requests(c, resource) for c in containers if isinstance(c, dict)):
+                busy.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        return tuple(sorted(busy))
+
     def _read_node(self, name: str) -> Json:
         validate_node_name(name)
         return self._json_request("get", "nodes", "GET", f"/api/v1/nodes/{_q(name)}", name=name)
@@ -568,6 +592,16 @@ class KubeClient:
         cm = self._json_request("get", "configmaps", "GET", path, name=name, namespace=namespace)
         data = cm.get("data")
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _requests(container: Mapping[str, Any], resource: str) -> bool:
+    """True when a container asks for a non-zero amount of `resource` (limits or requests)."""
+    res = container.get("resources") or {}
+    for part in ("limits", "requests"):
+        value = (res.get(part) or {}).get(resource) if isinstance(res, dict) else None
+        if value not in (None, "", "0", 0):
+            return True
+    return False
 
 
 def _q(segment: str) -> str:

@@ -1,0 +1,141 @@
+"""Canary selection for a change window (pure): a capped share of each node class, idle nodes first.
+
+Rules (DESIGN.md "Fail closed": canary selection never disrupts more than a capped share of a class):
+- Nodes are grouped by their node-class label (default `upgrade-gate/node-class`, configurable). A node
+  without the label is not a candidate (its class is unknown, so its share cannot be capped).
+- Per class: `max(min, floor(max_fraction * class size))` canaries, then at most `cap` (plan
+  `canaries: {max_fraction: 0.10, min: 1, cap: N}`), never more than the class has eligible nodes.
+  With the defaults a class of 8 gets one canary (10% of 8 rounds down to 0, and at least one).
+- Eligible: schedulable (a node someone already cordoned is never taken: it is being drained or repaired
+  by someone else, and uncordoning it at promote would undo their work), not already a canary of
+  another window, not tainted NoSchedule/NoExecute by anyone else, and not NotReady.
+- `prefer_idle`: nodes with no non-DaemonSet pod asking for GPUs come first (the caller finds those pods
+  with `KubeClient.gpu_pods_on_node`); within a group, by name, so a plan is reproducible.
+- Explicit `canaries.nodes` in the plan replace the choice, but each must exist, have a class and be
+  eligible, and the per-class cap still holds: a plan cannot talk the gate into draining a class.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from upgrade_gate.errors import ConfigError
+from upgrade_gate.fleet.labels import CANARY, NODE_CLASS
+from upgrade_gate.fleet.objects import KubeNode
+from upgrade_gate.judge.plan import CanarySettings
+from upgrade_gate.model import NodeName
+
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Canary:
+    """One chosen canary."""
+
+    node: NodeName
+    node_class: str
+    idle: bool
+    busy_pods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassShare:
+    """How many canaries one class gets, and from how many nodes."""
+
+    node_class: str
+    size: int
+    eligible: int
+    allowed: int
+    chosen: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CanarySelection:
+    """The chosen canaries, the share per class and why the other nodes were passed over."""
+
+    canaries: tuple[Canary, ...]
+    classes: tuple[ClassShare, ...]
+    excluded: tuple[tuple[NodeName, str], ...]
+
+
+def ineligible_reason(node: KubeNode) -> str | None:
+    """Why a node cannot be a canary, or None."""
+    if node.unschedulable:
+        return "already cordoned (someone else's maintenance)"
+    if CANARY in node.labels:
+        return f"already a canary of change {node.labels[CANARY]}"
+    for taint in node.taints:
+        if taint.effect in _BLOCKING_EFFECTS:
+            return f"tainted {taint}"
+    if node.ready is False:
+        return "NotReady"
+    return None
+
+
+def allowed_count(size: int, settings: CanarySettings) -> int:
+    """Canaries a class of `size` nodes may have: max(min, floor(fraction * size)), capped."""
+    count = max(settings.min_nodes, math.floor(settings.max_fraction * size + 1e-9))
+    if settings.cap is not None:
+        count = min(count, settings.cap)
+    return min(count, size)
+
+
+def select_canaries(
+    nodes: Sequence[KubeNode],
+    settings: CanarySettings,
+    *,
+    class_label: str = NODE_CLASS,
+    busy: Mapping[str, Sequence[str]] | None = None,
+) -> CanarySelection:
+    """Pick canaries per class (see the module docstring); ConfigError for an impossible explicit list."""
+    busy = busy or {}
+    by_class: dict[str, list[KubeNode]] = {}
+    excluded: list[tuple[NodeName, str]] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        cls = node.labels.get(class_label)
+        if not cls:
+            excluded.append((node.name, f"no {class_label} label"))
+            continue
+        by_class.setdefault(cls, []).append(node)
+    explicit = set(settings.nodes)
+    known = {n.name for n in nodes}
+    if explicit - known:
+        raise ConfigError(f"plan canaries.nodes: no such node: {', '.join(sorted(explicit - known))}")
+    canaries: list[Canary] = []
+    shares: list[ClassShare] = []
+    for cls, members in sorted(by_class.items()):
+        eligible: list[KubeNode] = []
+        for node in members:
+            why = ineligible_reason(node)
+            if why is None:
+                eligible.append(node)
+            else:
+                excluded.append((node.name, why))
+                if node.name in explicit:
+                    raise ConfigError(f"plan canaries.nodes: {node.name} cannot be a canary: {why}")
+        allowed = allowed_count(len(members), settings)
+        if explicit:
+            picked = [n for n in eligible if n.name in explicit]
+            if len(picked) > allowed:
+                raise ConfigError(
+                    f"plan canaries.nodes: {len(picked)} nodes of class {cls} exceed its share of {allowed} "
+                    f"({settings.max_fraction:.0%} of {len(members)}, min {settings.min_nodes}"
+                    + (f", cap {settings.cap})" if settings.cap is not None else ")")
+                )
+        else:
+            ordered = sorted(eligible, key=lambda n: (bool(busy.get(n.name)) and settings.prefer_idle, n.name))
+            picked = ordered[:allowed]
+        for node in picked:
+            pods = tuple(busy.get(node.name, ()))
+            canaries.append(Canary(node=node.name, node_class=cls, idle=not pods, busy_pods=pods))
+        for node in eligible:
+            if node not in picked:
+                excluded.append((node.name, f"not needed: class {cls} share is {allowed}"))
+        shares.append(
+            ClassShare(node_class=cls, size=len(members), eligible=len(eligible), allowed=allowed, chosen=len(picked))
+        )
+    return CanarySelection(
+        canaries=tuple(canaries), classes=tuple(shares), excluded=tuple(sorted(excluded, key=lambda e: e[0]))
+    )

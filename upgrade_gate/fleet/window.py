@@ -1,0 +1,422 @@
+"""The canary change window on Kubernetes: plan -> start -> validate -> promote, or rollback.
+
+Each step re-reads the window's record from the baseline store (`fleet.window_state`), acts on the
+cluster, and writes the record back, so any operator can continue a window another one started.
+
+What each step does to the canary nodes (by merge patch; taints read-modify-write, see `fleet.kube`):
+- start: annotation `upgrade-gate/cordoned-by=<window id>` first (so a crash after the cordon still
+  tells whose cordon it is), cordon, taint `upgrade-gate/canary=<change>:NoSchedule`, labels
+  `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`. Idempotent: repeating it
+  after a crash finishes the job.
+- validate: capture and CVF phases through the executor (Jobs tolerate the canary taint and are pinned
+  with nodeName, so they run on the cordoned node), CVF labels/annotations written as CVF does, then
+  the judge against each canary's baseline and its class reference from the store. PASS ->
+  `validated`, anything else (a finding, a failed capture, a vanished node) -> `blocked`.
+- promote (PASS only): the judged candidate snapshots become the new baselines, tagged with the plan's
+  target (`rocm-6.2.0`; `<target>+<window id>` when another window already took the tag); the taint
+  goes, the cordon goes only if the annotation says it was ours; `upgrade-gate/canary` is removed and
+  `upgrade-gate/change-id=<change>` set.
+- rollback: the canaries stay cordoned and tainted (nothing new lands on a node whose change failed),
+  `upgrade-gate/window-state=rolled-back` and the reason as annotation; the reason is recorded.
+A canary that no longer exists is skipped by start/promote/rollback and blocks validate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from upgrade_gate.errors import InputError, NotFoundError
+from upgrade_gate.fleet.canary import CanarySelection, select_canaries
+from upgrade_gate.fleet.errors import KubeNotFoundError
+from upgrade_gate.fleet.executor import (
+    ExecutorSettings,
+    capture_nodes,
+    load_cluster_config,
+    run_phases,
+    write_cvf_labels,
+)
+from upgrade_gate.fleet.jobs import NodeRunResult
+from upgrade_gate.fleet.labels import (
+    CANARY,
+    CHANGE_ID,
+    CORDONED_BY,
+    NFD_AMD_GPU,
+    NODE_CLASS,
+    PREFIX,
+    WINDOW_STATE,
+    sanitize_label_value,
+)
+from upgrade_gate.fleet.objects import KubeNode, Taint
+from upgrade_gate.fleet.window_state import (
+    State,
+    WindowRecord,
+    WindowStateError,
+    event,
+    find_window,
+    load_candidate,
+    load_window,
+    save_candidate,
+    save_window,
+)
+from upgrade_gate.judge.plan import ChangePlan, plan_from_dict, read_document
+from upgrade_gate.judge.policy import Policy
+from upgrade_gate.model import (
+    ClassReference,
+    GateReport,
+    GpuSerial,
+    NodeName,
+    PhaseResult,
+    Severity,
+    Snapshot,
+    Verdict,
+)
+from upgrade_gate.validate.phases import default_phases
+from upgrade_gate.validate.pipeline import Progress
+
+if TYPE_CHECKING:
+    from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.store.gitstore import BaselineStore
+
+ROLLBACK_REASON = PREFIX + "rollback-reason"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Actor:
+    """Who acts and when (recorded in the window's history)."""
+
+    by: str
+    at: str
+
+
+def change_label(change_id: str) -> str:
+    """The change id as a label / taint value."""
+    return sanitize_label_value(change_id)
+
+
+def load_plan_document(path: Path) -> tuple[ChangePlan, dict[str, Any], str]:
+    """(plan, its raw document, sha256 of the file) for recording in the window."""
+    data = read_document(path)
+    plan = plan_from_dict(data, source=str(path))
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise InputError(f"{path}: unreadable: {exc.strerror or exc}") from exc
+    return plan, json.loads(json.dumps(data)), digest
+
+
+def window_plan(record: WindowRecord) -> ChangePlan:
+    """The plan as recorded in the window."""
+    plan = record.doc["plan"]
+    return plan_from_dict(plan["document"], source=f"window {record.id} (plan {plan['source']})")
+
+
+def target_tag(plan: ChangePlan) -> str:
+    """The tag of the baselines a promote saves: the plan's target version, else its id."""
+    change = plan.change
+    for what, moved in (("rocm", change.rocm), ("driver", change.driver), ("kernel", change.kernel),
+                        ("vbios", change.vbios), ("nic-fw", change.nic_firmware)):  # fmt: skip
+        if moved is not None:
+            return f"{what}-{moved.to_version}"
+    return plan.id
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def plan_window(
+    client: KubeClient,
+    store: BaselineStore,
+    plan_path: Path,
+    *,
+    window_id: str | None,
+    actor: Actor,
+    namespace: str,
+    class_label: str = NODE_CLASS,
+    selector: str | None = NFD_AMD_GPU + "=true",
+) -> tuple[WindowRecord, CanarySelection]:
+    """Choose the canaries per class and record the window as `planned`."""
+    plan, raw, digest = load_plan_document(plan_path)
+    wid = window_id or change_label(plan.id).lower()
+    existing = find_window(store, wid)
+    if existing is not None:
+        existing.check("plan")
+    nodes = client.list_nodes(selector)
+    busy: dict[str, tuple[str, ...]] = {}
+    if plan.canaries.prefer_idle:
+        for node in nodes:
+            if not node.unschedulable and node.labels.get(class_label):
+                busy[node.name] = client.gpu_pods_on_node(node.name)
+    selection = select_canaries(nodes, plan.canaries, class_label=class_label, busy=busy)
+    if not selection.canaries:
+        raise InputError(
+            f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching {selector!r} "
+            f"(node class label {class_label})"
+        )
+    doc: dict[str, Any] = {
+        "schema_version": "1",
+        "id": wid,
+        "change_id": plan.id,
+        "state": str(State.PLANNED),
+        "plan": {"id": plan.id, "source": str(plan_path), "sha256": digest, "document": raw},
+        "class_label": class_label,
+        "namespace": namespace,
+        "canaries": [
+            {"node": c.node, "class": c.node_class, "idle": c.idle, "busy_pods": list(c.busy_pods)}
+            for c in selection.canaries
+        ],
+        "classes": [
+            {"class": s.node_class, "size": s.size, "eligible": s.eligible, "allowed": s.allowed, "chosen": s.chosen}
+            for s in selection.classes
+        ],
+        "excluded": [{"node": n, "reason": why} for n, why in selection.excluded],
+        "history": list(existing.doc["history"]) if existing is not None else [],
+    }
+    event(doc, action="plan", by=actor.by, at=actor.at, note=f"{len(selection.canaries)} canaries")
+    return save_window(store, doc, f"window {wid}: planned ({plan.id})"), selection
+
+
+# --------------------------------------------------------------------------- start
+
+
+def _nodes(client: KubeClient, names: Sequence[NodeName]) -> dict[NodeName, KubeNode | None]:
+    out: dict[NodeName, KubeNode | None] = {}
+    for name in names:
+        try:
+            out[name] = client.get_node(name)
+        except KubeNotFoundError:
+            out[name] = None
+    return out
+
+
+def start_window(client: KubeClient, store: BaselineStore, window_id: str, *, actor: Actor) -> WindowRecord:
+    """Cordon, taint and label the canaries; record `started`."""
+    record = load_window(store, window_id)
+    record.check("start")
+    value = change_label(record.doc["change_id"])
+    nodes = _nodes(client, record.canaries)
+    gone = [n for n, node in nodes.items() if node is None]
+    if gone:
+        raise WindowStateError(f"window {window_id}: canary node(s) {', '.join(gone)} no longer exist; plan again")
+    for name, node in nodes.items():
+        assert node is not None
+        ours = node.annotations.get(CORDONED_BY) == window_id
+        if node.unschedulable and not ours:
+            raise WindowStateError(
+                f"window {window_id}: canary {name} was cordoned by someone else since the plan; plan again"
+            )
+    for name in nodes:
+        client.patch_node_metadata(
+            name, labels={CANARY: value, WINDOW_STATE: str(State.STARTED)}, annotations={CORDONED_BY: window_id}
+        )
+        client.cordon(name)
+        client.add_taint(name, Taint(key=CANARY, value=value, effect="NoSchedule"))
+    doc = dict(record.doc, state=str(State.STARTED))
+    event(doc, action="start", by=actor.by, at=actor.at, note="cordoned and tainted " + ", ".join(nodes))
+    return save_window(store, doc, f"window {window_id}: started")
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Validation:
+    """What `validate_window` found."""
+
+    record: WindowRecord
+    report: GateReport
+    results: dict[NodeName, tuple[PhaseResult, ...]]
+    errors: dict[NodeName, list[str]]
+    candidates: dict[NodeName, Snapshot]
+    baselines: dict[NodeName, Snapshot]
+
+
+def validate_window(
+    client: KubeClient,
+    store: BaselineStore,
+    window_id: str,
+    *,
+    actor: Actor,
+    settings: ExecutorSettings,
+    run_id: str,
+    policy: Policy,
+    samples: int | None = None,
+    on_capture: Callable[[NodeRunResult], None] | None = None,
+    progress: Progress | None = None,
+) -> Validation:
+    """Capture and run the phases on the canaries, judge them, record `validated` or `blocked`."""
+    from upgrade_gate.judge.judge import judge
+    from upgrade_gate.snapshot.build import build_snapshot
+
+    record = load_window(store, window_id)
+    record.check("validate")
+    plan = window_plan(record)
+    classes = {NodeName(c["node"]): str(c["class"]) for c in record.doc["canaries"]}
+    found = _nodes(client, record.canaries)
+    errors: dict[NodeName, list[str]] = {n: [] for n in record.canaries}
+    for name, node in found.items():
+        if node is None:
+            errors[name].append(f"node vanished: {name} no longer exists")
+    nodes = [n for n in found.values() if n is not None]
+    config = load_cluster_config(client, settings.jobs.namespace)
+    bundles = capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture) if nodes else {}
+    snapshots: dict[NodeName, Snapshot] = {}
+    for name, bundle in bundles.items():
+        if isinstance(bundle, str):
+            errors[name].append(bundle)
+        else:
+            snapshots[name] = build_snapshot(bundle, node_class=classes.get(name))
+    results = run_phases(
+        client,
+        [n for n in nodes if n.name in snapshots],
+        phases=default_phases(),
+        config=config,
+        settings=settings,
+        run_id=run_id + "p",
+        snapshots=snapshots,
+        samples=samples,
+        progress=progress,
+    )
+    for name, problem in write_cvf_labels(client, results).items():
+        if problem is not None:
+            errors[name].append(problem)
+    candidates = {n: replace(s, phases=results.get(n, ())) for n, s in snapshots.items()}
+    baselines, references, denylist = judge_inputs(store, record.canaries, tuple(candidates.values()))
+    report = judge(
+        baselines=baselines,
+        candidates=tuple(candidates.values()),
+        plan=plan,
+        policy=policy,
+        references=references,
+        denylist=denylist,
+        now=actor.at,
+    )
+    for snap in candidates.values():
+        save_candidate(store, window_id, snap)
+    passed = report.verdict is Verdict.PASS and not any(errors.values())
+    state = State.VALIDATED if passed else State.BLOCKED
+    per_node = {r.node: r.verdict for r in report.nodes}
+    doc = dict(record.doc, state=str(state))
+    doc["validation"] = {
+        "verdict": "PASS" if passed else "BLOCK",
+        "at": actor.at,
+        "by": actor.by,
+        "config_source": config.source,
+        "nodes": {
+            name: {
+                "verdict": "PASS" if per_node.get(name) is Verdict.PASS and not errors[name] else "BLOCK",
+                "phases": {str(r.phase): str(r.status) for r in results.get(name, ())},
+                "errors": errors[name],
+            }
+            for name in record.canaries
+        },
+        "findings": [
+            f"{f.node}: {f.severity} {f.rule}: {f.message}" for f in report.findings if f.severity is not Severity.INFO
+        ][:200],
+    }
+    for name, node in found.items():
+        if node is not None and not any("vanished" in e for e in errors[name]):
+            client.patch_node_labels(name, {WINDOW_STATE: str(state)})
+    event(doc, action="validate", by=actor.by, at=actor.at, note=f"verdict {doc['validation']['verdict']}")
+    saved = save_window(store, doc, f"window {window_id}: {state}")
+    return Validation(
+        record=saved, report=report, results=results, errors=errors, candidates=candidates,
+        baselines=baselines,
+    )  # fmt: skip
+
+
+def judge_inputs(
+    store: BaselineStore, names: Sequence[NodeName], candidates: Sequence[Snapshot]
+) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[GpuSerial, str]]:
+    """Baselines of the canaries, class references of their classes (saved, else aggregated), denylist."""
+    from upgrade_gate.store.aggregate import aggregate_class, class_reference_from_document
+
+    stored = set(store.nodes())
+    baselines = {n: store.load(n) for n in names if n in stored}
+    classes = sorted({c for s in candidates if (c := s.node.node_class) is not None})
+    references: dict[str, ClassReference] = {}
+    members: dict[str, list[Snapshot]] | None = None
+    for cls in classes:
+        name = f"classes/{cls}.json"
+        try:
+            doc = store.read_document(name, schema="class-reference")
+        except NotFoundError:
+            doc = None
+        if doc is not None:
+            references[cls] = class_reference_from_document(doc, source=f"{store.path}/{name}")
+            continue
+        if members is None:
+            members = {}
+            for node in sorted(stored):
+                snap = baselines.get(node) or store.load(node)
+                if snap.node.node_class is not None:
+                    members.setdefault(snap.node.node_class, []).append(snap)
+        if members.get(cls):
+            references[cls] = aggregate_class(cls, members[cls])
+    denylist = {serial: entry.reason for serial, entry in store.denylist().items()}
+    return baselines, references, denylist
+
+
+# --------------------------------------------------------------------------- promote / rollback
+
+
+def promote_window(client: KubeClient, store: BaselineStore, window_id: str, *, actor: Actor) -> WindowRecord:
+    """Save the judged snapshots as baselines (tagged), untaint and uncordon; record `promoted`."""
+    from upgrade_gate.store.gitstore import TagExistsError
+
+    record = load_window(store, window_id)
+    record.check("promote")
+    plan = window_plan(record)
+    doc = dict(record.doc)
+    if "baseline" not in doc:
+        try:
+            snaps = [load_candidate(store, window_id, n) for n in record.canaries]
+        except NotFoundError as exc:
+            raise WindowStateError(f"window {window_id}: a judged snapshot is missing ({exc}); validate again") from exc
+        tag = target_tag(plan)
+        message = f"window {window_id}: promote {plan.id} on {', '.join(record.canaries)}"
+        try:
+            sha = store.save(snaps, tag=tag, message=message)
+        except TagExistsError:
+            tag = f"{tag}+{window_id}"
+            sha = store.save(snaps, tag=tag, message=message)
+        doc["baseline"] = {"commit": sha, "tag": tag}
+        record = save_window(store, doc, f"window {window_id}: baselines saved as {tag}")  # crash-safe point
+        doc = dict(record.doc)
+    value = change_label(doc["change_id"])
+    for name, node in _nodes(client, record.canaries).items():
+        if node is None:
+            continue
+        client.remove_taint(name, CANARY)
+        if node.annotations.get(CORDONED_BY) == window_id:
+            client.uncordon(name)
+        client.patch_node_metadata(
+            name,
+            labels={CANARY: None, CHANGE_ID: value, WINDOW_STATE: str(State.PROMOTED)},
+            annotations={CORDONED_BY: None},
+        )
+    doc["state"] = str(State.PROMOTED)
+    event(doc, action="promote", by=actor.by, at=actor.at, note=f"baselines tagged {doc['baseline']['tag']}")
+    return save_window(store, doc, f"window {window_id}: promoted")
+
+
+def rollback_window(
+    client: KubeClient, store: BaselineStore, window_id: str, *, reason: str, actor: Actor
+) -> WindowRecord:
+    """Keep the canaries cordoned and tainted, record the reason; record `rolled-back`."""
+    record = load_window(store, window_id)
+    record.check("rollback")
+    if not reason.strip():
+        raise InputError("--reason: say why the change is rolled back")
+    for name, node in _nodes(client, record.canaries).items():
+        if node is not None:
+            client.patch_node_metadata(
+                name, labels={WINDOW_STATE: str(State.ROLLED_BACK)}, annotations={ROLLBACK_REASON: reason}
+            )
+    doc = dict(record.doc, state=str(State.ROLLED_BACK), rollback_reason=reason)
+    event(doc, action="rollback", by=actor.by, at=actor.at, note=reason)
+    return save_window(store, doc, f"window {window_id}: rolled back")
