@@ -16,14 +16,17 @@ import json
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from upgrade_gate.collect.bundle import Bundle, ProbeRecord
-from upgrade_gate.collect.capture import OutputCheck
-from upgrade_gate.collect.probes import Probe
-from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import ExitCode, InputError, NotFoundError, ParseError, UsageError
+
+if TYPE_CHECKING:  # the collect stage is imported by the commands that run it, not at start-up
+    from upgrade_gate.collect.bundle import Bundle, ProbeRecord
+    from upgrade_gate.collect.capture import OutputCheck
+    from upgrade_gate.collect.probes import Probe
+    from upgrade_gate.collect.runner import CommandResult
 
 
 def register(app: typer.Typer) -> None:

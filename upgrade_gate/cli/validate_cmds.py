@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 import typer
 
 from upgrade_gate.errors import EnvironmentFailure, ExitCode, UsageError
-from upgrade_gate.model import NodeName
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -132,14 +131,12 @@ def _run(
     from upgrade_gate.cli.collect_cmds import parser_check
     from upgrade_gate.collect.capture import capture
     from upgrade_gate.collect.runner import LocalRunner
+    from upgrade_gate.model import NodeName
+    from upgrade_gate.snapshot.build import build_snapshot
     from upgrade_gate.validate.launcher import LocalLauncher
     from upgrade_gate.validate.phases import select_phases
     from upgrade_gate.validate.pipeline import run_pipeline
 
-    try:
-        from upgrade_gate.snapshot.build import build_snapshot
-    except ImportError as exc:  # pragma: no cover - the snapshot stage ships with the package
-        raise EnvironmentFailure(f"the snapshot builder is not available: {exc}") from exc
     err = RichConsole(stderr=True)
     with err.status(f"capturing {node} (every probe)"):
         bundle = capture(LocalRunner(), node=node, host_root=host_root, output_check=parser_check())
