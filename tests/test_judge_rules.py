@@ -318,7 +318,7 @@ def test_rules_odd_one_out_without_a_baseline() -> None:
     cand = reverse_order(upgraded())
     reference = ClassReference(
         node_class=NODE_CLASS,
-        nodes=(NodeName("mi300x-node-02"), NodeName("mi300x-node-03")),
+        nodes=(NodeName("mi300x-node-02"), NodeName("mi300x-node-03"), NodeName("mi300x-node-04")),
         gpu_order=tuple(str(g.bdf) for g in BASE.gpus),
         firmware={"gpu/PLDM_BUNDLE": "01.25.03.12", "nic/4098/fw_ver": "1.117.1-a-63"},
         software={"rocm_version": "6.1.3", "kernel": "5.15.0-116-generic"},
@@ -329,21 +329,24 @@ def test_rules_odd_one_out_without_a_baseline() -> None:
                 unit="GB/s",
                 median=160.0,
                 spread=2.0,
-                n_nodes=2,
+                n_nodes=3,
                 settings=SWEEP_SETTINGS,
             ),
-            MetricSummary(key="mesh/all_reduce/busbw/1024", unit="GB/s", median=9.0, spread=0.1, n_nodes=2),
+            MetricSummary(key="mesh/all_reduce/busbw/1024", unit="GB/s", median=9.0, spread=0.1, n_nodes=3),
         ),
     )
     report = run(cand, baseline=None, references={NODE_CLASS: reference})
     findings = {f.path: f for f in only(report, "fleet.odd_one_out")}
     # ROCm differs from the class but as planned: not odd; busbw/1024's class settings differ: not compared.
     assert set(findings) == {"gpus.order", "measurements[key=mesh/all_reduce/avg_busbw]"}
+    thin = replace(reference, metrics=tuple(replace(m, n_nodes=2) for m in reference.metrics))
+    thin_report = run(cand, baseline=None, references={NODE_CLASS: thin})
+    assert {f.path for f in only(thin_report, "fleet.odd_one_out")} == {"gpus.order"}  # 2 nodes: no class metric
     assert not only(report, "device.order_changed")  # needs a baseline
     assert not only(report, "evidence.missing")  # a class reference is something to judge against
     assert "index 0 at 0000:f5:00.0, class mi300x-8gpu has 0000:05:00.0" in findings["gpus.order"].message
     assert (
-        "below class mi300x-8gpu (160.00 over 2 nodes"
+        "below class mi300x-8gpu (160.00 over 3 nodes"
         in findings["measurements[key=mesh/all_reduce/avg_busbw]"].message
     )
 

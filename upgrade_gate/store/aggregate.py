@@ -124,6 +124,11 @@ def aggregate_class(node_class: str, snapshots: Sequence[Snapshot]) -> ClassRefe
     )
 
 
+# Settings that name the run rather than the measurement: a rail measured against another peer is the
+# same metric of the class. Grouping on them would leave one node per group (a class "median" of one).
+PER_RUN_SETTINGS = frozenset({"peer"})
+
+
 def _metrics(snapshots: Sequence[Snapshot]) -> tuple[MetricSummary, ...]:
     # key -> node -> settings -> pooled samples
     pooled: defaultdict[str, dict[NodeName, dict[Settings, list[float]]]] = defaultdict(dict)
@@ -131,7 +136,8 @@ def _metrics(snapshots: Sequence[Snapshot]) -> tuple[MetricSummary, ...]:
         for m in measurements_of(snap):
             if not m.samples:
                 continue
-            settings: Settings = (m.unit, tuple(sorted(m.settings.items())))
+            kept = tuple(sorted((k, v) for k, v in m.settings.items() if k not in PER_RUN_SETTINGS))
+            settings: Settings = (m.unit, kept)
             per_node = pooled[m.key].setdefault(snap.node.name, {})
             per_node.setdefault(settings, []).extend(m.samples)
     out: list[MetricSummary] = []

@@ -12,7 +12,8 @@ Design decisions:
   AND by more than `metric_spread_k` (default 3) robust sigmas of the class (1.4826 x MAD of the
   per-node medians) is odd. Only like with like: a metric whose unit or settings differ from the
   class's prevailing ones is skipped here (the baseline comparison reports comparability). The plan's
-  accepted metric shifts apply.
+  accepted metric shifts apply. A class metric measured on fewer than `metric_min_nodes` (default 3)
+  nodes is not compared: the median of one or two nodes is no class.
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         m = cand.get(summary.key)
         if m is None or not m.samples or m.unit != summary.unit or summary.median <= 0:
             continue
+        if summary.n_nodes < entry.integer("metric_min_nodes"):
+            continue  # a class "median" of one or two nodes is no reference for the odd one out
         keys = (set(m.settings) | set(summary.settings)) - set(ignore)
         if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
             continue
@@ -181,6 +184,9 @@ SPECS = (
                 kind="number", default=0.10, doc="relative drop below the class median", minimum=0, maximum=1
             ),
             "metric_spread_k": ParamSpec(kind="number", default=3.0, doc="robust sigmas of the class", minimum=0),
+            "metric_min_nodes": ParamSpec(
+                kind="integer", default=3, doc="class nodes a metric needs before it is compared", minimum=1
+            ),
             "ignore_settings": ParamSpec(kind="strings", default=("peer",), doc="settings not compared"),
         },
     ),
