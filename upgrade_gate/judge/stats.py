@@ -41,7 +41,6 @@ standard error is 4.2%, so 7% would block a healthy rail one time in twenty). Th
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -65,8 +64,8 @@ class Comparison:
     n_candidate: int
 
 
-def _median(values: Sequence[float]) -> float:
-    # statistics.median, without its generality: this runs for every metric of every node.
+def median(values: Sequence[float]) -> float:
+    """statistics.median, without its generality: this runs for every metric of every node."""
     ordered = sorted(values)
     n = len(ordered)
     mid = n // 2
@@ -75,7 +74,7 @@ def _median(values: Sequence[float]) -> float:
 
 def hodges_lehmann(baseline: Sequence[float], candidate: Sequence[float]) -> float:
     """Median of all pairwise differences candidate[i] - baseline[j]."""
-    return _median([c - b for c in candidate for b in baseline])
+    return median([c - b for c in candidate for b in baseline])
 
 
 def compare(
@@ -96,7 +95,7 @@ def compare(
     if not baseline or not candidate:
         raise ValueError(f"{key}: no samples to compare")
     expected = [b * (1.0 + shift) for b in baseline] if shift else list(baseline)
-    centre = _median(expected)
+    centre = median(expected)
     if not math.isfinite(centre) or centre == 0:
         raise ValueError(f"{key}: baseline median is {centre}, a relative drop is undefined")
     hl = hodges_lehmann(expected, candidate)
@@ -107,8 +106,8 @@ def compare(
         p_value = rank_test(expected, candidate, higher_is_better=higher_is_better)
     return Comparison(
         key=key,
-        baseline_median=_median(baseline),
-        candidate_median=_median(candidate),
+        baseline_median=median(baseline),
+        candidate_median=median(candidate),
         drop=drop,
         p_value=p_value,
         n_baseline=len(baseline),

@@ -139,6 +139,7 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     overrides = entry.number_map("tolerance_overrides")
     alpha, min_samples = entry.number("alpha"), entry.integer("min_samples")
     few = entry.number("tolerance_few_samples")
+    resolution = entry.number("print_resolution")
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
     for key in sorted(base.keys() & cand.keys()):
@@ -155,6 +156,9 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         if expectation is not None:
             accepted, index = expectation
             shift, tolerance, accepted_by = accepted.shift, accepted.tolerance, f"accept[{index}]"
+        # A value printed as 0.13 moves 7.7% with one printed step: under two steps is not evidence.
+        floor = 2 * resolution / abs(stats.median(b.samples)) if stats.median(b.samples) else 0.0
+        tolerance = max(tolerance, floor)
         try:
             cmp = stats.compare(
                 key,
@@ -355,6 +359,13 @@ SPECS = (
             "metrics": ParamSpec(kind="strings", default=("**",), doc="metric key globs judged"),
             "ignore_settings": ParamSpec(kind="strings", default=("peer",), doc="settings not compared"),
             "tolerance_overrides": ParamSpec(kind="number_map", default={}, doc="metric glob -> tolerance"),
+            "print_resolution": ParamSpec(
+                kind="number",
+                default=0.01,
+                doc="smallest step the tools print (rccl-tests, perftest: 2 decimals); a drop of under two "
+                "steps is no evidence, so small values get a wider tolerance",
+                minimum=0,
+            ),
         },
     ),
     spec(
