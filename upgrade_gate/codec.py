@@ -45,68 +45,166 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def from_jsonable(cls: type[T], data: Any, path: str = "$") -> T:
     """Build `cls` from plain JSON data, strictly; raises SchemaError naming the path."""
-    return typing.cast(T, _decode(cls, data, path))
+    try:
+        return typing.cast(T, _decoder(typing.cast(Any, cls))(data))
+    except _DecodeError as exc:
+        raise SchemaError(f"{path}{exc.where()}: {exc.message}") from None
 
 
-def _decode(tp: Any, data: Any, path: str) -> Any:
-    # NewType: decode as its supertype.
+class _DecodeError(Exception):
+    """A decoding failure; the path is collected on the way out so the happy path formats nothing."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.segments: list[str] = []
+
+    def where(self) -> str:
+        return "".join(reversed(self.segments))
+
+
+Decoder = typing.Callable[[Any], Any]
+
+
+@functools.cache
+def _decoder(tp: Any) -> Decoder:
+    """One decoding function per type, built once from the annotations (cached per process)."""
     supertype = getattr(tp, "__supertype__", None)
-    if supertype is not None:
-        return _decode(supertype, data, path)
+    if supertype is not None:  # NewType: decode as its supertype
+        return _decoder(supertype)
     if tp is Any or tp is object:
-        return data
+        return _identity
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if data is None and type(None) in args:
-            return None
-        errors: list[str] = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _decode(arg, data, path)
-            except SchemaError as exc:
-                errors.append(str(exc))
-        raise SchemaError(errors[0] if errors else f"{path}: unexpected null")
+        return _union_decoder(get_args(tp))
     if origin is tuple:
-        if not isinstance(data, list):
-            raise SchemaError(f"{path}: expected a list, got {type(data).__name__}")
-        (item_tp, *_) = get_args(tp)
-        return tuple(_decode(item_tp, v, f"{path}[{i}]") for i, v in enumerate(data))
+        return _tuple_decoder(_decoder(get_args(tp)[0]))
     if origin is dict:
-        if not isinstance(data, dict):
-            raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")
-        _, val_tp = get_args(tp)
-        return {str(k): _decode(val_tp, v, f"{path}.{k}") for k, v in data.items()}
+        return _dict_decoder(_decoder(get_args(tp)[1]))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")
-        hints = _hints(tp)
-        names = {f.name for f in _fields(tp)}
-        unknown = set(data) - names
-        if unknown:
-            raise SchemaError(f"{path}: unknown field {sorted(unknown)[0]!r}")
-        kwargs = {k: _decode(hints[k], v, f"{path}.{k}") for k, v in data.items()}
-        try:
-            return tp(**kwargs)
-        except TypeError as exc:
-            raise SchemaError(f"{path}: {exc}") from exc
+        return _dataclass_decoder(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        try:
-            return tp(data)
-        except ValueError as exc:
-            raise SchemaError(f"{path}: {data!r} is not one of {[e.value for e in tp]}") from exc
+        return _enum_decoder(tp)
     if tp is float:
-        if isinstance(data, int | float) and not isinstance(data, bool):
-            return float(data)
-        raise SchemaError(f"{path}: expected a number, got {data!r}")
+        return _float
     if tp is int:
-        if isinstance(data, int) and not isinstance(data, bool):
-            return data
-        raise SchemaError(f"{path}: expected an integer, got {data!r}")
+        return _int
     if tp is bool or tp is str:
+        return _exact_decoder(tp)
+    raise TypeError(f"cannot decode type {tp!r}")
+
+
+def _identity(data: Any) -> Any:
+    return data
+
+
+def _union_decoder(args: tuple[Any, ...]) -> Decoder:
+    optional = type(None) in args
+    options = [_decoder(a) for a in args if a is not type(None)]
+
+    def decode(data: Any) -> Any:
+        if data is None and optional:
+            return None
+        first: _DecodeError | None = None
+        for option in options:
+            try:
+                return option(data)
+            except _DecodeError as exc:
+                first = first or exc
+        raise first or _DecodeError("unexpected null")
+
+    return decode
+
+
+def _tuple_decoder(item: Decoder) -> Decoder:
+    def decode(data: Any) -> Any:
+        if not isinstance(data, list):
+            raise _DecodeError(f"expected a list, got {type(data).__name__}")
+        out = []
+        for i, value in enumerate(data):
+            try:
+                out.append(item(value))
+            except _DecodeError as exc:
+                exc.segments.append(f"[{i}]")
+                raise
+        return tuple(out)
+
+    return decode
+
+
+def _dict_decoder(value_decoder: Decoder) -> Decoder:
+    def decode(data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise _DecodeError(f"expected an object, got {type(data).__name__}")
+        out = {}
+        for key, value in data.items():
+            try:
+                out[str(key)] = value_decoder(value)
+            except _DecodeError as exc:
+                exc.segments.append(f".{key}")
+                raise
+        return out
+
+    return decode
+
+
+def _dataclass_decoder(cls: type) -> Decoder:
+    fields: dict[str, Decoder] = {}
+
+    def decode(data: Any) -> Any:
+        if not fields:  # filled on first use: dataclasses may refer to each other
+            fields.update({name: _decoder(tp) for name, tp in _hints(cls).items() if name in _names(cls)})
+        if not isinstance(data, dict):
+            raise _DecodeError(f"expected an object, got {type(data).__name__}")
+        kwargs = {}
+        for key, value in data.items():
+            field_decoder = fields.get(key)
+            if field_decoder is None:
+                raise _DecodeError(f"unknown field {key!r}")
+            try:
+                kwargs[key] = field_decoder(value)
+            except _DecodeError as exc:
+                exc.segments.append(f".{key}")
+                raise
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise _DecodeError(str(exc)) from exc
+
+    return decode
+
+
+@functools.cache
+def _names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in _fields(cls))
+
+
+def _enum_decoder(cls: type[enum.Enum]) -> Decoder:
+    def decode(data: Any) -> Any:
+        try:
+            return cls(data)
+        except ValueError:
+            raise _DecodeError(f"{data!r} is not one of {[e.value for e in cls]}") from None
+
+    return decode
+
+
+def _float(data: Any) -> float:
+    if isinstance(data, int | float) and not isinstance(data, bool):
+        return float(data)
+    raise _DecodeError(f"expected a number, got {data!r}")
+
+
+def _int(data: Any) -> int:
+    if isinstance(data, int) and not isinstance(data, bool):
+        return data
+    raise _DecodeError(f"expected an integer, got {data!r}")
+
+
+def _exact_decoder(tp: type) -> Decoder:
+    def decode(data: Any) -> Any:
         if type(data) is tp:
             return data
-        raise SchemaError(f"{path}: expected {tp.__name__}, got {data!r}")
-    raise SchemaError(f"{path}: cannot decode type {tp!r}")
+        raise _DecodeError(f"expected {tp.__name__}, got {data!r}")
+
+    return decode
