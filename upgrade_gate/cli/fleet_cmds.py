@@ -53,7 +53,9 @@ _IMAGE = typer.Option("upgrade-gate:0.1.0", "--image", help="Image of the captur
 _RCCL_IMAGE = typer.Option("rocm/rccl-tests:latest", "--rccl-image", help="Image of phase 5's MPIJob.")
 _JOB_PYTHON = typer.Option("python3", "--job-python", help="Python inside the image (runs the result wrapper).")
 _JOB_COMMAND = typer.Option("upgrade-gate", "--job-command", help="The upgrade-gate command inside the image.")
-_CONCURRENCY = typer.Option(8, "--concurrency", min=1, help="Nodes worked on at once.")
+_CONCURRENCY = typer.Option(
+    256, "--concurrency", min=1, help="Nodes worked on at once (CVF runs a phase on every node together)."
+)
 _POLL = typer.Option(2.0, "--poll-interval", min=0.01, help="Seconds between Job status polls.")
 _TIMEOUT = typer.Option(900.0, "--capture-timeout", min=1.0, help="Seconds a capture Job may take.")
 _ENV = typer.Option([], "--env", help="NAME=VALUE for the phase Jobs (e.g. NCCL_ALGO=Ring); repeatable.")

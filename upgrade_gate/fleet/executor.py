@@ -77,7 +77,7 @@ class ExecutorSettings:
     upgrade_gate_argv: tuple[str, ...] = ("upgrade-gate",)  # the CLI inside the image
     rccl_image: str = "rocm/rccl-tests:latest"  # phase 5's MPIJob image (rccl-tests, OpenMPI, sshd)
     env: tuple[tuple[str, str], ...] = ()  # NCCL_* / RCCL_* for the phase Jobs and the MPIJob
-    concurrency: int = 8
+    concurrency: int = 256  # CVF runs every node of a phase at once; bounded so a huge fleet is paced
     poll_s: float = 2.0
     capture_timeout_s: float = 900.0
     server_start_timeout_s: float = 120.0
