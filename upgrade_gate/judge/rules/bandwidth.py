@@ -89,7 +89,8 @@ def _settings_diff(a: Mapping[str, str], b: Mapping[str, str], ignore: tuple[str
 
 
 def _selected(entry: RuleEntry, key: str) -> bool:
-    return any(glob_match(g, key) for g in entry.strings("metrics"))
+    globs = entry.strings("metrics")
+    return "**" in globs or any(glob_match(g, key) for g in globs)
 
 
 def _regression_entry(ctx: NodeContext, fallback: RuleEntry) -> RuleEntry:
@@ -97,7 +98,8 @@ def _regression_entry(ctx: NodeContext, fallback: RuleEntry) -> RuleEntry:
 
 
 def _usable(samples: tuple[float, ...]) -> bool:
-    return bool(samples) and all(math.isfinite(s) for s in samples)
+    # A NaN or an infinity anywhere makes the sum non-finite (bandwidths never overflow a float).
+    return bool(samples) and math.isfinite(sum(samples))
 
 
 def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
