@@ -84,7 +84,7 @@ def run(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("upgrade-gate: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    except TyperException as exc:  # typer >= 0.29 vendors click: usage errors, bad parameters
+    except TyperException as exc:  # typer >= 0.28 vendors click: usage errors, bad parameters
         show = getattr(exc, "show", None)
         if callable(show):
             show()
