@@ -34,25 +34,18 @@ from upgrade_gate.fleet.errors import InvalidNameError
 from upgrade_gate.model import NodeName
 
 # --------------------------------------------------------------------------- CVF keys
+# The CVF keys are defined once, by the phases that write them (validate.cvf), and re-exported here.
+from upgrade_gate.validate.cvf import CLUSTER_VALIDATION_STATUS as CLUSTER_VALIDATION_STATUS
+from upgrade_gate.validate.cvf import GPU_HW_ACCEPTANCE as GPU_HW_ACCEPTANCE
+from upgrade_gate.validate.cvf import GPU_MESH_VALIDATION as GPU_MESH_VALIDATION
+from upgrade_gate.validate.cvf import NFD_AMD_GPU as NFD_AMD_GPU
+from upgrade_gate.validate.cvf import NFD_AMD_NIC as NFD_AMD_NIC
+from upgrade_gate.validate.cvf import NIC_HEALTH as NIC_HEALTH
+from upgrade_gate.validate.cvf import PHASE_LABELS as PHASE_LABELS
+from upgrade_gate.validate.cvf import RAIL_BANDWIDTH as RAIL_BANDWIDTH
 
-NFD_AMD_GPU = "feature.node.kubernetes.io/amd-gpu"
-NFD_AMD_NIC = "feature.node.kubernetes.io/amd-nic"
 GPU_RESOURCE = "amd.com/gpu"
-
 CVF_CANDIDATE = "amd.com/cluster-validation-candidate"
-GPU_HW_ACCEPTANCE = "amd.com/gpu-hw-acceptance"
-GPU_MESH_VALIDATION = "amd.com/gpu-mesh-validation"
-NIC_HEALTH = "amd.com/nic-health"
-RAIL_BANDWIDTH = "amd.com/rail-bandwidth"
-CLUSTER_VALIDATION_STATUS = "amd.com/cluster-validation-status"
-
-PHASE_LABELS: dict[int, str] = {
-    1: GPU_HW_ACCEPTANCE,
-    2: GPU_MESH_VALIDATION,
-    3: NIC_HEALTH,
-    4: RAIL_BANDWIDTH,
-    5: CLUSTER_VALIDATION_STATUS,
-}
 
 CVF_CONFIGMAP = "cluster-validation-config"
 

@@ -71,3 +71,38 @@ def bdf_from_parts(domain: int, bus: int, dev: int, fn: int) -> Bdf:
 def is_na(value: str | None) -> bool:
     """True when a tool printed "not available" (`N/A`, any case, surrounding blanks ignored)."""
     return value is not None and value.strip().lower() in NA_TOKENS
+
+
+def leading_int(raw: str, tool: str, line_no: int) -> int:
+    """The first word of `raw` as a decimal or 0x-hex integer (RDMA tools print both)."""
+    head = raw.split()[0] if raw.split() else ""
+    try:
+        return int(head, 16) if head.lower().startswith("0x") else int(head, 10)
+    except ValueError:
+        raise ParseError(tool, line_no, raw, "expected an integer") from None
+
+
+class KeyValueBlock:
+    """Accumulator for one named block of `key: value` lines (an HCA, a CA, a port), with line numbers."""
+
+    def __init__(self, name: str, line_no: int) -> None:
+        self.name = name
+        self.line_no = line_no
+        self.kv: dict[str, tuple[str, int]] = {}
+
+    def get(self, key: str) -> str | None:
+        """The value of `key`, None when the block has none."""
+        item = self.kv.get(key)
+        return item[0] if item else None
+
+    def require(self, key: str, tool: str) -> str:
+        """The value of `key`; ParseError naming the block when it is missing."""
+        value = self.get(key)
+        if value is None:
+            raise ParseError(tool, self.line_no, self.name, f"block has no {key!r}")
+        return value
+
+    def line_of(self, key: str) -> int:
+        """The line `key` was read from (the block's own line when absent)."""
+        item = self.kv.get(key)
+        return item[1] if item else self.line_no

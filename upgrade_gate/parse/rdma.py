@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.parse.common import KeyValueBlock, leading_int
 from upgrade_gate.parse.rdma_tables import (
     Ibstat,
     IbstatCa,
@@ -122,40 +123,20 @@ def _code(raw: str) -> tuple[str, int | None]:
 
 
 def _int(raw: str, tool: str, line_no: int) -> int:
-    head = raw.split()[0] if raw.split() else ""
-    try:
-        return int(head, 16) if head.lower().startswith("0x") else int(head, 10)
-    except ValueError:
-        raise ParseError(tool, line_no, raw, "expected an integer") from None
+    return leading_int(raw, tool, line_no)
 
 
 def _opt_int(raw: str | None, tool: str, line_no: int) -> int | None:
     return None if raw is None else _int(raw, tool, line_no)
 
 
-class _Block:
+class _Block(KeyValueBlock):
     """Accumulator for one hca_id or port block while reading lines."""
 
     def __init__(self, name: str, line_no: int) -> None:
-        self.name = name
-        self.line_no = line_no
-        self.kv: dict[str, tuple[str, int]] = {}
+        super().__init__(name, line_no)
         self.gids: list[GidEntry] = []
         self.ports: list[_Block] = []
-
-    def get(self, key: str) -> str | None:
-        item = self.kv.get(key)
-        return item[0] if item else None
-
-    def require(self, key: str, tool: str) -> str:
-        value = self.get(key)
-        if value is None:
-            raise ParseError(tool, self.line_no, self.name, f"block has no {key!r}")
-        return value
-
-    def line_of(self, key: str) -> int:
-        item = self.kv.get(key)
-        return item[1] if item else self.line_no
 
 
 def _build_port(b: _Block, tool: str) -> IbvPort:

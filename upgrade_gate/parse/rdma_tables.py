@@ -2,7 +2,7 @@
 
 Split out of `rdma` (2026) to keep modules small; `rdma.PARSERS` still lists both keys and `rdma`
 re-exports the public names, so the registry and callers are unchanged. This module imports nothing
-from `rdma` (which imports it), so it carries its own small block accumulator for `ibstat`.
+from `rdma` (which imports it); both build on `common.KeyValueBlock`.
 
 Design decisions and tool quirks (dated notes):
 - MLNX_OFED `show_gids`: the trailing DEV (netdev) column is empty for a port without a netdev, and the
@@ -19,38 +19,19 @@ import re
 from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.parse.common import KeyValueBlock, leading_int
 
 
 def _int(raw: str, tool: str, line_no: int) -> int:
-    head = raw.split()[0] if raw.split() else ""
-    try:
-        return int(head, 16) if head.lower().startswith("0x") else int(head, 10)
-    except ValueError:
-        raise ParseError(tool, line_no, raw, "expected an integer") from None
+    return leading_int(raw, tool, line_no)
 
 
-class _CaBlock:
+class _CaBlock(KeyValueBlock):
     """Accumulator for one `CA 'name'` or `Port N:` block while reading ibstat lines."""
 
     def __init__(self, name: str, line_no: int) -> None:
-        self.name = name
-        self.line_no = line_no
-        self.kv: dict[str, tuple[str, int]] = {}
+        super().__init__(name, line_no)
         self.ports: list[_CaBlock] = []
-
-    def get(self, key: str) -> str | None:
-        item = self.kv.get(key)
-        return item[0] if item else None
-
-    def require(self, key: str, tool: str) -> str:
-        value = self.get(key)
-        if value is None:
-            raise ParseError(tool, self.line_no, self.name, f"block has no {key!r}")
-        return value
-
-    def line_of(self, key: str) -> int:
-        item = self.kv.get(key)
-        return item[1] if item else self.line_no
 
 
 # --------------------------------------------------------------------------- show_gids
