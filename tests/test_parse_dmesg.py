@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, check_golden
+from tests.conftest import CORPUS, FIXTURES, check_golden, needs_corpus
 from upgrade_gate import codec
 from upgrade_gate.errors import ConfigError, ParseError
 from upgrade_gate.parse.dmesg import PARSERS, load_default_patterns, load_patterns, parse_dmesg
@@ -34,6 +34,7 @@ def test_dmesg_matches_golden(case: Path, update_goldens: bool) -> None:
     check_golden(case.with_suffix(".expected.json"), _golden(case.read_text(encoding="utf-8")), update_goldens)
 
 
+@needs_corpus
 def test_dmesg_fixtures_are_unchanged_corpus_copies() -> None:
     corpus = sorted((CORPUS / "dmesg").glob("*.txt"))
     assert corpus, "corpus missing"

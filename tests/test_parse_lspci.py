@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, check_golden
+from tests.conftest import CORPUS, FIXTURES, check_golden, needs_corpus
 from upgrade_gate import codec
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.lspci import PARSERS, parse_lspci, pcie_links
@@ -33,6 +33,7 @@ def test_lspci_matches_golden(case: Path, update_goldens: bool) -> None:
     check_golden(case.with_suffix(".expected.json"), _golden(case.read_text(encoding="utf-8")), update_goldens)
 
 
+@needs_corpus
 def test_lspci_fixtures_are_unchanged_corpus_copies() -> None:
     corpus = sorted((CORPUS / "lspci").glob("*.txt"))
     assert corpus, "corpus missing"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, check_golden
+from tests.conftest import CORPUS, FIXTURES, check_golden, needs_corpus
 from upgrade_gate import codec
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.sysfs import (
@@ -59,6 +59,7 @@ def test_sysfs_matches_golden(case: Path, update_goldens: bool) -> None:
     check_golden(case.with_suffix(".expected.json"), _golden(case), update_goldens)
 
 
+@needs_corpus
 def test_sysfs_fixtures_are_unchanged_corpus_copies() -> None:
     corpus = sorted((CORPUS / "sysfs").glob("*.txt"))
     assert corpus, "corpus missing"
