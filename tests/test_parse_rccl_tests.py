@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES, check_golden
+from tests.mutations import mutated_lines
 from upgrade_gate.codec import to_jsonable
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse import rccl_tests as rt
@@ -268,26 +269,8 @@ def test_rccl_tests_registered_under_pinned_key() -> None:
 TEXTS = [p.read_text(encoding="utf-8") for p in CASES]
 
 
-@st.composite
-def _mutated(draw: st.DrawFn) -> str:
-    lines = draw(st.sampled_from(TEXTS)).splitlines(keepends=True)
-    for _ in range(draw(st.integers(1, 4))):
-        if not lines:
-            break
-        i = draw(st.integers(0, len(lines) - 1))
-        op = draw(st.sampled_from(["drop", "dup", "insert", "truncate", "chars"]))
-        if op == "drop":
-            del lines[i]
-        elif op == "dup":
-            lines.insert(i, lines[i])
-        elif op == "insert":
-            lines.insert(i, draw(st.text(max_size=40)) + "\n")
-        elif op == "truncate":
-            lines[i] = lines[i][: draw(st.integers(0, len(lines[i])))]
-        else:
-            pos = draw(st.integers(0, len(lines[i])))
-            lines[i] = lines[i][:pos] + draw(st.text(max_size=3)) + lines[i][pos:]
-    return "".join(lines)
+def _mutated() -> st.SearchStrategy[str]:
+    return mutated_lines(TEXTS)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
