@@ -45,3 +45,15 @@ def test_snapshot_schema_rejects_upper_case_bdf() -> None:
         from upgrade_gate.snapshot.io import snapshot_from_dict
 
         snapshot_from_dict(data, source="x.json")
+
+
+def test_every_shipped_schema_is_a_valid_json_schema() -> None:
+    import jsonschema
+
+    from upgrade_gate.schemas import load_schema, schema_names
+
+    names = schema_names()
+    assert {"snapshot", "manifest", "report", "policy", "change-plan", "window"} <= set(names)
+    for name in names:
+        schema = load_schema(name)
+        jsonschema.validators.validator_for(schema).check_schema(schema)
