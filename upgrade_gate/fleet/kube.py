@@ -70,6 +70,7 @@ from upgrade_gate.fleet.errors import (
     error_from_response,
     error_from_transport,
     one_line,
+    status_body,
 )
 from upgrade_gate.fleet.labels import (
     JOB_NAME,
@@ -235,6 +236,7 @@ class KubeClient:
                 err = error_from_transport(
                     str(inner),
                     timed_out=timed_out,
+                    tls=isinstance(inner, urllib3.exceptions.SSLError),
                     verb=verb,
                     resource=resource,
                     name=name,
@@ -353,6 +355,42 @@ class KubeClient:
             if any(_requests(c, resource) for c in containers if isinstance(c, dict)):
                 busy.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         return tuple(sorted(busy))
+
+    def evict_pod(self, name: str, namespace: str) -> str | None:
+        """Evict a pod through the Eviction API (PodDisruptionBudgets respected): None when it was evicted
+        or is already gone, else why the server refused it now (429: a budget forbids it; try later)."""
+        path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/eviction"
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+
+        def once() -> str | None:
+            try:
+                self._raw("POST", path, body=body)
+            except ApiException as exc:
+                if exc.status != 429:
+                    raise
+                return one_line(str(status_body(exc.body).get("message") or exc.reason or "TooManyRequests"))
+            return None
+
+        try:
+            return self._call("create", "pods/eviction", once, name=name, namespace=namespace)
+        except KubeNotFoundError:
+            return None
+
+    def pod_exists(self, name: str, namespace: str) -> bool:
+        """Whether the pod is still there (an evicted pod is gone once its kubelet confirmed it)."""
+        validate_node_name(name)
+        page = self._json_request(
+            "list", "pods", "GET", "/api/v1/pods", query={"fieldSelector": f"metadata.namespace={namespace},metadata.name={name}"}
+        )
+        return bool(_items(page))
+
+    def job_create_failures(self, name: str, namespace: str) -> tuple[str, ...]:
+        """Messages of the Job controller's `FailedCreate` events of a Job (its pods were refused)."""
+        query = {"fieldSelector": f"involvedObject.kind=Job,involvedObject.name={name},reason=FailedCreate"}
+        page = self._json_request(
+            "list", "events", "GET", f"/api/v1/namespaces/{_q(namespace)}/events", namespace=namespace, query=query
+        )
+        return tuple(one_line(str(e.get("message") or "")) for e in _items(page))
 
     def _read_node(self, name: str) -> Json:
         validate_node_name(name)

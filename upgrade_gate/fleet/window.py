@@ -6,8 +6,9 @@ cluster, and writes the record back, so any operator can continue a window anoth
 What each step does to the canary nodes (by merge patch; taints read-modify-write, see `fleet.kube`):
 - start: annotation `upgrade-gate/cordoned-by=<window id>` first (so a crash after the cordon still
   tells whose cordon it is), cordon, taint `upgrade-gate/canary=<change>:NoSchedule`, labels
-  `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`. Idempotent: repeating it
-  after a crash finishes the job.
+  `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`, then the canaries' GPU pods
+  are evicted through the Eviction API (`fleet.drain`; `--no-drain` skips it). Idempotent: repeating
+  it after a crash or a drain that timed out finishes the job.
 - validate: capture and CVF phases through the executor (Jobs tolerate the canary taint and are pinned
   with nodeName, so they run on the cordoned node), CVF labels/annotations written as CVF does, then
   the judge against each canary's baseline and its class reference from the store. PASS ->
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.errors import InputError, NotFoundError
 from upgrade_gate.fleet.canary import CanarySelection, select_canaries
+from upgrade_gate.fleet.drain import drain_node
 from upgrade_gate.fleet.errors import KubeNotFoundError
 from upgrade_gate.fleet.executor import (
     ExecutorSettings,
@@ -51,6 +53,7 @@ from upgrade_gate.fleet.labels import (
     WINDOW_STATE,
     sanitize_label_value,
 )
+from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode, Taint
 from upgrade_gate.fleet.window_state import (
     State,
@@ -138,6 +141,7 @@ def plan_window(
     namespace: str,
     class_label: str = NODE_CLASS,
     selector: str | None = NFD_AMD_GPU + "=true",
+    tolerations: Sequence[Toleration] = JobSettings().tolerations,
 ) -> tuple[WindowRecord, CanarySelection]:
     """Choose the canaries per class and record the window as `planned`."""
     plan, raw, digest = load_plan_document(plan_path)
@@ -151,11 +155,12 @@ def plan_window(
         for node in nodes:
             if not node.unschedulable and node.labels.get(class_label):
                 busy[node.name] = client.gpu_pods_on_node(node.name)
-    selection = select_canaries(nodes, plan.canaries, class_label=class_label, busy=busy)
+    selection = select_canaries(nodes, plan.canaries, class_label=class_label, busy=busy, tolerations=tolerations)
     if not selection.canaries:
+        why = "".join(f"\n  {node}: {reason}" for node, reason in selection.excluded)
         raise InputError(
             f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching {selector!r} "
-            f"(node class label {class_label})"
+            f"(node class label {class_label})" + (f"; passed over:{why}" if why else "")
         )
     doc: dict[str, Any] = {
         "schema_version": "1",
@@ -193,8 +198,17 @@ def _nodes(client: KubeClient, names: Sequence[NodeName]) -> dict[NodeName, Kube
     return out
 
 
-def start_window(client: KubeClient, store: BaselineStore, window_id: str, *, actor: Actor) -> WindowRecord:
-    """Cordon, taint and label the canaries; record `started`."""
+def start_window(
+    client: KubeClient,
+    store: BaselineStore,
+    window_id: str,
+    *,
+    actor: Actor,
+    drain: bool = True,
+    drain_timeout_s: float = 300.0,
+    poll_s: float = 2.0,
+) -> WindowRecord:
+    """Cordon, taint and label the canaries, then evict their GPU pods (unless `drain` is off); record `started`."""
     record = load_window(store, window_id)
     record.check("start")
     value = change_label(record.doc["change_id"])
@@ -215,8 +229,14 @@ def start_window(client: KubeClient, store: BaselineStore, window_id: str, *, ac
         )
         client.cordon(name)
         client.add_taint(name, Taint(key=CANARY, value=value, effect="NoSchedule"))
+    evicted: list[str] = []
+    if drain:  # after the cordon and taint, so that nothing new lands while the GPU pods leave
+        for name in nodes:
+            evicted += drain_node(client, name, timeout_s=drain_timeout_s, poll_s=poll_s)
+    note = "cordoned and tainted " + ", ".join(nodes)
+    note += (f"; evicted {', '.join(evicted)}" if evicted else "; no GPU pods to evict") if drain else "; --no-drain"
     doc = dict(record.doc, state=str(State.STARTED))
-    event(doc, action="start", by=actor.by, at=actor.at, note="cordoned and tainted " + ", ".join(nodes))
+    event(doc, action="start", by=actor.by, at=actor.at, note=note)
     return save_window(store, doc, f"window {window_id}: started")
 
 
