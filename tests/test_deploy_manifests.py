@@ -173,8 +173,10 @@ PHASE5_EXAMPLE = MpiJobSpec(
 
 @pytest.mark.parametrize(
     ("name", "manifest"),
-    [("examples/job-template.yaml", CAPTURE_EXAMPLE.manifest()),
-     ("examples/mpijob-template.yaml", PHASE5_EXAMPLE.manifest())],  # fmt: skip
+    [
+        ("examples/job-template.yaml", CAPTURE_EXAMPLE.manifest()),
+        ("examples/mpijob-template.yaml", PHASE5_EXAMPLE.manifest()),
+    ],
 )
 def test_deploy_template_matches_what_the_code_creates(
     name: str, manifest: dict[str, Any], update_goldens: bool
@@ -231,8 +233,9 @@ def test_deploy_rbac_is_sufficient_and_least_privilege(real_cluster: RealCluster
     client.cordon("gpu-01")
     client.uncordon("gpu-01")
     assert client.get_configmap(CVF_CONFIGMAP, "upgrade-gate")["PHASE2_BW_THRESHOLD"] == "100"
-    specs = [JobSpec(node=NodeName(n), purpose="capture", run_id="r1", settings=settings,
-                     argv=(sys.executable, "-c", "import time; time.sleep(1.5)")) for n in ("gpu-01", "gpu-02")]  # fmt: skip
+    sleep = (sys.executable, "-c", "import time; time.sleep(1.5)")
+    specs = [JobSpec(node=NodeName(n), purpose="capture", run_id="r1", settings=settings, argv=sleep)
+             for n in ("gpu-01", "gpu-02")]  # fmt: skip
     results = run_on_nodes(client, specs, timeout_s=60, poll_s=0.1, keep_finished=1)
     assert all(r.status.value == "succeeded" for r in results), [r.reason for r in results]
     assert client.job_create_failures(specs[0].name, "upgrade-gate") == ()

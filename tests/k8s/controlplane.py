@@ -106,9 +106,7 @@ def _write_pki(pki: Path) -> None:
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + datetime.timedelta(days=2))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
-        )
+        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
@@ -216,54 +214,99 @@ class ControlPlane:
         )
         etcd_port, peer_port = free_port(), free_port()
         shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else self.workdir
-        data = Path(
-            __import__("tempfile").mkdtemp(prefix="upgrade-gate-etcd-", dir=shm)
-        )  # RAM: etcd fsyncs a lot
+        data = Path(__import__("tempfile").mkdtemp(prefix="upgrade-gate-etcd-", dir=shm))  # RAM: etcd fsyncs a lot
         self._etcd_data = data
-        self._procs["etcd"] = _Proc("etcd", [
-            "etcd", "--name", "test", "--data-dir", str(data),
-            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-cluster", f"test=http://127.0.0.1:{peer_port}",
-            "--log-level", "warn",
-        ], logs / "etcd.log")  # fmt: skip
+        self._procs["etcd"] = _Proc(
+            "etcd",
+            [
+                "etcd",
+                "--name",
+                "test",
+                "--data-dir",
+                str(data),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster",
+                f"test=http://127.0.0.1:{peer_port}",
+                "--log-level",
+                "warn",
+            ],
+            logs / "etcd.log",
+        )
         p = self.pki
-        self._procs["kube-apiserver"] = _Proc("kube-apiserver", [
-            str(bins / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
-            f"--tls-cert-file={p / 'server.crt'}", f"--tls-private-key-file={p / 'server.key'}",
-            f"--client-ca-file={p / 'ca.crt'}", f"--token-auth-file={p / 'tokens.csv'}",
-            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-            "--allow-privileged=true",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={p / 'sa.pub'}", f"--service-account-signing-key-file={p / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            # the node agent serves every node's kubelet endpoint on 127.0.0.1 (Hostname address)
-            "--kubelet-preferred-address-types=Hostname",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            # every request, with its user, verb and resource: tests check RBAC is used exactly
-            f"--audit-policy-file={self.audit_policy}", f"--audit-log-path={self.audit_log}",
-            "--audit-log-format=json", "--audit-log-maxsize=0",
-            "--profiling=false", "--v=1",
-        ], logs / "kube-apiserver.log")  # fmt: skip
-        self._procs["kube-controller-manager"] = _Proc("kube-controller-manager", [
-            str(bins / "kube-controller-manager"), f"--kubeconfig={admin}",
-            f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
-            "--leader-elect=false", "--secure-port=0", f"--root-ca-file={p / 'ca.crt'}",
-            f"--service-account-private-key-file={p / 'sa.key'}", "--use-service-account-credentials=false",
-            # no kubelet posts node status here between heartbeats: keep the lifecycle controller from
-            # declaring the fake nodes unreachable in the middle of a test
-            "--node-monitor-grace-period=3600s",
-            "--concurrent-job-syncs=10", "--profiling=false", "--v=1",
-        ], logs / "kube-controller-manager.log")  # fmt: skip
-        self._procs["kube-scheduler"] = _Proc("kube-scheduler", [
-            str(bins / "kube-scheduler"), f"--kubeconfig={admin}",
-            f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
-            "--leader-elect=false", "--secure-port=0", "--profiling=false", "--v=1",
-        ], logs / "kube-scheduler.log")  # fmt: skip
+        self._procs["kube-apiserver"] = _Proc(
+            "kube-apiserver",
+            [
+                str(bins / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--tls-cert-file={p / 'server.crt'}",
+                f"--tls-private-key-file={p / 'server.key'}",
+                f"--client-ca-file={p / 'ca.crt'}",
+                f"--token-auth-file={p / 'tokens.csv'}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                "--allow-privileged=true",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={p / 'sa.pub'}",
+                f"--service-account-signing-key-file={p / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                # the node agent serves every node's kubelet endpoint on 127.0.0.1 (Hostname address)
+                "--kubelet-preferred-address-types=Hostname",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                # every request, with its user, verb and resource: tests check RBAC is used exactly
+                f"--audit-policy-file={self.audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
+                "--profiling=false",
+                "--v=1",
+            ],
+            logs / "kube-apiserver.log",
+        )
+        self._procs["kube-controller-manager"] = _Proc(
+            "kube-controller-manager",
+            [
+                str(bins / "kube-controller-manager"),
+                f"--kubeconfig={admin}",
+                f"--authentication-kubeconfig={admin}",
+                f"--authorization-kubeconfig={admin}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--root-ca-file={p / 'ca.crt'}",
+                f"--service-account-private-key-file={p / 'sa.key'}",
+                "--use-service-account-credentials=false",
+                # no kubelet posts node status here between heartbeats: keep the lifecycle controller from
+                # declaring the fake nodes unreachable in the middle of a test
+                "--node-monitor-grace-period=3600s",
+                "--concurrent-job-syncs=10",
+                "--profiling=false",
+                "--v=1",
+            ],
+            logs / "kube-controller-manager.log",
+        )
+        self._procs["kube-scheduler"] = _Proc(
+            "kube-scheduler",
+            [
+                str(bins / "kube-scheduler"),
+                f"--kubeconfig={admin}",
+                f"--authentication-kubeconfig={admin}",
+                f"--authorization-kubeconfig={admin}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--profiling=false",
+                "--v=1",
+            ],
+            logs / "kube-scheduler.log",
+        )
         self._procs["etcd"].start()
         self._procs["kube-apiserver"].start()
         self.wait_ready(timeout)
@@ -352,11 +395,18 @@ class ControlPlane:
         """Create one object from a manifest (kinds the tests use); an existing one is left as it is."""
         kind, ns = doc["kind"], doc["metadata"].get("namespace")
         plural = {
-            "Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
-            "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
-            "ConfigMap": "configmaps", "Pod": "pods", "PodDisruptionBudget": "poddisruptionbudgets",
-            "CustomResourceDefinition": "customresourcedefinitions", "Job": "jobs",
-        }[kind]  # fmt: skip
+            "Namespace": "namespaces",
+            "ServiceAccount": "serviceaccounts",
+            "ClusterRole": "clusterroles",
+            "ClusterRoleBinding": "clusterrolebindings",
+            "Role": "roles",
+            "RoleBinding": "rolebindings",
+            "ConfigMap": "configmaps",
+            "Pod": "pods",
+            "PodDisruptionBudget": "poddisruptionbudgets",
+            "CustomResourceDefinition": "customresourcedefinitions",
+            "Job": "jobs",
+        }[kind]
         group = doc["apiVersion"] if "/" in doc["apiVersion"] else ""
         base = f"/apis/{group}" if group else "/api/v1"
         path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
@@ -374,6 +424,9 @@ class ControlPlane:
     def token_for(self, namespace: str, service_account: str, *, seconds: int = 7200) -> str:
         """A bound token of a service account (TokenRequest API)."""
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
-        answer = self.request("POST", path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                             "spec": {"expirationSeconds": seconds}})  # fmt: skip
+        answer = self.request(
+            "POST",
+            path,
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
+        )
         return str(answer["status"]["token"])

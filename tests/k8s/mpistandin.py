@@ -39,25 +39,48 @@ CRD: Obj = {
         "group": "kubeflow.org",
         "scope": "Namespaced",
         "names": {"plural": "mpijobs", "singular": "mpijob", "kind": "MPIJob", "shortNames": ["mpij"]},
-        "versions": [{
-            "name": "v2beta1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
-        }],
+        "versions": [
+            {
+                "name": "v2beta1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
     },
-}  # fmt: skip
+}
 
 
 def _condition(kind: str, reason: str, message: str) -> Obj:
     stamp = now()
-    return {"type": kind, "status": "True", "reason": reason, "message": message,
-            "lastTransitionTime": stamp, "lastUpdateTime": stamp}  # fmt: skip
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": stamp,
+        "lastUpdateTime": stamp,
+    }
 
 
 def _owner(obj: Obj, kind: str) -> Obj:
-    return {"apiVersion": obj["apiVersion"], "kind": kind, "name": obj["metadata"]["name"],
-            "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": kind,
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def _done(status: Obj, *kinds: str) -> bool:
@@ -107,18 +130,25 @@ class MpiStandIn:
     def _sync_one(self, mpi: Obj, status: Obj) -> None:
         ns, name, uid = mpi["metadata"]["namespace"], mpi["metadata"]["name"], mpi["metadata"]["uid"]
         specs = mpi["spec"]["mpiReplicaSpecs"]
-        conditions = list(status.get("conditions") or [_condition("Created", "MPIJobCreated",
-                                                                  f"MPIJob {ns}/{name} is created.")])  # fmt: skip
+        conditions = list(
+            status.get("conditions") or [_condition("Created", "MPIJobCreated", f"MPIJob {ns}/{name} is created.")]
+        )
         workers = [f"{name}-worker-{i}" for i in range(specs["Worker"].get("replicas", 1))]
-        pods = {p["metadata"]["name"]: p for p in self.cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
-                if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ())}  # fmt: skip
+        pods = {
+            p["metadata"]["name"]: p
+            for p in self.cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+            if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ())
+        }
         launcher = self.cp.request("GET", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}-launcher", ok404=True)
         for i, worker in enumerate(workers):
             if worker not in pods and launcher is None:
                 self._create_worker(mpi, worker, i)
         running = all((pods.get(w) or {}).get("status", {}).get("phase") == "Running" for w in workers)
-        lost = [w for w in workers if launcher is not None
-                and (w not in pods or pods[w]["status"].get("phase") in ("Succeeded", "Failed"))]  # fmt: skip
+        lost = [
+            w
+            for w in workers
+            if launcher is not None and (w not in pods or pods[w]["status"].get("phase") in ("Succeeded", "Failed"))
+        ]
         ended: Obj | None = None
         if launcher is None and running:
             self._create_launcher(mpi, workers)
@@ -130,11 +160,16 @@ class MpiStandIn:
                 reason = next((c.get("reason") for c in lstatus["conditions"] if c["type"] == "Failed"), None)
                 ended = _condition("Failed", reason or "MPIJobFailed", f"MPIJob {ns}/{name} has failed")
             elif lost:
-                ended = _condition("Failed", "MPIJobFailed", f"MPIJob {ns}/{name} has failed: worker {lost[0]} was lost")
+                ended = _condition(
+                    "Failed", "MPIJobFailed", f"MPIJob {ns}/{name} has failed: worker {lost[0]} was lost"
+                )
             elif lstatus.get("active") and not any(c["type"] == "Running" for c in conditions):
                 conditions.append(_condition("Running", "MPIJobRunning", f"MPIJob {ns}/{name} is running."))
-        new: Obj = {"conditions": conditions, "startTime": status.get("startTime") or now(),
-                    "replicaStatuses": status.get("replicaStatuses") or {}}  # fmt: skip
+        new: Obj = {
+            "conditions": conditions,
+            "startTime": status.get("startTime") or now(),
+            "replicaStatuses": status.get("replicaStatuses") or {},
+        }
         if ended is not None:
             conditions[:] = [c for c in conditions if c["type"] != "Running"] + [ended]
             done = "succeeded" if ended["type"] == "Succeeded" else "failed"
@@ -143,15 +178,24 @@ class MpiStandIn:
                 for worker in workers:
                     self.cp.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{worker}", ok404=True)
             if launcher is not None and not _done(launcher.get("status") or {}, "Complete", "Failed"):
-                self.cp.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}-launcher"
-                                "?propagationPolicy=Background", ok404=True)  # fmt: skip
-        self.cp.request("PATCH", f"{MPIJOBS}/namespaces/{ns}/mpijobs/{name}/status", {"status": new},
-                        content_type="application/merge-patch+json", ok404=True)  # fmt: skip
+                self.cp.request(
+                    "DELETE",
+                    f"/apis/batch/v1/namespaces/{ns}/jobs/{name}-launcher?propagationPolicy=Background",
+                    ok404=True,
+                )
+        self.cp.request(
+            "PATCH",
+            f"{MPIJOBS}/namespaces/{ns}/mpijobs/{name}/status",
+            {"status": new},
+            content_type="application/merge-patch+json",
+            ok404=True,
+        )
 
     def _labels(self, mpi: Obj, template: Obj, role: str) -> dict[str, str]:
         labels = dict((template.get("metadata") or {}).get("labels") or {})
-        labels.update({MPI_NAME: mpi["metadata"]["name"], MPI_ROLE: role,
-                       "training.kubeflow.org/operator-name": "mpi-operator"})  # fmt: skip
+        labels.update(
+            {MPI_NAME: mpi["metadata"]["name"], MPI_ROLE: role, "training.kubeflow.org/operator-name": "mpi-operator"}
+        )
         return labels
 
     def _create_worker(self, mpi: Obj, name: str, index: int) -> None:
@@ -159,20 +203,35 @@ class MpiStandIn:
         template = mpi["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
         labels = self._labels(mpi, template, "worker")
         labels["training.kubeflow.org/replica-index"] = str(index)
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "labels": labels, "ownerReferences": [_owner(mpi, "MPIJob")]},
-               "spec": {**template["spec"], "hostname": name, "subdomain": mpi["metadata"]["name"]}}  # fmt: skip
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels, "ownerReferences": [_owner(mpi, "MPIJob")]},
+            "spec": {**template["spec"], "hostname": name, "subdomain": mpi["metadata"]["name"]},
+        }
         try:
             self.cp.request("POST", f"/api/v1/namespaces/{ns}/pods", pod, ok409=True)
         except RuntimeError as exc:  # the operator's FailedCreatePod: an event, and it tries again
             self.rejections.append(str(exc))
-            event = {"apiVersion": "v1", "kind": "Event",
-                     "metadata": {"generateName": f"{mpi['metadata']['name']}.", "namespace": ns},
-                     "involvedObject": {"apiVersion": mpi["apiVersion"], "kind": "MPIJob", "namespace": ns,
-                                        "name": mpi["metadata"]["name"], "uid": mpi["metadata"]["uid"]},
-                     "reason": "FailedCreatePod", "message": str(exc)[:1000], "type": "Warning",
-                     "source": {"component": "mpi-job-controller"}, "firstTimestamp": now(),
-                     "lastTimestamp": now(), "count": 1}  # fmt: skip
+            event = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{mpi['metadata']['name']}.", "namespace": ns},
+                "involvedObject": {
+                    "apiVersion": mpi["apiVersion"],
+                    "kind": "MPIJob",
+                    "namespace": ns,
+                    "name": mpi["metadata"]["name"],
+                    "uid": mpi["metadata"]["uid"],
+                },
+                "reason": "FailedCreatePod",
+                "message": str(exc)[:1000],
+                "type": "Warning",
+                "source": {"component": "mpi-job-controller"},
+                "firstTimestamp": now(),
+                "lastTimestamp": now(),
+                "count": 1,
+            }
             with contextlib.suppress(RuntimeError):
                 self.cp.request("POST", f"/api/v1/namespaces/{ns}/events", event)
 
@@ -184,16 +243,26 @@ class MpiStandIn:
         slots = spec.get("slotsPerWorker", 1)
         hostfile.write_text("".join(f"{w}.{name}.{ns}.svc slots={slots}\n" for w in workers), encoding="utf-8")
         launcher = spec["mpiReplicaSpecs"]["Launcher"]
-        template = {"metadata": {"labels": self._labels(mpi, launcher["template"], "launcher")},
-                    "spec": dict(launcher["template"]["spec"])}  # fmt: skip
+        template = {
+            "metadata": {"labels": self._labels(mpi, launcher["template"], "launcher")},
+            "spec": dict(launcher["template"]["spec"]),
+        }
         containers = [dict(c) for c in template["spec"]["containers"]]
-        containers[0]["env"] = [*(containers[0].get("env") or []),
-                                {"name": "OMPI_MCA_orte_default_hostfile", "value": str(hostfile)},
-                                {"name": "K_MPI_JOB_ROLE", "value": "launcher"}]  # fmt: skip
+        containers[0]["env"] = [
+            *(containers[0].get("env") or []),
+            {"name": "OMPI_MCA_orte_default_hostfile", "value": str(hostfile)},
+            {"name": "K_MPI_JOB_ROLE", "value": "launcher"},
+        ]
         template["spec"]["containers"] = containers
         template["spec"]["restartPolicy"] = "Never"
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": f"{name}-launcher", "labels": dict(template["metadata"]["labels"]),
-                            "ownerReferences": [_owner(mpi, "MPIJob")]},
-               "spec": {"backoffLimit": spec.get("runPolicy", {}).get("backoffLimit", 6), "template": template}}  # fmt: skip
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": f"{name}-launcher",
+                "labels": dict(template["metadata"]["labels"]),
+                "ownerReferences": [_owner(mpi, "MPIJob")],
+            },
+            "spec": {"backoffLimit": spec.get("runPolicy", {}).get("backoffLimit", 6), "template": template},
+        }
         self.cp.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job, ok409=True)

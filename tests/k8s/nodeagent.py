@@ -118,16 +118,21 @@ class NodeAgent:
         unschedulable: bool = False,
         env: Mapping[str, str] | None = None,
         host_root: Path | None = None,
+        ready: bool = True,
     ) -> None:
-        """Register a Ready node (or update the environment of an existing one) and run its pods."""
+        """Register a node, Ready unless `ready` is off (or update the environment of an existing one)."""
         if name in self.nodes:
             self.nodes[name].env = dict(env or {})
             self.nodes[name].host_root = host_root
             return
         self._next_ip += 1
         node = AgentNode(name=name, ip=f"127.0.0.{self._next_ip}", gpus=gpus, env=dict(env or {}), host_root=host_root)
-        all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                      "feature.node.kubernetes.io/amd-gpu": "true"}  # fmt: skip
+        all_labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "feature.node.kubernetes.io/amd-gpu": "true",
+        }
         if amd_nic:
             all_labels["feature.node.kubernetes.io/amd-nic"] = "true"
         if node_class:
@@ -146,9 +151,16 @@ class NodeAgent:
             "status": {
                 "capacity": capacity,
                 "allocatable": dict(capacity),
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "kubelet is posting ready status", "lastHeartbeatTime": stamp,
-                                "lastTransitionTime": stamp}],  # fmt: skip
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True" if ready else "False",
+                        "reason": "KubeletReady" if ready else "KubeletNotReady",
+                        "message": "kubelet is posting ready status" if ready else "container runtime down",
+                        "lastHeartbeatTime": stamp,
+                        "lastTransitionTime": stamp,
+                    }
+                ],
                 # the API server dials the kubelet at the Hostname address (--kubelet-preferred-address-types)
                 "addresses": [{"type": "InternalIP", "address": node.ip}, {"type": "Hostname", "address": "127.0.0.1"}],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
@@ -201,12 +213,19 @@ class NodeAgent:
             self._started[uid] = node.name
         want = _gpus(pod)
         if want:
-            used = sum(_gpus(p) for p in pods if p["spec"].get("nodeName") == node.name
-                       and p["metadata"]["uid"] != uid and p["metadata"]["uid"] in self._started
-                       and p["status"].get("phase") not in _TERMINAL)  # fmt: skip
+            used = sum(
+                _gpus(p)
+                for p in pods
+                if p["spec"].get("nodeName") == node.name
+                and p["metadata"]["uid"] != uid
+                and p["metadata"]["uid"] in self._started
+                and p["status"].get("phase") not in _TERMINAL
+            )
             if used + want > node.gpus:
-                message = (f"Pod was rejected: Node didn't have enough resource: {GPU}, requested: {want}, "
-                           f"used: {used}, capacity: {node.gpus}")  # fmt: skip
+                message = (
+                    f"Pod was rejected: Node didn't have enough resource: {GPU}, requested: {want}, "
+                    f"used: {used}, capacity: {node.gpus}"
+                )
                 self._status(pod, {"phase": "Failed", "reason": f"OutOf{GPU}", "message": message})
                 return
         threading.Thread(target=self._run, args=(pod, node), daemon=True, name="node-agent-pod").start()
@@ -227,27 +246,53 @@ class NodeAgent:
     def _status(self, pod: Obj, status: Obj) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         with contextlib.suppress(RuntimeError):
-            self.cp.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status", {"status": status},
-                            content_type="application/merge-patch+json", ok404=True)  # fmt: skip
+            self.cp.request(
+                "PATCH",
+                f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                {"status": status},
+                content_type="application/merge-patch+json",
+                ok404=True,
+            )
 
     def _container_status(self, container: Obj, state: Obj, *, ready: bool) -> Obj:
-        return {"name": container["name"], "image": container.get("image", ""), "imageID": "",
-                "containerID": "fake://" + container["name"], "ready": ready, "restartCount": 0,
-                "started": ready, "state": state}  # fmt: skip
+        return {
+            "name": container["name"],
+            "image": container.get("image", ""),
+            "imageID": "",
+            "containerID": "fake://" + container["name"],
+            "ready": ready,
+            "restartCount": 0,
+            "started": ready,
+            "state": state,
+        }
 
     def _conditions(self, ready: bool) -> list[Obj]:
         flag = "True" if ready else "False"
-        return [{"type": t, "status": s} for t, s in (("PodReadyToStartContainers", "True"),
-                ("Initialized", "True"), ("Ready", flag), ("ContainersReady", flag), ("PodScheduled", "True"))]  # fmt: skip
+        return [
+            {"type": t, "status": s}
+            for t, s in (
+                ("PodReadyToStartContainers", "True"),
+                ("Initialized", "True"),
+                ("Ready", flag),
+                ("ContainersReady", flag),
+                ("PodScheduled", "True"),
+            )
+        ]
 
     def _run(self, pod: Obj, node: AgentNode) -> None:
         ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
         container = pod["spec"]["containers"][0]
         started = now()
-        running = {"phase": "Running", "hostIP": node.ip, "hostIPs": [{"ip": node.ip}], "podIP": node.ip,
-                   "podIPs": [{"ip": node.ip}], "startTime": started, "conditions": self._conditions(True),
-                   "containerStatuses": [self._container_status(container, {"running": {"startedAt": started}},
-                                                                 ready=True)]}  # fmt: skip
+        running = {
+            "phase": "Running",
+            "hostIP": node.ip,
+            "hostIPs": [{"ip": node.ip}],
+            "podIP": node.ip,
+            "podIPs": [{"ip": node.ip}],
+            "startTime": started,
+            "conditions": self._conditions(True),
+            "containerStatuses": [self._container_status(container, {"running": {"startedAt": started}}, ready=True)],
+        }
         poddir = self.workdir / "pods" / f"{ns}_{name}_{uid[:8]}"
         poddir.mkdir(parents=True, exist_ok=True)
         log = poddir / "log"
@@ -259,12 +304,21 @@ class NodeAgent:
             return
         mounts = self._mounts(pod, container, node, poddir)
         env = self._env(pod, container, node, poddir, mounts)
-        argv = [_map_path(_expand(a, env), mounts) for a in (container.get("command") or []) + (container.get("args") or [])]
+        argv = [
+            _map_path(_expand(a, env), mounts) for a in (container.get("command") or []) + (container.get("args") or [])
+        ]
         self._status(pod, running)
         with log.open("ab") as out:
             try:
-                proc = subprocess.Popen(argv, env=env, cwd=str(poddir), stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                proc = subprocess.Popen(
+                    argv,
+                    env=env,
+                    cwd=str(poddir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 out.write(f"exec failed: {exc}\n".encode())
                 self._terminated(pod, container, node, 128, "StartError", str(exc), started)
@@ -281,12 +335,26 @@ class NodeAgent:
     def _terminated(
         self, pod: Obj, container: Obj, node: AgentNode, code: int, reason: str, message: str, started: str
     ) -> None:
-        state = {"terminated": {"exitCode": code, "reason": reason, "message": message, "startedAt": started,
-                                "finishedAt": now(), "containerID": "fake://" + container["name"]}}  # fmt: skip
-        self._status(pod, {"phase": "Succeeded" if code == 0 else "Failed", "conditions": self._conditions(False),
-                           "containerStatuses": [self._container_status(container, state, ready=False)]})  # fmt: skip
-        if node.die_after_pod:
+        state = {
+            "terminated": {
+                "exitCode": code,
+                "reason": reason,
+                "message": message,
+                "startedAt": started,
+                "finishedAt": now(),
+                "containerID": "fake://" + container["name"],
+            }
+        }
+        if node.die_after_pod:  # the node is gone (and its logs with it) by the time anyone sees the pod end
             self.kill_node(node.name)
+        self._status(
+            pod,
+            {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "conditions": self._conditions(False),
+                "containerStatuses": [self._container_status(container, state, ready=False)],
+            },
+        )
 
     def _mounts(self, pod: Obj, container: Obj, node: AgentNode, poddir: Path) -> list[tuple[str, str]]:
         volumes = {v["name"]: v for v in pod["spec"].get("volumes") or ()}
@@ -305,13 +373,22 @@ class NodeAgent:
     def _env(
         self, pod: Obj, container: Obj, node: AgentNode, poddir: Path, mounts: list[tuple[str, str]]
     ) -> dict[str, str]:
-        env = {"PATH": os.pathsep.join((os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin")),
-               "HOME": str(poddir), "HOSTNAME": pod["metadata"]["name"], "LANG": "C.UTF-8"}  # fmt: skip
+        env = {
+            "PATH": os.pathsep.join((os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin")),
+            "HOME": str(poddir),
+            "HOSTNAME": pod["metadata"]["name"],
+            "LANG": "C.UTF-8",
+        }
         if "PYTHONPATH" in os.environ:  # the "image" is this checkout: its upgrade_gate, not an installed one
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         env.update(node.env)
-        fields = {"metadata.name": pod["metadata"]["name"], "metadata.namespace": pod["metadata"]["namespace"],
-                  "spec.nodeName": node.name, "status.hostIP": node.ip, "status.podIP": node.ip}  # fmt: skip
+        fields = {
+            "metadata.name": pod["metadata"]["name"],
+            "metadata.namespace": pod["metadata"]["namespace"],
+            "spec.nodeName": node.name,
+            "status.hostIP": node.ip,
+            "status.podIP": node.ip,
+        }
         for var in container.get("env") or ():
             source = var.get("valueFrom") or {}
             value = fields.get(source["fieldRef"]["fieldPath"], "") if "fieldRef" in source else var.get("value", "")

@@ -100,8 +100,14 @@ class RealCluster:
     def set_configmap(self, name: str, namespace: str, data: Mapping[str, str]) -> None:
         """Create (or replace) a ConfigMap."""
         self.cp.request("DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}", ok404=True)
-        self.cp.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
-                       "data": dict(data)})  # fmt: skip
+        self.cp.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace},
+                "data": dict(data),
+            }
+        )
 
     def list(self, path: str) -> list[dict[str, Any]]:
         """Items of a list path."""
@@ -144,8 +150,11 @@ class RealCluster:
             if name.startswith("kube-") or name == "default":
                 continue
             for pdb in self.list(f"/apis/policy/v1/namespaces/{name}/poddisruptionbudgets"):
-                self.cp.request("DELETE", f"/apis/policy/v1/namespaces/{name}/poddisruptionbudgets/"
-                                f"{pdb['metadata']['name']}", ok404=True)  # fmt: skip
+                self.cp.request(
+                    "DELETE",
+                    f"/apis/policy/v1/namespaces/{name}/poddisruptionbudgets/{pdb['metadata']['name']}",
+                    ok404=True,
+                )
             for pod in self.list(f"/api/v1/namespaces/{name}/pods"):
                 body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
                 self.cp.request("DELETE", f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}", body, ok404=True)

@@ -18,8 +18,8 @@ Phase 0 reads the Node objects' labels (NFD), which the caller passes to the pip
 Capture (`capture_nodes`) runs `upgrade-gate capture --node $(UPGRADE_GATE_NODE) --host-root /host
 --out -` as one Job per node with the node's GPUs requested (a container sees only the GPUs it was
 given, and rocminfo/amd-smi must see all of them; or, with `capture_privileged`, privileged and
-without GPUs allocated, so a canary still running a workload can be captured), and reads the tarball back into a `Bundle` with the
-collect stage's safe reader.
+without GPUs allocated, so a canary still running a workload can be captured), and reads the
+tarball back into a `Bundle` with the collect stage's safe reader.
 
 Design decisions
 - A node that disappears during a Job is not a tool failure: the runner raises `LauncherError`
@@ -431,7 +431,9 @@ def _vanished(result: PhaseResult, why: str) -> PhaseResult:
                    annotations=annotations)  # fmt: skip
 
 
-def cvf_metadata(node: KubeNode | None, results: Sequence[PhaseResult]) -> tuple[dict[str, str | None], dict[str, str | None]]:
+def cvf_metadata(
+    node: KubeNode | None, results: Sequence[PhaseResult]
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
     """The merge patch (labels, annotations) that leaves on `node` exactly the CVF metadata of `results`.
 
     Every CVF phase label, the candidate label and every `<phase label>-...` annotation the node has

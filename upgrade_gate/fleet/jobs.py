@@ -197,7 +197,9 @@ def run_job(
     disrupted = [p for p in pods if p.disruption is not None]
     if (problem is not None or state.phase is not JobPhase.SUCCEEDED) and (disrupted or _node_gone(client, spec.node)):
         how = f"pod {disrupted[-1].name}: {disrupted[-1].disruption}" if disrupted else f"Job {state.reason or 'ended'}"
-        return result(RunStatus.NODE_LOST, f"node {spec.node} disappeared during the run ({how})", log=log, payload=payload)
+        return result(
+            RunStatus.NODE_LOST, f"node {spec.node} disappeared during the run ({how})", log=log, payload=payload
+        )
     if state.phase is JobPhase.SUCCEEDED:
         if problem is not None:
             return result(RunStatus.FAILED, f"Job {name} completed but {problem}", exit_code=exit_code, log=log)

@@ -380,7 +380,11 @@ class KubeClient:
         """Whether the pod is still there (an evicted pod is gone once its kubelet confirmed it)."""
         validate_node_name(name)
         page = self._json_request(
-            "list", "pods", "GET", "/api/v1/pods", query={"fieldSelector": f"metadata.namespace={namespace},metadata.name={name}"}
+            "list",
+            "pods",
+            "GET",
+            "/api/v1/pods",
+            query={"fieldSelector": f"metadata.namespace={namespace},metadata.name={name}"},
         )
         return bool(_items(page))
 
