@@ -410,7 +410,14 @@ class ControlPlane:
         group = doc["apiVersion"] if "/" in doc["apiVersion"] else ""
         base = f"/apis/{group}" if group else "/api/v1"
         path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
-        return self.request("POST", path, doc, ok409=True)
+        created = self.request("POST", path, doc, ok409=True)
+        if kind == "Namespace":  # pods are refused until the controller made the default service account
+            sa = f"/api/v1/namespaces/{doc['metadata']['name']}/serviceaccounts/default"
+            for _ in range(600):
+                if self.request("GET", sa, ok404=True) is not None:
+                    break
+                time.sleep(0.1)
+        return created
 
     def audit(self, user: str) -> list[dict[str, Any]]:
         """The audit events (stage ResponseComplete) of one user, oldest first."""

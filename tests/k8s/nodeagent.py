@@ -81,6 +81,7 @@ class NodeAgent:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}  # pod uid -> process
         self._started: dict[str, str] = {}  # pod uid -> node
         self._logs: dict[tuple[str, str], Path] = {}
+        self._deleted: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="node-agent")
         self._server = self._log_server()
@@ -126,7 +127,8 @@ class NodeAgent:
             self.nodes[name].host_root = host_root
             return
         self._next_ip += 1
-        node = AgentNode(name=name, ip=f"127.0.0.{self._next_ip}", gpus=gpus, env=dict(env or {}), host_root=host_root)
+        ip = f"127.0.{self._next_ip // 250}.{self._next_ip % 250 + 1}"  # one InternalIP per node, all loopback
+        node = AgentNode(name=name, ip=ip, gpus=gpus, env=dict(env or {}), host_root=host_root)
         all_labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
@@ -232,6 +234,8 @@ class NodeAgent:
 
     def _confirm_delete(self, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
+        if uid in self._deleted:
+            return  # confirmed; a finalizer (the Job controller's) keeps it listed a little longer
         with self._lock:
             proc = self._procs.pop(uid, None)
         if proc is not None:
@@ -240,19 +244,25 @@ class NodeAgent:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
         with contextlib.suppress(RuntimeError):
             self.cp.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body, ok404=True, ok409=True)
+        self._deleted.add(uid)
 
     # ----------------------------------------------------------------------- running a container
 
     def _status(self, pod: Obj, status: Obj) -> None:
+        """Post a pod status; like a kubelet, keep trying while the API server is away."""
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        with contextlib.suppress(RuntimeError):
-            self.cp.request(
-                "PATCH",
-                f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                {"status": status},
-                content_type="application/merge-patch+json",
-                ok404=True,
-            )
+        path = f"/api/v1/namespaces/{ns}/pods/{name}/status"
+        for _ in range(600):
+            try:
+                self.cp.request(
+                    "PATCH", path, {"status": status}, content_type="application/merge-patch+json", ok404=True
+                )
+                return
+            except RuntimeError:
+                return  # refused (the pod changed under us): nothing to retry
+            except OSError:  # no API server (an outage test): try again
+                if self._stop.wait(0.5):
+                    return
 
     def _container_status(self, container: Obj, state: Obj, *, ready: bool) -> Obj:
         return {

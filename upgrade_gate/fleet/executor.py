@@ -52,9 +52,19 @@ from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import BundleError, InputError
 from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError
 from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, fatal, run_job, run_mpijob, run_on_nodes
-from upgrade_gate.fleet.labels import CVF_CANDIDATE, CVF_CONFIGMAP, NFD_AMD_NIC, PHASE_LABELS
+from upgrade_gate.fleet.labels import (
+    CVF_CANDIDATE,
+    CVF_CONFIGMAP,
+    MANAGED_BY,
+    MANAGER,
+    MPI_JOB_NAME,
+    NFD_AMD_NIC,
+    NODE,
+    PHASE_LABELS,
+    node_label_value,
+)
 from upgrade_gate.fleet.manifests import HOST_ROOT, HostAccess, JobSettings, JobSpec, MpiJobSpec, capture_access
-from upgrade_gate.fleet.objects import KubeNode
+from upgrade_gate.fleet.objects import JobPhase, KubeNode
 from upgrade_gate.fleet.resultframe import BEGIN, END, PREFIX
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
 from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_config
@@ -93,6 +103,31 @@ def load_cluster_config(client: KubeClient, namespace: str) -> CvfConfig:
     except KubeNotFoundError:
         return replace(default_config(), source=f"CVF defaults (no ConfigMap {namespace}/{CVF_CONFIGMAP})")
     return parse_cvf_config(data, source=f"ConfigMap {namespace}/{CVF_CONFIGMAP}")
+
+
+def stop_leftovers(
+    client: KubeClient, namespace: str, nodes: Sequence[NodeName], *, poll_s: float = 2.0, timeout_s: float = 120.0
+) -> tuple[str, ...]:
+    """Delete our still-active Jobs (and phase 5 MPIJobs) on `nodes` left by a run that died (an API
+    outage, a killed operator) and wait until their pods are gone: they would hold the nodes' GPUs,
+    and a repeated `window validate` must start from a quiet node. Returns the deleted names."""
+    wanted = {node_label_value(n) for n in nodes}
+    doomed: list[tuple[str, str]] = []  # (kind, name)
+    for job in client.list_jobs(namespace, f"{MANAGED_BY}={MANAGER}"):
+        if job.phase is not JobPhase.ACTIVE:
+            continue
+        if job.labels.get(NODE) in wanted:
+            doomed.append(("job", job.name))
+        elif MPI_JOB_NAME in job.labels:  # the launcher of an MPIJob (phase 5 runs on the canaries)
+            doomed.append(("mpijob", job.labels[MPI_JOB_NAME]))
+            doomed.append(("job", job.name))
+    for kind, name in doomed:
+        (client.delete_mpijob if kind == "mpijob" else client.delete_job)(name, namespace)
+    deadline = time.monotonic() + timeout_s
+    for kind, name in doomed:
+        while kind == "job" and client.job_pods(name, namespace) and time.monotonic() < deadline:
+            time.sleep(poll_s)
+    return tuple(name for _, name in doomed)
 
 
 # --------------------------------------------------------------------------- capture

@@ -40,6 +40,7 @@ from upgrade_gate.fleet.executor import (
     capture_nodes,
     load_cluster_config,
     run_phases,
+    stop_leftovers,
     write_cvf_labels,
 )
 from upgrade_gate.fleet.jobs import NodeRunResult
@@ -283,6 +284,8 @@ def validate_window(
             errors[name].append(f"node vanished: {name} no longer exists")
     nodes = [n for n in found.values() if n is not None]
     config = load_cluster_config(client, settings.jobs.namespace)
+    # a validate that died (API outage, killed operator) may have left Jobs holding the canaries' GPUs
+    stop_leftovers(client, settings.jobs.namespace, [n.name for n in nodes], poll_s=settings.poll_s)
     bundles = capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture) if nodes else {}
     snapshots: dict[NodeName, Snapshot] = {}
     for name, bundle in bundles.items():
