@@ -156,6 +156,7 @@ def manifest_of(bundle: Bundle) -> dict[str, Any]:
                 "note": r.note,
                 "skipped": r.skipped,
             }
+            | ({"output_over": r.result.output_over} if r.result.output_over is not None else {})
             for r in bundle.records
         ],
     }
@@ -221,6 +222,7 @@ def _record(p: dict[str, Any], files: dict[str, bytes]) -> ProbeRecord:
         duration_s=float(p["duration_s"]),
         timed_out=p["timed_out"],
         missing=p["missing"],
+        output_over=p.get("output_over"),
     )
     return ProbeRecord(
         name=p["name"],
