@@ -9,6 +9,7 @@ inside command bodies so that `upgrade-gate --help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -77,6 +78,10 @@ class Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler, so every `finally` on the way out runs."""
 
 
+class Interrupted(BaseException):
+    """Raised by the SIGINT handler instead of KeyboardInterrupt, which typer turns into a silent Exit(130)."""
+
+
 TRACEBACK_ENV = "UPGRADE_GATE_TRACEBACK"
 """Set to 1 to print the stack of any error (same as `--traceback`)."""
 
@@ -93,12 +98,12 @@ def run(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     json_errors = _wants_json(args)
-    previous = _install_sigterm()
+    previous = _install_handlers()
     try:
         return _run(args, json_errors)
     finally:
         kill_children()
-        _restore_sigterm(previous)
+        _restore_handlers(previous)
 
 
 def _run(args: list[str], json_errors: bool) -> int:
@@ -109,15 +114,18 @@ def _run(args: list[str], json_errors: bool) -> int:
     except GateError as exc:
         return _fail(exc, str(exc), int(exc.exit_code), json_errors)
     except typer.Exit as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # typer turns Ctrl-C into a silent Exit(130)
+            return _fail(exc, "interrupted (SIGINT)", int(ExitCode.INTERRUPTED), json_errors, kind="Interrupted")
         return int(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt) as exc:
+    except (typer.Abort, KeyboardInterrupt, Interrupted) as exc:
         return _fail(exc, "interrupted (SIGINT)", int(ExitCode.INTERRUPTED), json_errors, kind="Interrupted")
     except Terminated as exc:
         return _fail(exc, "terminated (SIGTERM)", int(ExitCode.TERMINATED), json_errors, kind="Terminated")
     except TyperException as exc:  # typer >= 0.28 vendors click: usage errors, bad parameters
         show = getattr(exc, "show", None)
         if json_errors:
-            _print_json(getattr(exc, "format_message", lambda: str(exc))(), "UsageError", int(ExitCode.USAGE))
+            fmt = getattr(exc, "format_message", None)
+            _print_json(fmt() if callable(fmt) else str(exc), "UsageError", int(ExitCode.USAGE))
         if callable(show):
             show()
         else:
@@ -147,10 +155,8 @@ def _fail(exc: BaseException, message: str, code: int, json_errors: bool, *, kin
 
 
 def _print_json(message: str, kind: str, code: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # stdout itself is gone: the exit code still says what happened
         print(json.dumps({"error": message, "type": kind, "exit_code": code}, sort_keys=True), flush=True)
-    except OSError:  # stdout itself is gone: the exit code still says what happened
-        pass
 
 
 def _wants_json(args: list[str]) -> bool:
@@ -165,20 +171,27 @@ def _wants_json(args: list[str]) -> bool:
     return False
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
-    raise Terminated()
+def _on_signal(signum: int, frame: object) -> None:
+    # Ignore repeats: a second Ctrl-C or SIGTERM must not cut the cleanup (killing children) short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated() if signum == signal.SIGTERM else Interrupted()
 
 
-def _install_sigterm() -> Any:
+def _install_handlers() -> dict[int, Any] | None:
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(signal.SIGTERM, _on_sigterm)
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            continue  # started with the signal ignored (nohup, a background job): keep it so
+        previous[sig] = signal.signal(sig, _on_signal)
+    return previous
 
 
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+def _restore_handlers(previous: dict[int, Any] | None) -> None:
+    for sig, handler in (previous or {}).items():
+        signal.signal(sig, handler)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ Design decisions (bounded work, no orphans):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -112,10 +113,8 @@ def kill_children() -> int:
         if proc.poll() is None:
             alive += 1
         _kill_group(proc)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be ignored; a D-state child can wait
             proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-            pass
     return alive
 
 
