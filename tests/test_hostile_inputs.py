@@ -324,3 +324,30 @@ def test_a_flooding_probe_is_capped_recorded_failed_and_the_bundle_stays_readabl
     snap = snapshot_from_bundle(out)
     failed = {p.name: p for p in snap.probes if not p.ok}
     assert "dmesg" in failed and "output over" in (failed["dmesg"].reason or "")
+
+
+# --------------------------------------------------------------------------- schema maxima
+
+
+@pytest.mark.parametrize(
+    ("edit", "where"),
+    [
+        (lambda d: d.__setitem__("gpus", d["gpus"] * 1251), "$.gpus"),
+        (lambda d: d.__setitem__("nics", (d["nics"] or [{}]) * 300), "$.nics"),
+        (lambda d: d["gpus"][0].__setitem__("index", 10**12), "$.gpus[0].index"),
+        (lambda d: d["gpus"][0].__setitem__("serial", "S" * 100_000), "$.gpus[0].serial"),
+    ],
+)
+def test_snapshot_over_the_schema_maxima_is_refused_cheaply(tmp_path: Path, edit: object, where: str) -> None:
+    from tests.judge_scenarios import mi300x_snapshot
+    from upgrade_gate.snapshot.io import dumps_snapshot
+
+    doc = json.loads(dumps_snapshot(mi300x_snapshot()))
+    edit(doc)  # type: ignore[operator]
+    snap = tmp_path / "s.json"
+    snap.write_text(json.dumps(doc), encoding="utf-8")
+    code, peak, stderr = measured("diff", str(snap), str(snap))
+    assert code == ExitCode.BAD_INPUT, stderr
+    line = one_error_line(stderr)
+    assert f"snapshot schema: {where}" in line and len(line) < 1000
+    assert peak < PEAK_LIMIT_MIB
