@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
+from upgrade_gate.collect.causes import known_cause
 from upgrade_gate.collect.probes import probe_names
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import (
@@ -77,7 +78,10 @@ class _Evidence:
         try:
             value = parser(record.result.stdout)
         except ParseError as exc:
-            self.statuses[name] = _status(record, ok=False, reason=f"unparseable output: {exc}")
+            # A tool that exits 0 yet states why it has nothing (rocm-smi without amdgpu) is named by that.
+            cause = known_cause(record.result.stdout, record.result.stderr)
+            why = f"{cause} (unparseable output: {exc})" if cause else f"unparseable output: {exc}"
+            self.statuses[name] = _status(record, ok=False, reason=why)
             return None
         self.statuses[name] = _status(record, ok=True, reason=record.note)
         return value
