@@ -49,14 +49,14 @@ def test_capture_with_real_rocm_tools_blocks_naming_each_tools_cause(tmp_path: P
     snapshot = build_snapshot(bundle)
     statuses = {p.name: p for p in snapshot.probes}
     assert statuses["rocmsmi"].ok is False
-    assert statuses["rocmsmi"].reason is not None and statuses["rocmsmi"].reason.startswith(_DRIVER)
+    assert statuses["rocmsmi"].reason is not None and statuses["rocmsmi"].reason.startswith(f"ERROR:root:{_DRIVER}")
     assert snapshot.gpus == ()
 
     report = judge(baselines={}, candidates=[snapshot], plan=None, policy=load_policy(), now="2026-12-01T00:00:00Z")
     assert report.verdict is Verdict.BLOCK
     messages = [f.message for f in report.findings if f.rule == "evidence.missing"]
     assert any(m == f"probe rocminfo failed: rocminfo: exit code 1: {_ROCK}" for m in messages), messages
-    assert any(m.startswith(f"probe rocmsmi failed: {_DRIVER}") for m in messages), messages
+    assert any(m.startswith(f"probe rocmsmi failed: ERROR:root:{_DRIVER}") for m in messages), messages
     assert not any("could not get list of modules" in m for m in messages)
 
 
@@ -65,7 +65,11 @@ def test_capture_with_real_rocm_tools_blocks_naming_each_tools_cause(tmp_path: P
     ("path", "stream", "cause"),
     [
         ("rocminfo/error-rock-module-NOT-loaded-4x-mi210-rocm6.2.3.txt", "stdout", _ROCK),
-        ("rocm-smi/error-driver-not-initialized-amdgpu-not-in-modules-4x-mi210-rocm6.2.3.txt", "stderr", _DRIVER),
+        (
+            "rocm-smi/error-driver-not-initialized-amdgpu-not-in-modules-4x-mi210-rocm6.2.3.txt",
+            "stderr",
+            f"ERROR:root:{_DRIVER}",
+        ),
         (
             "rocminfo/error-rocm3.x-kfd-cannot-allocate-memory.txt",
             "stdout",
@@ -74,7 +78,7 @@ def test_capture_with_real_rocm_tools_blocks_naming_each_tools_cause(tmp_path: P
         (
             "rocminfo/error-rx9070xt-rocm7.2.1-agent-creation-failed-unrecognized-id.txt",
             "stdout",
-            "Agent creation failed.",
+            "Warning: Agent creation failed.",
         ),
     ],
 )

@@ -15,7 +15,7 @@ their stderr carries noise from libraries they load, so the reason named the noi
   error-rx9070xt-...).
 
 `known_cause(stdout, stderr)` returns the first line, in the order of `_CAUSES`, that states one of
-these causes, cleaned of colour codes and logging prefixes; None when the tool printed none of them.
+these causes, as printed less its colour codes; None when the tool printed none of them.
 The table is short on purpose: a cause is added here only from a real output.
 """
 
@@ -26,22 +26,20 @@ import re
 from upgrade_gate.parse.common import strip_ansi
 
 _CAUSES: tuple[re.Pattern[str], ...] = (
-    re.compile(r"ROCk module is NOT (?:loaded|live)\b.*"),
-    re.compile(r"Driver not initialized \(amdgpu not found in modules\).*"),
-    re.compile(r"Unable to open /dev/kfd\b.*"),
-    re.compile(r"\S+ is not member of \S+ group.*"),
-    re.compile(r"Agent creation failed\b.*"),
-    re.compile(r"Call returned HSA_STATUS_ERROR_\w+.*"),
+    re.compile(r"ROCk module is NOT (?:loaded|live)\b"),
+    re.compile(r"Driver not initialized \(amdgpu not found in modules\)"),
+    re.compile(r"Unable to open /dev/kfd\b"),
+    re.compile(r"\bis not member of \S+ group"),
+    re.compile(r"Agent creation failed\b"),
+    re.compile(r"Call returned HSA_STATUS_ERROR_\w+"),
 )
-_LOG_PREFIX = re.compile(r"^(?:ERROR|CRITICAL|WARNING):[\w.]*:\s*")
 
 
 def known_cause(stdout: str, stderr: str) -> str | None:
     """The cause line a GPU tool printed (see the module docstring), or None."""
-    lines = [_LOG_PREFIX.sub("", strip_ansi(line).strip()) for line in (*stdout.splitlines(), *stderr.splitlines())]
+    lines = [strip_ansi(line).strip() for line in (*stdout.splitlines(), *stderr.splitlines())]
     for pattern in _CAUSES:
         for line in lines:
-            match = pattern.search(line)
-            if match is not None:
-                return match.group(0).strip()[:200]
+            if pattern.search(line) is not None:
+                return line[:200]
     return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -47,6 +47,7 @@ from upgrade_gate.parse import amdsmi, dmesg, lspci, rdma, rocminfo, rocmsmi, sy
 from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiTopology, AmdSmiVersion
 from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
+from upgrade_gate.snapshot.host import host_facts
 
 T = TypeVar("T")
 _RELEASE = re.compile(r"\d+(\.\d+)+")
@@ -146,6 +147,10 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
     rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
     kernel = ev.parse("kernel", sysfs.parse_uname_r)
     log = ev.parse("dmesg", dmesg.parse_dmesg)
+    host, rccl_library, rccl_missing = host_facts(ev.parse, ev.reason, present={r.name for r in bundle.records})
+    software = _software(ev, kernel, driver_values, rocm_values, version, static, rsmi)
+    reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
+    software = replace(software, rccl_library=rccl_library, na_reasons=reasons)
 
     gpus = assemble_gpus(
         GpuSources(
@@ -162,7 +167,8 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
         node=NodeInfo(name=bundle.node, hostname=bundle.hostname, node_class=node_class),
         taken_at=bundle.taken_at,
         tool_version=bundle.tool_version,
-        software=_software(ev, kernel, driver_values, rocm_values, version, static, rsmi),
+        software=software,
+        host=host,
         gpus=gpus,
         gpu_links=_gpu_links(topology, rsmi_topo, rsmi),
         pcie=_pcie(pci),
