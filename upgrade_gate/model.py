@@ -259,6 +259,7 @@ class Snapshot:
     nics: tuple[Nic, ...] = ()
     sriov: tuple[SriovFunction, ...] = ()
     events: tuple[KernelEvent, ...] = ()
+    event_patterns: str | None = None  # digest of the pattern table that classified `events` (None: unknown)
     measurements: tuple[Measurement, ...] = ()
     phases: tuple[PhaseResult, ...] = ()
     probes: tuple[ProbeStatus, ...] = ()

@@ -27,6 +27,7 @@ Design notes and tool quirks:
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -76,6 +77,36 @@ class PatternTable:
 
     version: int
     patterns: tuple[DmesgPattern, ...]
+
+    @property
+    def digest(self) -> str:
+        """What classified a log: the table version and a hash of every (id, regex) in order.
+
+        Severities and families are left out: the judge re-grades those from the policy, so only a
+        change of what matches makes a snapshot's events stale.
+        """
+        text = "\n".join(f"{p.id}\t{p.regex.pattern}" for p in self.patterns)
+        return f"v{self.version}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+# GPU families as the pattern table names them, by the gfx target rocminfo / amd-smi print.
+_FAMILIES = {
+    "gfx906": "mi50",  # MI50 / MI60 (Vega 20)
+    "gfx908": "mi100",
+    "gfx90a": "mi200",  # MI210 / MI250 / MI250X
+    "gfx940": "mi300",
+    "gfx941": "mi300",
+    "gfx942": "mi300",  # MI300X / MI300A / MI308X / MI325X
+    "gfx950": "mi350",  # MI350X / MI355X
+}
+
+
+def family_of(gfx_target: str | None) -> str | None:
+    """The pattern table's family name of a gfx target ("gfx942" -> "mi300"); the target itself if unnamed."""
+    if gfx_target is None:
+        return None
+    target = gfx_target.strip().lower()
+    return _FAMILIES.get(target, target or None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -127,8 +127,15 @@ def _status(record: ProbeRecord, *, ok: bool, reason: str | None) -> ProbeStatus
     )
 
 
-def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot:
-    """The schema-valid snapshot of the node a bundle captured."""
+def build_snapshot(
+    bundle: Bundle, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
+    """The schema-valid snapshot of the node a bundle captured.
+
+    `patterns` classifies the kernel log (default: the shipped table); a site's fatal-error map passes
+    its own (`Policy.kernel_events.table`), and the snapshot records which table it was.
+    """
+    table = patterns if patterns is not None else dmesg.load_default_patterns()
     ev = _Evidence(bundle)
     info = ev.parse("rocminfo", rocminfo.parse_rocminfo)
     version = ev.parse("amdsmi_version", amdsmi.parse_amdsmi_version)
@@ -146,7 +153,7 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
     driver_values = ev.parse("driver_version", sysfs.parse_sysfs_grep)
     rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
     kernel = ev.parse("kernel", sysfs.parse_uname_r)
-    log = ev.parse("dmesg", dmesg.parse_dmesg)
+    log = ev.parse("dmesg", lambda text: dmesg.parse_dmesg(text, table))
     host, rccl_library, rccl_missing = host_facts(ev.parse, ev.reason, present={r.name for r in bundle.records})
     software = _software(ev, kernel, driver_values, rocm_values, version, static, rsmi)
     reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
@@ -175,13 +182,16 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
         nics=_nics(ibv, links, ib_values, sriov_values),
         sriov=_sriov(sriov_values),
         events=log.events if log else (),
+        event_patterns=table.digest if log else None,
         probes=ev.probe_statuses(),
     )
 
 
-def snapshot_from_bundle(path: Path, *, node_class: str | None = None) -> Snapshot:
+def snapshot_from_bundle(
+    path: Path, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
     """Load a capture bundle (directory or .tar.gz) and build its snapshot."""
-    return build_snapshot(load_bundle(path), node_class=node_class)
+    return build_snapshot(load_bundle(path), node_class=node_class, patterns=patterns)
 
 
 # --------------------------------------------------------------------------- software
