@@ -110,9 +110,7 @@ def test_fake_node_serves_host_facts_into_the_snapshot(tmp_path: Path) -> None:
         bios_vendor="American Megatrends International, LLC.",
         bios_version="2.1",
         bios_date="03/15/2024",
-        kernel_cmdline=(
-            "BOOT_IMAGE=/vmlinuz-5.15.0-119-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro amd_iommu=on iommu=pt"
-        ),
+        kernel_cmdline="root=/dev/mapper/ubuntu--vg-ubuntu--lv ro amd_iommu=on iommu=pt",  # BOOT_IMAGE= dropped
         os_id="ubuntu",
         os_version_id="22.04",
         os_pretty_name="Ubuntu 22.04.4 LTS",
@@ -222,3 +220,15 @@ def test_baseline_without_host_facts_warns_to_rebaseline() -> None:
         judge(baselines={old.node.name: old}, candidates=[AFTER], plan=upgrade_plan(), policy=POLICY, now=NOW).verdict
         is Verdict.PASS
     )
+
+
+def test_diff_and_gate_agree_on_a_bios_change() -> None:
+    from upgrade_gate.judge.diff import diff_snapshots
+    from upgrade_gate.judge.plan import mark_expected
+
+    candidate = _with(upgraded(), rccl="librccl.so.1.0.60200", bios_version="2.3")
+    changes = {c.path: c for c in mark_expected(diff_snapshots(BASE, candidate), upgrade_plan())}
+    assert changes["host.bios_version"].expected is False
+    assert changes["software.rccl_library"].expected is True  # ships with the planned ROCm
+    plan = upgrade_plan(accept=[{"path": "host.bios_version", "to": "2.3"}])
+    assert {c.path: c for c in mark_expected(diff_snapshots(BASE, candidate), plan)}["host.bios_version"].expected

@@ -59,7 +59,7 @@ class Host:
     bios_vendor: str | None = None  # /sys/class/dmi/id/bios_vendor
     bios_version: str | None = None  # /sys/class/dmi/id/bios_version
     bios_date: str | None = None  # /sys/class/dmi/id/bios_date, as printed ("01/25/2019")
-    kernel_cmdline: str | None = None  # /proc/cmdline, whitespace collapsed
+    kernel_cmdline: str | None = None  # /proc/cmdline less BOOT_IMAGE=/initrd= (the kernel image's path)
     os_id: str | None = None  # os-release ID ("ubuntu")
     os_version_id: str | None = None  # os-release VERSION_ID ("22.04")
     os_pretty_name: str | None = None  # os-release PRETTY_NAME

@@ -4,7 +4,10 @@ The incident names BIOS drift (a BIOS update re-enumerates PCIe), kernel paramet
 and the RCCL library as causes, so each is recorded with the reason it is missing when it is:
 - `bios`: `/sys/class/dmi/id/bios_{vendor,version,date}`; a host without DMI (many VMs) has no such
   files, the probe is skipped with "no files matched ..." and that is the recorded reason.
-- `kernel_cmdline`: `/proc/cmdline`, whitespace collapsed.
+- `kernel_cmdline`: `/proc/cmdline`, whitespace collapsed, less the boot loader's `BOOT_IMAGE=` and
+  `initrd=` tokens: they name the kernel image's path, which moves with every kernel update
+  (`software.kernel` judges that), so keeping them would make every planned kernel change a
+  "changed command line" in `diff` and in the gate alike.
 - `os_release`: ID, VERSION_ID and PRETTY_NAME of `/etc/os-release` (else `/usr/lib/os-release`).
 - `rccl_library`: the file name `/opt/rocm/lib/librccl.so.1` resolves to.
 `captured` is True once any host probe is in the bundle: a snapshot whose bundle predates these probes
@@ -33,7 +36,7 @@ def host_facts(parse: Parse, reason: Reason, *, present: Collection[str]) -> tup
     release: HostFiles | None = parse("os_release", parse_host_files)
     library = parse("rccl_library", parse_rccl_readlink)
     values: dict[str, str | None] = {f: bios.bios.get(f) if bios else None for f in BIOS_FIELDS}
-    values["kernel_cmdline"] = cmdline.cmdline if cmdline else None
+    values["kernel_cmdline"] = _parameters(cmdline.cmdline) if cmdline else None
     for name, key in _OS_KEYS.items():
         values[name] = release.os_release.get(key) if release else None
     reasons: dict[str, str] = {}
@@ -49,6 +52,12 @@ def host_facts(parse: Parse, reason: Reason, *, present: Collection[str]) -> tup
     host = Host(captured=any(p in present for p in HOST_PROBES), **values, na_reasons=reasons)
     rccl: str | None = library.name if library is not None else None
     return host, rccl, None if rccl is not None else reason("rccl_library")
+
+
+def _parameters(cmdline: str | None) -> str | None:
+    if cmdline is None:
+        return None
+    return " ".join(t for t in cmdline.split() if not t.startswith(("BOOT_IMAGE=", "initrd=")))
 
 
 def _file_of(name: str, parsed: HostFiles) -> str:
