@@ -273,6 +273,7 @@ _SOFTWARE = {
     "software.rocm_build": "rocm",
     "software.amdsmi_version": "rocm",
     "software.hip_runtime_version": "rocm",
+    "software.rccl_library": "rocm",
     "software.driver_version": "driver",
     "software.kernel": "kernel",
 }

@@ -26,6 +26,8 @@ Design decisions:
   Every threshold remembers where it came from, and findings quote it.
 - Parameters are checked against each rule's declared `ParamSpec`s on load: an unknown parameter or a
   wrong type is a ConfigError naming the file and `$.rules[i].params.<name>`.
+- `kernel_events.patterns` is the site's fatal-error map over the shipped kernel-log patterns (new
+  patterns, per-family re-grades, baseline-rate tolerance): see `judge.kernel_events`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
+from upgrade_gate.judge.kernel_events import KernelEventPolicy, build_kernel_events, shipped_kernel_events
 from upgrade_gate.judge.plan import read_document
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, ParamSpec
 from upgrade_gate.model import RuleId, Severity
@@ -133,6 +136,7 @@ class Policy:
     phases_not_applicable: dict[str, tuple[int, ...]] = field(default_factory=dict)
     ignore_paths: tuple[str, ...] = ()
     source: str = DEFAULT_POLICY_SOURCE
+    kernel_events: KernelEventPolicy = field(default_factory=shipped_kernel_events)  # the fatal-error map
 
     def rule_for(self, rule_id: str, node_class: str | None) -> RuleEntry | None:
         """The entry that governs `rule_id` for a node of `node_class` (None: the rule does not run)."""
@@ -249,6 +253,11 @@ def build_policy(
         for cls, phases in (doc.get("phases", {}).get("not_applicable", {}) or {}).items():
             not_applicable[cls] = tuple(sorted(set(phases)))
         ignore.extend(doc.get("ignore_paths", ()))
+    kernel_entries = [
+        (f"{where}: policy: $.kernel_events.patterns[{i}]", raw)
+        for where, doc in layers
+        for i, raw in enumerate((doc.get("kernel_events") or {}).get("patterns", ()))
+    ]
     name = str(user.get("name", "custom")) if user is not None else str(default.get("name", "default"))
     return Policy(
         name=name,
@@ -257,6 +266,7 @@ def build_policy(
         phases_not_applicable=not_applicable,
         ignore_paths=tuple(dict.fromkeys(ignore)),
         source=source,
+        kernel_events=build_kernel_events(kernel_entries),
     )
 
 

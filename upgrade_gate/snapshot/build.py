@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
+from upgrade_gate.collect.causes import known_cause
 from upgrade_gate.collect.probes import probe_names
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import (
@@ -46,6 +47,7 @@ from upgrade_gate.parse import amdsmi, dmesg, lspci, rdma, rocminfo, rocmsmi, sy
 from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiTopology, AmdSmiVersion
 from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
+from upgrade_gate.snapshot.host import host_facts
 
 T = TypeVar("T")
 _RELEASE = re.compile(r"\d+(\.\d+)+")
@@ -77,7 +79,10 @@ class _Evidence:
         try:
             value = parser(record.result.stdout)
         except ParseError as exc:
-            self.statuses[name] = _status(record, ok=False, reason=f"unparseable output: {exc}")
+            # A tool that exits 0 yet states why it has nothing (rocm-smi without amdgpu) is named by that.
+            cause = known_cause(record.result.stdout, record.result.stderr)
+            why = f"{cause} (unparseable output: {exc})" if cause else f"unparseable output: {exc}"
+            self.statuses[name] = _status(record, ok=False, reason=why)
             return None
         self.statuses[name] = _status(record, ok=True, reason=record.note)
         return value
@@ -122,8 +127,15 @@ def _status(record: ProbeRecord, *, ok: bool, reason: str | None) -> ProbeStatus
     )
 
 
-def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot:
-    """The schema-valid snapshot of the node a bundle captured."""
+def build_snapshot(
+    bundle: Bundle, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
+    """The schema-valid snapshot of the node a bundle captured.
+
+    `patterns` classifies the kernel log (default: the shipped table); a site's fatal-error map passes
+    its own (`Policy.kernel_events.table`), and the snapshot records which table it was.
+    """
+    table = patterns if patterns is not None else dmesg.load_default_patterns()
     ev = _Evidence(bundle)
     info = ev.parse("rocminfo", rocminfo.parse_rocminfo)
     version = ev.parse("amdsmi_version", amdsmi.parse_amdsmi_version)
@@ -141,7 +153,11 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
     driver_values = ev.parse("driver_version", sysfs.parse_sysfs_grep)
     rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
     kernel = ev.parse("kernel", sysfs.parse_uname_r)
-    log = ev.parse("dmesg", dmesg.parse_dmesg)
+    log = ev.parse("dmesg", lambda text: dmesg.parse_dmesg(text, table))
+    host, rccl_library, rccl_missing = host_facts(ev.parse, ev.reason, present={r.name for r in bundle.records})
+    software = _software(ev, kernel, driver_values, rocm_values, version, static, rsmi)
+    reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
+    software = replace(software, rccl_library=rccl_library, na_reasons=reasons)
 
     gpus = assemble_gpus(
         GpuSources(
@@ -158,20 +174,24 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
         node=NodeInfo(name=bundle.node, hostname=bundle.hostname, node_class=node_class),
         taken_at=bundle.taken_at,
         tool_version=bundle.tool_version,
-        software=_software(ev, kernel, driver_values, rocm_values, version, static, rsmi),
+        software=software,
+        host=host,
         gpus=gpus,
         gpu_links=_gpu_links(topology, rsmi_topo, rsmi),
         pcie=_pcie(pci),
         nics=_nics(ibv, links, ib_values, sriov_values),
         sriov=_sriov(sriov_values),
         events=log.events if log else (),
+        event_patterns=table.digest if log else None,
         probes=ev.probe_statuses(),
     )
 
 
-def snapshot_from_bundle(path: Path, *, node_class: str | None = None) -> Snapshot:
+def snapshot_from_bundle(
+    path: Path, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
     """Load a capture bundle (directory or .tar.gz) and build its snapshot."""
-    return build_snapshot(load_bundle(path), node_class=node_class)
+    return build_snapshot(load_bundle(path), node_class=node_class, patterns=patterns)
 
 
 # --------------------------------------------------------------------------- software

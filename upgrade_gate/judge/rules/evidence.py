@@ -13,8 +13,9 @@ Design decisions:
   - a node with neither a baseline nor a class reference: there is nothing to judge it against.
 - `phase.failed`: any phase result `failed` blocks, with the phase's reasons.
 - `dmesg.fatal`: kernel events are grouped per (pattern, BDF), one finding each with the count and
-  the first line; the severity of each pattern comes from the pattern data file (dmesg parser), and
-  the rule maps `fatal` to block and `error` to warn by default.
+  the first line; each is graded by the fatal-error map (the shipped pattern file under the policy's
+  `kernel_events`, see `judge.kernel_events` and `rules.kernel`), and the rule maps `fatal` to block
+  and `error` to warn by default.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.model import Finding, KernelEvent, PhaseStatus, Severity
+from upgrade_gate.judge.rules.kernel import check_kernel_events
+from upgrade_gate.model import Finding, PhaseStatus
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -145,28 +147,8 @@ def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 
 def check_dmesg(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Fatal (block) and error (warn) kernel events, one finding per pattern and device."""
-    block = set(entry.strings("block_severities"))
-    warn = set(entry.strings("warn_severities"))
-    groups: dict[tuple[str, str], list[KernelEvent]] = {}
-    for event in ctx.candidate.events:
-        if event.severity in block or event.severity in warn:
-            groups.setdefault((event.kind, str(event.bdf) if event.bdf else ""), []).append(event)
-    for (kind, bdf), events in sorted(groups.items()):
-        first = min(events, key=lambda e: e.line_no)
-        severity: Severity | None = None if any(e.severity in block for e in events) else softer(entry.severity)
-        yield finding(
-            ctx,
-            entry,
-            f"dmesg: {kind}{' on ' + bdf if bdf else ''}: {len(events)} line(s), first at line {first.line_no}: "
-            f"{first.text.strip()[:160]}",
-            device=bdf or None,
-            path=f"events[kind={kind}]",
-            expected="no such event",
-            actual=len(events),
-            evidence="dmesg",
-            severity=severity,
-        )
+    """Fatal (block) and error (warn) kernel events through the site's fatal-error map (rules.kernel)."""
+    return check_kernel_events(ctx, entry)
 
 
 SPECS = (
