@@ -22,6 +22,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,15 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     yield from _phases(ctx, entry)
 
 
+def _device_of(subject: str) -> str | None:
+    """'nics[name=ionic_0].ports[1]' -> 'ionic_0'; 'gpus[3].serial' -> 'gpu[3]'; software -> None."""
+    nic = re.match(r"^nics\[name=([^\]]+)\]", subject)
+    if nic is not None:
+        return nic.group(1)
+    gpu = re.match(r"^gpus\[(\d+)\]", subject)
+    return f"gpu[{gpu.group(1)}]" if gpu is not None else None
+
+
 def _issues(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Evidence the snapshot builder could not trust: sources that disagree, error texts, absences."""
     for issue in ctx.candidate.evidence_issues:
@@ -66,7 +76,7 @@ def _issues(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             ctx,
             entry,
             f"evidence {issue.kind.value}: {issue.message}",
-            device=issue.subject,
+            device=_device_of(issue.subject),
             path=issue.subject,
             expected="one trustworthy answer from every source",
             actual=dict(issue.values) or None,
