@@ -45,7 +45,9 @@ def test_preamble_ucx_lines_before_rccl_tests_table_are_skipped_not_read_as_json
 
 
 def test_preamble_ucx_lines_before_rccl_json_then_broken_json_says_what_was_skipped() -> None:
-    ucx = "".join((RCCL / "mi355x-2node-16rank-ionic-allreduce-16G-ucx-warn-preamble-readme.txt").read_text().splitlines(True)[:2])
+    ucx = "".join(
+        (RCCL / "mi355x-2node-16rank-ionic-allreduce-16G-ucx-warn-preamble-readme.txt").read_text().splitlines(True)[:2]
+    )
     good = (RCCL / "mi300x-8gpu-allreduce-array-from-source.json").read_text()
     assert rt.parse_rccl_tests(ucx + good).rows == rt.parse_rccl_tests(good).rows
     with pytest.raises(ParseError, match=r"after 2 skipped preamble line\(s\).*UCX"):
@@ -70,14 +72,19 @@ def test_preamble_amdsmi_group_banner_before_intact_json_is_a_note() -> None:
 
 def test_preamble_amdsmi_group_banner_is_named_as_the_cause_when_the_rest_is_broken() -> None:
     """Before: "expected a 'GPU: <n>' block" / "invalid JSON" pointed at the wrong fault."""
-    with pytest.raises(ParseError, match=r"amd-smi ran without access to the render devices.*lacks group\(s\) render, video; then: invalid JSON"):
+    with pytest.raises(
+        ParseError,
+        match=r"amd-smi ran without access to the render devices.*lacks group\(s\) render, video; then: invalid JSON",
+    ):
         amdsmi.parse_amdsmi_static(GROUPS + '\n[\n    {\n        "gpu": 0,\n')
     with pytest.raises(ParseError, match=r"without access to the render devices.*then: no GPU in output"):
         amdsmi.parse_amdsmi_list(GROUPS + "\n")
 
 
 def test_preamble_amdsmi_version_with_banner_keeps_the_error_value_for_the_builder() -> None:
-    version = amdsmi.parse_amdsmi_version((AMD / "version-json-26.2.2-no-render-group-file-error-from-source.json").read_text())
+    version = amdsmi.parse_amdsmi_version(
+        (AMD / "version-json-26.2.2-no-render-group-file-error-from-source.json").read_text()
+    )
     assert version.amdgpu_version == "AMDSMI_STATUS_FILE_ERROR - Error opening file"
     assert version_problem(version.amdgpu_version) is not None
 
@@ -107,7 +114,9 @@ def test_sanity_error_texts_are_named(value: str, fragment: str) -> None:
     assert problem is not None and fragment in problem
 
 
-@pytest.mark.parametrize("value", ["6.7.0", "6.16.13", "5.18.2.22.40", "6.2.0-66", "0x0017004f", "692409006566", "MI300X"])
+@pytest.mark.parametrize(
+    "value", ["6.7.0", "6.16.13", "5.18.2.22.40", "6.2.0-66", "0x0017004f", "692409006566", "MI300X"]
+)
 def test_sanity_ordinary_values_pass(value: str) -> None:
     assert error_text(value) is None
 

@@ -82,7 +82,11 @@ def _no_render(bundle: Bundle) -> Bundle:
     """amd-smi run by a user outside the render group, on a node without /sys/module/amdgpu/version."""
     bundle = _edit(bundle, "driver_version", skipped=True)
     version = _stdout(bundle, "amdsmi_version").replace('"6.7.0"', f'"{FILE_ERROR}"')
-    static = re.sub(r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"', rf'\1"{FILE_ERROR}"', _stdout(bundle, "amdsmi_static"))
+    static = re.sub(
+        r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"',
+        rf'\1"{FILE_ERROR}"',
+        _stdout(bundle, "amdsmi_static"),
+    )
     assert FILE_ERROR in version and FILE_ERROR in static
     bundle = _edit(bundle, "amdsmi_version", BANNER + version)
     return _edit(bundle, "amdsmi_static", BANNER + static)
@@ -119,7 +123,9 @@ def test_evidence_same_error_on_both_sides_blocks(healthy: Bundle) -> None:
 def test_evidence_inbox_driver_proc_version_is_not_a_driver_version(healthy: Bundle) -> None:
     line = (FIXTURES / "amd-smi" / "version-26.0.2-inbox-driver-proc-version-rocm7.0.2.txt").read_text()
     bundle = _edit(_edit(healthy, "driver_version", skipped=True), "amdsmi_version", line)
-    static = re.sub(r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"', r'\1"N/A"', _stdout(bundle, "amdsmi_static"))
+    static = re.sub(
+        r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"', r'\1"N/A"', _stdout(bundle, "amdsmi_static")
+    )
     snap = build_snapshot(_edit(bundle, "amdsmi_static", static))
     assert snap.software.driver_version is None
     assert "/proc/version" in snap.software.na_reasons["driver_version"]
@@ -145,7 +151,9 @@ def test_evidence_rocm_build_and_release_are_one_fact(healthy: Bundle) -> None:
 
 def test_evidence_port_down_in_rdma_link_while_ibv_devinfo_says_active_blocks(healthy: Bundle) -> None:
     links = _stdout(healthy, "rdma_link")
-    down = links.replace("link ionic_3/1 state ACTIVE physical_state LINK_UP", "link ionic_3/1 state DOWN physical_state DISABLED")
+    down = links.replace(
+        "link ionic_3/1 state ACTIVE physical_state LINK_UP", "link ionic_3/1 state DOWN physical_state DISABLED"
+    )
     assert down != links and "PORT_ACTIVE" in _stdout(healthy, "ibv_devinfo")
     snap = build_snapshot(_edit(healthy, "rdma_link", down))
     nic = next(n for n in snap.nics if n.name == "ionic_3")

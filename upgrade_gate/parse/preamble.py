@@ -42,7 +42,8 @@ _LOW_POWER_RE = re.compile(r"^WARNING: AMD GPU device\(s\) is/are in a low-power
 _UCX_RE = re.compile(r"^\[\d+\.\d+\]\s+\[[^\]]+\]\s+\S+:\d+\s+UCX\s+(?P<level>[A-Z]+)\s")
 _MPI_DASHES = "-" * 74
 _MPI_AGGREGATE_RE = re.compile(
-    r"^\[[^\]]+\] (?:\d+ more process(?:es)? ha(?:s|ve) sent help message|Set MCA parameter \"orte_base_help_aggregate\")"
+    r"^\[[^\]]+\] (?:\d+ more process(?:es)? ha(?:s|ve) sent help message"
+    r"|Set MCA parameter \"orte_base_help_aggregate\")"
 )
 
 AMDSMI_NO_RENDER = "amd-smi ran without access to the render devices (/dev/dri/renderD*)"
@@ -83,7 +84,9 @@ def _match(lines: list[str], pos: int) -> tuple[str, int, str | None] | None:
     if _MPI_AGGREGATE_RE.match(line):
         return "openmpi-help", 1, None
     if line == _MPI_DASHES:
-        end = next((i for i in range(pos + 1, min(len(lines), pos + 60)) if lines[i].rstrip("\r\n") == _MPI_DASHES), None)
+        end = next(
+            (i for i in range(pos + 1, min(len(lines), pos + 60)) if lines[i].rstrip("\r\n") == _MPI_DASHES), None
+        )
         if end is not None:
             return "openmpi-help", end - pos + 1, None
     return None

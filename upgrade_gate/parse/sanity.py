@@ -35,7 +35,9 @@ _ERROR_RE = re.compile(
     r"^(?:error|err:|failed|failure|unable to|cannot|can't|could not|no such file|not found|timeout|timed out)\b",
     re.IGNORECASE,
 )
-_PLACEHOLDERS = frozenset({"n/a", "na", "none", "null", "unknown", "unsupported", "not supported", "not available", "-"})
+_PLACEHOLDERS = frozenset(
+    {"n/a", "na", "none", "null", "unknown", "unsupported", "not supported", "not available", "-"}
+)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _PROC_VERSION_RE = re.compile(r"^Linux\s*version", re.IGNORECASE)
 _VERSION_RE = re.compile(r"^v?\d+(?:\.\d+)+(?:[-+~_.][0-9A-Za-z][0-9A-Za-z._+~-]*)?$")

@@ -35,7 +35,16 @@ SOURCE_NAMES = {
     "ibstat": "ibstat",
 }
 # GPU text fields that come from a tool's printout and must not be an error text.
-_GPU_TEXT = ("serial", "unique_id", "product_name", "gfx_target", "device_id", "compute_partition", "memory_partition", "vbios")
+_GPU_TEXT = (
+    "serial",
+    "unique_id",
+    "product_name",
+    "gfx_target",
+    "device_id",
+    "compute_partition",
+    "memory_partition",
+    "vbios",
+)
 
 
 def _label(source: str) -> str:
@@ -171,7 +180,11 @@ def port_views(
 
 
 def check_nics(
-    nics: Sequence[Nic], views: dict[str, dict[str, dict[int, PortView]]], issues: Issues, *, incomplete: Sequence[str] = ()
+    nics: Sequence[Nic],
+    views: dict[str, dict[str, dict[int, PortView]]],
+    issues: Issues,
+    *,
+    incomplete: Sequence[str] = (),
 ) -> tuple[Nic, ...]:
     """NICs whose port state is the worst any source printed; disagreements and absences recorded.
 
@@ -193,7 +206,9 @@ def check_nics(
     out = []
     for nic in nics:
         ports = []
-        port_numbers = sorted({p for view in views.values() for p in view.get(nic.name, {})} | {p.port for p in nic.ports})
+        port_numbers = sorted(
+            {p for view in views.values() for p in view.get(nic.name, {})} | {p.port for p in nic.ports}
+        )
         by_port = {p.port: p for p in nic.ports}
         for number in port_numbers:
             port = by_port.get(number) or NicPort(port=number)
