@@ -144,3 +144,37 @@ def test_sanity_undecodable_names_are_refused_by_every_name_parser() -> None:
         rdma.parse_ibstat(ibstat.replace("mlx5_0", bad, 1))
     with pytest.raises(ParseError, match="not UTF-8"):
         sysfs.parse_sysfs_grep(f"/sys/bus/pci/devices/0000:06:00.0/infiniband/{bad}/fw_ver:1.117.1-a-63\n")
+
+
+# --------------------------------------------------------------------------- firmware vocabulary
+
+
+def test_firmware_names_rocmsmi_real_values_map_to_amdsmi_names_and_formats() -> None:
+    """rocm-smi prints the same rsmi number in its own format (rocm_smi.py showFwInfo); amd-smi in its own."""
+    from upgrade_gate.parse.firmware_names import rocmsmi_to_amdsmi
+
+    info = rocmsmi.parse_rocmsmi((FIXTURES / "rocm-smi" / "mi100-6gpu-json-all-rocm5.7.1-telegraf.json").read_text())
+    mapped = rocmsmi_to_amdsmi(info.gpus[0].firmware)
+    assert info.gpus[0].firmware["MEC"] == "65" and mapped["CP_MEC1"] == "65"
+    assert info.gpus[0].firmware["TA RAS"] == "27.00.01.62" and mapped["TA_RAS"] == "1B.00.01.3E"
+    assert info.gpus[0].firmware["SOS"] == "0x0017004f" and mapped["PSP_SOSDRV"] == "00.17.00.4F"
+    assert info.gpus[0].firmware["SMC"] == "00.54.29.00" and mapped["PM"] == "00.54.29.00"
+    assert info.gpus[0].firmware["ASD"] == "0x21000059" and mapped["ASD"] == str(0x21000059)
+    assert {"SDMA0", "SDMA1", "CP_MEC2", "RLC", "TA_XGMI", "VCE", "UVD"} <= set(mapped)
+    assert not set(mapped) & {"MEC", "SOS", "SMC", "TA RAS"}, "one vocabulary: no rocm-smi names left"
+
+
+def test_firmware_names_amdsmi_corpus_values_round_trip_through_rocmsmi_format() -> None:
+    from upgrade_gate.parse.firmware_names import ROCMSMI_TO_AMDSMI, amdsmi_number, rocmsmi_format, rocmsmi_to_amdsmi
+
+    fw = amdsmi.parse_amdsmi_firmware((AMD / "firmware-mi355x-gpu0-only-oci-pollara.txt").read_text()).gpus[0].firmware
+    assert fw is not None
+    to_rocm = {v: k for k, v in ROCMSMI_TO_AMDSMI.items()}
+    printed_by_rocmsmi = {}
+    for block, version in fw.items():
+        if block in to_rocm:
+            number = amdsmi_number(block, version)
+            assert number is not None, block
+            printed_by_rocmsmi[to_rocm[block]] = rocmsmi_format(to_rocm[block], number)
+    assert printed_by_rocmsmi["SOS"] == "0x00450029" and printed_by_rocmsmi["TA RAS"] == "27.69.00.10"
+    assert rocmsmi_to_amdsmi(printed_by_rocmsmi) == {b: v for b, v in fw.items() if b in to_rocm}

@@ -208,3 +208,26 @@ def test_evidence_schema_accepts_issues_and_notes(healthy: Bundle, tmp_path: Pat
     text = dumps_snapshot(snap)
     assert '"evidence_issues"' in text and '"notes"' in text
     assert loads_snapshot(text, source=str(tmp_path)) == snap
+
+
+def test_evidence_rocmsmi_fallback_firmware_does_not_diff_against_amdsmi(healthy: Bundle, tmp_path: Path) -> None:
+    """Issue 13: rocm-smi names and prints firmware differently; the fallback itself must not diff."""
+    from upgrade_gate.fakenode import faults
+
+    node = build_fake_node(
+        tmp_path / "node", mi300x_node("gpu-node-01", seed=1), Faults(tools={"amd-smi": faults.missing()})
+    )
+    fallback = capture(
+        LocalRunner(env=node.env(os.environ)), node="gpu-node-01", host_root=node.host_root, output_check=parser_check()
+    )
+    assert "MEC firmware version" in _stdout(fallback, "rocmsmi")
+    base, cand = build_snapshot(healthy), build_snapshot(fallback)
+    assert [g.firmware for g in cand.gpus] == [g.firmware for g in base.gpus]
+    report = judge(
+        baselines={NodeName("gpu-node-01"): base},
+        candidates=[cand],
+        plan=None,
+        policy=POLICY,
+        now="2026-12-01T12:00:00Z",
+    )
+    assert not [f for f in report.findings if f.rule.startswith("firmware")], "no firmware finding from the fallback"

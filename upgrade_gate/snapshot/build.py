@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -44,6 +45,7 @@ from upgrade_gate.model import (
 )
 from upgrade_gate.parse import amdsmi, dmesg, lspci, preamble, rdma, rocminfo, rocmsmi, sysfs
 from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiTopology, AmdSmiVersion
+from upgrade_gate.parse.firmware_names import rocmsmi_to_amdsmi
 from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.parse.sanity import error_text, version_problem
 from upgrade_gate.snapshot import crosscheck
@@ -160,7 +162,7 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
             static=static,
             listing=listing,
             firmware=firmware,
-            rocmsmi=rsmi,
+            rocmsmi=_amdsmi_vocabulary(rsmi),
             pci=pci,
             reason=ev.reason,
         )
@@ -188,6 +190,13 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
         probes=ev.probe_statuses(),
         evidence_issues=tuple(issues.items),
     )
+
+
+def _amdsmi_vocabulary(rsmi: RocmSmiInfo | None) -> RocmSmiInfo | None:
+    """rocm-smi's firmware in amd-smi's block names and formats: the fallback itself must not diff."""
+    if rsmi is None:
+        return None
+    return dc_replace(rsmi, gpus=tuple(dc_replace(g, firmware=rocmsmi_to_amdsmi(g.firmware)) for g in rsmi.gpus))
 
 
 def snapshot_from_bundle(path: Path, *, node_class: str | None = None) -> Snapshot:
