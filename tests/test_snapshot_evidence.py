@@ -231,3 +231,46 @@ def test_evidence_rocmsmi_fallback_firmware_does_not_diff_against_amdsmi(healthy
         now="2026-12-01T12:00:00Z",
     )
     assert not [f for f in report.findings if f.rule.startswith("firmware")], "no firmware finding from the fallback"
+
+
+def test_evidence_ibstat_is_a_third_port_state_source() -> None:
+    """ibstat (real Azure 8x CX-6 output, ends in `ibpanic` for mlx5_8) against an `rdma link show` of the
+    same devices in iproute2's format (corpus rdma-link-show-bnxt_re-...): mlx5_2 DOWN there, Active in ibstat."""
+    from upgrade_gate.model import Nic
+    from upgrade_gate.parse import rdma
+    from upgrade_gate.snapshot import crosscheck
+
+    ibstat = rdma.parse_ibstat(
+        (FIXTURES / "ibv_devinfo" / "ibstat-a100-azure-8x-cx6-hdr-ibpanic-exit255-gpud.txt").read_text()
+    )
+    names = [ca.name for ca in ibstat.cas]
+    lines = [
+        f"link {n}/1 state {'DOWN' if n == 'mlx5_2' else 'ACTIVE'} "
+        f"physical_state {'DISABLED' if n == 'mlx5_2' else 'LINK_UP'} \n"
+        for n in names
+    ]
+    links = rdma.parse_rdma_link("".join(lines) + "link mlx5_8/1 state ACTIVE physical_state LINK_UP \n")
+    issues = crosscheck.Issues()
+    nics = crosscheck.check_nics(
+        [Nic(name=n) for n in [*names, "mlx5_8"]],
+        crosscheck.port_views(None, links, ibstat),
+        issues,
+        incomplete=("ibstat",),
+    )
+    by_name = {n.name: n for n in nics}
+    assert by_name["mlx5_2"].ports[0].state == "DOWN"
+    assert by_name["mlx5_0"].ports[0].state == "ACTIVE" and by_name["mlx5_8"].ports[0].state == "ACTIVE"
+    conflicts = [i for i in issues.items if i.kind is IssueKind.CONFLICT]
+    assert [i.subject for i in conflicts] == ["nics[name=mlx5_2].ports[1].state"]
+    assert conflicts[0].values == {"rdma_link": "DOWN/DISABLED", "ibstat": "Active/LinkUp"}
+    # mlx5_8 vanished while ibstat ran: its ibpanic already says so (the probe fails), not repeated here
+    assert not [i for i in issues.items if i.kind is IssueKind.ABSENT_IN_SOURCE]
+
+
+def test_evidence_nic_firmware_error_text_is_missing(healthy: Bundle) -> None:
+    ibv = _stdout(healthy, "ibv_devinfo").replace("fw_ver:\t\t\t\t1.117.1-a-63", "fw_ver:\t\t\t\tN/A", 1)
+    sysfs_ib = _stdout(healthy, "sysfs_ib").replace("ionic_0/fw_ver:1.117.1-a-63", "ionic_0/fw_ver:N/A")
+    snap = build_snapshot(_edit(_edit(healthy, "ibv_devinfo", ibv), "sysfs_ib", sysfs_ib))
+    nic = next(n for n in snap.nics if n.name == "ionic_0")
+    assert nic.fw_ver is None and "N/A" in nic.na_reasons["fw_ver"]
+    assert any(i.subject == "nics[name=ionic_0].fw_ver" for i in snap.evidence_issues)

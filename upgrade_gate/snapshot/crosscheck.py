@@ -205,6 +205,15 @@ def check_nics(
             )
     out = []
     for nic in nics:
+        problem = error_text(nic.fw_ver)
+        if problem is not None:
+            issues.add(
+                IssueKind.ERROR_VALUE,
+                f"nics[name={nic.name}].fw_ver",
+                f"NIC {nic.name} firmware unknown: {problem}",
+                {"fw_ver": str(nic.fw_ver)},
+            )
+            nic = replace(nic, fw_ver=None, na_reasons={**nic.na_reasons, "fw_ver": problem})
         ports = []
         port_numbers = sorted(
             {p for view in views.values() for p in view.get(nic.name, {})} | {p.port for p in nic.ports}
