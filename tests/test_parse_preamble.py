@@ -62,8 +62,8 @@ def test_preamble_openmpi_help_block_is_skipped() -> None:
 
 
 def test_preamble_amdsmi_group_banner_before_intact_json_is_a_note() -> None:
-    with_banner = (AMD / "static-json-mi300x-8gpu-no-render-group-banner-from-source.json").read_text()
-    plain = (AMD / "static-json-mi300x-8gpu-amdsmi26.2.2-rocm7.2.1-sriov-ifwi-dell-ai-fixture.json").read_text()
+    with_banner = (AMD / "static-json-strix-halo-no-render-group-banner-from-source.txt").read_text()
+    plain = (AMD / "static-json-list-schema-strix-halo-gfx1151-rocm6.3.1-go-test.json").read_text()
     assert amdsmi.parse_amdsmi_static(with_banner) == amdsmi.parse_amdsmi_static(plain)
     found, _ = split_preamble(with_banner)
     assert found[0].kind == "amd-smi-groups"
@@ -83,7 +83,7 @@ def test_preamble_amdsmi_group_banner_is_named_as_the_cause_when_the_rest_is_bro
 
 def test_preamble_amdsmi_version_with_banner_keeps_the_error_value_for_the_builder() -> None:
     version = amdsmi.parse_amdsmi_version(
-        (AMD / "version-json-26.2.2-no-render-group-file-error-from-source.json").read_text()
+        (AMD / "version-json-26.2.2-no-render-group-file-error-from-source.txt").read_text()
     )
     assert version.amdgpu_version == "AMDSMI_STATUS_FILE_ERROR - Error opening file"
     assert version_problem(version.amdgpu_version) is not None
