@@ -32,7 +32,7 @@ from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError,
 
 if TYPE_CHECKING:
     from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
-    from upgrade_gate.report.interface import ReportFormat
+    from upgrade_gate.report.interface import ConsoleDetail, ReportFormat
     from upgrade_gate.store.gitstore import BaselineStore
 
 
@@ -191,6 +191,8 @@ def gate_cmd(
         [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
     ),
     now: str | None = typer.Option(None, "--now", help="Report timestamp, ISO 8601 (default: the current time)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Console: every finding under its cause."),
+    summary: bool = typer.Option(False, "--summary", help="Console: the verdict and one line per node (CI logs)."),
 ) -> ExitCode:
     """Judge candidates against their baselines under a plan and a policy: exit 0 PASS, 1 BLOCK."""
     from dataclasses import replace
@@ -205,6 +207,7 @@ def gate_cmd(
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
+    detail = console_detail(verbose=verbose, summary=summary)
     timestamp = _timestamp(now)
     loaded_plan = load_plan(plan) if plan is not None else None
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
@@ -231,11 +234,27 @@ def gate_cmd(
         candidates={s.node.name: s for s in snaps},
         color=sys.stdout.isatty() and "NO_COLOR" not in os.environ,
     )
-    typer.echo(render(ReportFormat.CONSOLE, ctx), nl=False)
+    typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
     for fmt, path in outputs:
         write_text_atomic(path, render(fmt, replace(ctx, color=False)))
         typer.echo(f"wrote {fmt.value} report to {path}", err=True)
     return _exit(report)
+
+
+def console_detail(*, verbose: bool, summary: bool) -> ConsoleDetail:
+    """--verbose / --summary as a console level; both at once is a usage error."""
+    from upgrade_gate.report.interface import ConsoleDetail
+
+    if verbose and summary:
+        raise UsageError("--verbose and --summary: choose one")
+    return ConsoleDetail.VERBOSE if verbose else ConsoleDetail.SUMMARY if summary else ConsoleDetail.CAUSES
+
+
+def console_width() -> int:
+    """The terminal's width (COLUMNS overrides; 120 when stdout is no terminal), at least 60."""
+    import shutil
+
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
 
 
 def _exit(report: GateReport) -> ExitCode:
