@@ -366,7 +366,7 @@ class Cause:
     exactly one cause.
     """
 
-    key: str  # stable within its node, e.g. "device.order", "bandwidth:mesh/all_reduce", "rule:pcie.downgrade"
+    key: str  # stable within its node, e.g. "device.order", "bandwidth:mesh/all_reduce", "pcie.downgrade"
     node: NodeName
     severity: Severity
     headline: str

@@ -256,14 +256,15 @@ def _order(pool: _Pool, baseline: Snapshot | None, candidate: Snapshot | None) -
     before = shown.expected if isinstance(shown.expected, list) else []
     after = shown.actual if isinstance(shown.actual, list) else []
     basis = "" if main is not None else " from its class"
+    what = moved_summary(before, after) if before and after else shown.message
     pool.add(
         "device.order",
         taken,
-        f"GPU enumeration order changed{basis}: {moved_summary(before, after)}",
+        f"GPU enumeration order changed{basis}: {what}",
         category=CauseCategory.DRIVER,
         owner=owner_of("device.order_changed"),
-        next_step=_order_pin(baseline, candidate) if main is not None else None,
-        details=permutation_table(before, after),
+        next_step=(_order_pin(baseline, candidate) or main.hint) if main is not None else None,
+        details=permutation_table(before, after) if before and after else (),
     )
 
 
@@ -475,7 +476,7 @@ def _by_rule(pool: _Pool, candidate: Snapshot | None) -> None:
     groups: dict[str, list[int]] = {}
     for i in sorted(pool.free):
         f = pool.findings[i]
-        key = f"rule:{f.rule}"
+        key = str(f.rule)
         if f.rule == "evidence.missing" and f.device in tools:
             key = f"evidence:{tools[f.device]}"
         elif f.rule == "evidence.missing" and f.path and f.path.startswith("phases["):
@@ -483,7 +484,7 @@ def _by_rule(pool: _Pool, candidate: Snapshot | None) -> None:
         elif f.rule == "fleet.odd_one_out":
             key = f"fleet.odd_one_out:{(f.path or '').split('[')[0].split('.')[0]}"
         elif f.rule.startswith("software."):
-            key = f"rule:{f.rule}"
+            key = str(f.rule)
         groups.setdefault(key, []).append(i)
     for key, indexes in sorted(groups.items()):
         pool.free.difference_update(indexes)
