@@ -185,7 +185,7 @@ def judge(
     if any(f.rule == _EVIDENCE for f in all_findings):
         ran_anywhere.add(_EVIDENCE)  # absent candidates are judged outside the per-node loop
     verdict = Verdict.BLOCK if any(f.severity is Severity.BLOCK for f in all_findings) else Verdict.PASS
-    report = GateReport(
+    gate_report = GateReport(
         verdict=verdict,
         generated_at=now,
         tool_version=tool_version,
@@ -196,7 +196,7 @@ def judge(
         checklist=rows,
         rules_evaluated=tuple(sorted(ran_anywhere)),
     )
-    return group_causes(report, baselines=baselines, candidates=by_name)  # shown grouped; decides nothing
+    return group_causes(gate_report, baselines=baselines, candidates=by_name)  # shown grouped; decides nothing
 
 
 def judge_node(
