@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,7 +203,6 @@ def gate_cmd(
     from upgrade_gate.judge.policy import load_policy
     from upgrade_gate.report.interface import ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
-    from upgrade_gate.snapshot.io import write_text_atomic
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
@@ -235,10 +234,26 @@ def gate_cmd(
         color=sys.stdout.isatty() and "NO_COLOR" not in os.environ,
     )
     typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
-    for fmt, path in outputs:
-        write_text_atomic(path, render(fmt, replace(ctx, color=False)))
-        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+    write_reports(outputs, report, baselines=baselines, candidates=ctx.candidates)
     return _exit(report)
+
+
+def write_reports(
+    outputs: Sequence[tuple[ReportFormat, Path]],
+    report: GateReport,
+    *,
+    baselines: Mapping[NodeName, Snapshot],
+    candidates: Mapping[NodeName, Snapshot],
+) -> None:
+    """Write each `--report FORMAT:PATH` (no colour), saying so on stderr."""
+    from upgrade_gate.report.interface import ReportContext
+    from upgrade_gate.report.registry import render
+    from upgrade_gate.snapshot.io import write_text_atomic
+
+    ctx = ReportContext(report=report, baselines=baselines, candidates=candidates)
+    for fmt, path in outputs:
+        write_text_atomic(path, render(fmt, ctx))
+        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
 
 
 def console_detail(*, verbose: bool, summary: bool) -> ConsoleDetail:
