@@ -73,15 +73,14 @@ def size_text(n: int) -> str:
 
 
 def drop_text(drops: Sequence[float]) -> str:
-    """ "-20%" for a uniform drop, "-12% to -23%" for a spread one (fractions in, 0.2 = 20% worse)."""
+    """ "-20%" (the median drop) when uniform, "-15% (-11% to -17%)" when spread (0.2 = 20% worse)."""
     if not drops:
         return "worse"
-    lo, hi = min(drops), max(drops)
     ordered = sorted(drops)
     median = ordered[len(ordered) // 2]
-    if hi - lo <= 0.05:
+    if ordered[-1] - ordered[0] <= 0.05:
         return f"-{median:.0%}"
-    return f"-{lo:.0%} to -{hi:.0%}"
+    return f"-{median:.0%} (-{ordered[0]:.0%} to -{ordered[-1]:.0%})"
 
 
 def short_bdf(bdf: object) -> str:
