@@ -290,12 +290,25 @@ def window_validate_cmd(
     rccl_image: str = _RCCL_IMAGE, job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND,
     concurrency: int = _CONCURRENCY, poll: float = _POLL, timeout: float = _TIMEOUT, env: list[str] = _ENV,
     by: str | None = _BY,
+    checklists: list[str] = typer.Option(
+        [], "--checklist", help="Checklist: pre-change, canary, observe, or a file; repeatable."
+    ),
+    attest: list[str] = typer.Option([], "--attest", help="Attest a manual checklist item: ITEM=NAME; repeatable."),
+    reports: list[str] = typer.Option(
+        [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
+    ),
 ) -> ExitCode:  # fmt: skip
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
+    from upgrade_gate.cli.judge_cmds import parse_attestations, parse_reports, write_reports
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window import validate_window
     from upgrade_gate.fleet.window_state import load_window
+    from upgrade_gate.judge.checklist import load_checklist
     from upgrade_gate.judge.policy import load_policy
+
+    attestations = parse_attestations(attest)
+    outputs = parse_reports(reports)
+    loaded_checklists = [load_checklist(c) for c in checklists]
 
     with _client(kubeconfig, context) as client, _store(store) as st:
         namespace = str(load_window(st, window_id).doc["namespace"])
@@ -316,10 +329,12 @@ def window_validate_cmd(
         try:
             outcome = validate_window(client, st, window_id, actor=_actor(by), settings=settings, run_id=_run_id(),
                                       policy=loaded_policy, samples=samples, on_capture=progress.on_capture,
-                                      progress=progress.on_phase)  # fmt: skip
+                                      progress=progress.on_phase, checklists=loaded_checklists,
+                                      attestations=attestations)  # fmt: skip
         finally:
             progress.close()
     _print_record(outcome.record)
+    write_reports(outputs, outcome.report, baselines=outcome.baselines, candidates=outcome.candidates)
     return ExitCode.PASS if outcome.record.doc["validation"]["verdict"] == "PASS" else ExitCode.BLOCK
 
 

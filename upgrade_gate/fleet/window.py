@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,6 +80,7 @@ from upgrade_gate.validate.pipeline import Progress
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.judge.checklist import Checklist
     from upgrade_gate.store.gitstore import BaselineStore
 
 ROLLBACK_REASON = PREFIX + "rollback-reason"
@@ -247,8 +248,10 @@ def validate_window(
     samples: int | None = None,
     on_capture: Callable[[NodeRunResult], None] | None = None,
     progress: Progress | None = None,
+    checklists: Sequence[Checklist] = (),
+    attestations: Mapping[str, str] | None = None,
 ) -> Validation:
-    """Capture and run the phases on the canaries, judge them, record `validated` or `blocked`."""
+    """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`."""
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.snapshot.build import build_snapshot
 
@@ -293,6 +296,8 @@ def validate_window(
         policy=policy,
         references=references,
         denylist=denylist,
+        attestations=attestations,
+        checklists=checklists,
         now=actor.at,
     )
     for snap in candidates.values():
