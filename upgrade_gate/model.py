@@ -164,6 +164,17 @@ class KernelEvent:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RocmLibrary:
+    """One shared library of the node's ROCm tree (probe `rocm_libs`), keyed by soname."""
+
+    soname: str
+    path: str  # the real file, host root stripped
+    symbols_sha256: str  # hash of the exported symbol set (name@version binding type)
+    symbol_count: int
+    file_sha256: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Measurement:
     """A metric with its samples and the settings that produced it.
 
@@ -242,6 +253,7 @@ class Snapshot:
     measurements: tuple[Measurement, ...] = ()
     phases: tuple[PhaseResult, ...] = ()
     probes: tuple[ProbeStatus, ...] = ()
+    libraries: tuple[RocmLibrary, ...] | None = None  # None: not recorded (older capture, probe failed)
 
 
 def measurements_of(snapshot: Snapshot) -> tuple[Measurement, ...]:
