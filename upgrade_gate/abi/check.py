@@ -6,8 +6,8 @@ Findings use the gate's own `Finding` type, so every reporter renders them. The 
 Design decisions:
 - Libraries are matched by soname. A soname gone from the candidate whose stem (`libamdhip64` of
   `libamdhip64.so.5`) reappears under another soname is a soname bump; the plan may declare it
-  (`expected`: old soname -> new soname), which turns the library-level finding into info and skips
-  the symbol diff (a new major may break its ABI by definition). A declared bump does not help a
+  (`expected`: old soname -> new soname), which turns the library-level finding and its symbol diff
+  into info (a new major may break its ABI by definition; the report still names each change). A declared bump does not help a
   consumer that still needs the old soname: it cannot load, and that blocks.
 - Symbols are compared per (name, version). Gone with the name still exported under another version
   is a re-versioning; gone altogether is a removal; both break binaries linked against the old
@@ -128,7 +128,7 @@ def compare_trees(running: LibraryTree, candidate: LibraryTree, expected: Mappin
     for key, before in running.libraries.items():
         after = candidate.libraries.get(key)
         if after is not None:
-            out.extend(_compare_symbols(key, before, after, candidate.root))
+            out.extend(_compare_symbols(key, before, after))
             continue
         new = moves.get(key)
         if new is None:
@@ -160,8 +160,8 @@ def compare_trees(running: LibraryTree, candidate: LibraryTree, expected: Mappin
                 hint=None if declared else "declare it in the plan (change.libraries) once consumers are rebuilt",
             )
         )
-        if not declared:
-            out.extend(_compare_symbols(key, before, candidate.libraries[new], candidate.root, shown=new))
+        severity = Severity.INFO if declared else Severity.BLOCK
+        out.extend(_compare_symbols(key, before, candidate.libraries[new], severity=severity, shown=new))
     targets = set(moves.values())
     for key, item in candidate.libraries.items():
         if key not in running.libraries and key not in targets:
@@ -185,7 +185,7 @@ def _by_key(exports: Iterable[Export]) -> dict[tuple[str, str | None], Export]:
 
 
 def _compare_symbols(
-    key: str, before: ElfFile, after: ElfFile, root: str, *, shown: str | None = None
+    key: str, before: ElfFile, after: ElfFile, *, severity: Severity = Severity.BLOCK, shown: str | None = None
 ) -> list[Finding]:
     lib = shown or key
     old = _by_key(before.abi.exports)
@@ -203,7 +203,7 @@ def _compare_symbols(
                 out.append(
                     _finding(
                         "abi.symbol_reversioned",
-                        Severity.BLOCK,
+                        severity,
                         LIBRARIES,
                         f"{label} is re-versioned in {lib}: now {', '.join(f'{name}@{v}' for v in sorted(others))}",
                         device=lib,
@@ -217,7 +217,7 @@ def _compare_symbols(
                 out.append(
                     _finding(
                         "abi.symbol_removed",
-                        Severity.BLOCK,
+                        severity,
                         LIBRARIES,
                         f"{label} is gone from {lib} in the candidate",
                         device=lib,
@@ -234,7 +234,7 @@ def _compare_symbols(
                 out.append(
                     _finding(
                         rule,
-                        Severity.BLOCK,
+                        severity,
                         LIBRARIES,
                         f"{label} in {lib} changed {attr}: {was} -> {now_value}",
                         device=lib,
@@ -244,7 +244,8 @@ def _compare_symbols(
                         evidence=after.path,
                     )
                 )
-    added = sorted(new[k].label() for k in new.keys() - old.keys())
+    old_names = {name for name, _version in old}
+    added = sorted(new[k].label() for k in new.keys() - old.keys() if k[0] not in old_names)  # not re-versions
     if added:
         more = f", … (+{len(added) - _SHOWN_ADDED})" if len(added) > _SHOWN_ADDED else ""
         out.append(
@@ -363,6 +364,8 @@ def _import_problem(
     providers = [s for s in needed if index.has(running.libraries.get(s), imp.name, any_version=True)]
     if not providers:
         return None  # no ROCm library of the running tree provided it either: not ours
+    if not any(s in candidate.libraries for s in providers):
+        return None  # the DT_NEEDED finding already says the library that provided it is missing
     if any(index.has(candidate.libraries.get(s), imp.name, any_version=True) for s in present):
         return None
     return providers[0], "gone from"

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from upgrade_gate import codec
 from upgrade_gate.abi.elf import ElfAbi, ElfError, is_elf, read_elf
-from upgrade_gate.errors import InputError
+from upgrade_gate.errors import InputError, SchemaError
 
 CACHE_FORMAT = "abi-1"
 """Bump when `ElfAbi` or the reader's rules change: old cache entries are then ignored."""
@@ -157,9 +157,9 @@ def _read_one(job: tuple[str, str | None]) -> tuple[object, bool, str | None]:
     if entry is not None:
         try:
             doc = json.loads(entry.read_text(encoding="utf-8"))
-            if doc.get("format") == CACHE_FORMAT:
+            if doc.get("format") == CACHE_FORMAT and codec.from_jsonable(ElfAbi, doc["abi"]).sha256 == digest:
                 return doc["abi"], True, None
-        except (OSError, ValueError, AttributeError, KeyError):
+        except (OSError, ValueError, AttributeError, KeyError, SchemaError):
             pass  # absent or damaged: read the file again and rewrite the entry
     try:
         data = codec.to_jsonable(read_elf(Path(path), digest))
