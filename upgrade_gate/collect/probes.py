@@ -69,6 +69,7 @@ class _FileSpec:
     name: str
     globs: tuple[str, ...]  # relative to the host root
     parser: str = "sysfs-grep"
+    command: tuple[str, ...] = GREP_ARGV  # what the matched paths are appended to
     required: bool = True
     timeout_s: float = DEFAULT_TIMEOUT_S
 
@@ -120,6 +121,16 @@ _CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
     _FileSpec(name="sysfs_ib", globs=("sys/bus/pci/devices/*/infiniband/*/fw_ver",)),
     _FileSpec(name="driver_version", globs=("sys/module/amdgpu/version",)),
     _FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
+    # upgrade-gate's own ELF reader lists the ROCm libraries (soname, symbol-set hash): upgrade_gate.abi.listing.
+    # Optional: its loss blocks through rule library.unplanned wherever the baseline recorded libraries.
+    _FileSpec(
+        name="rocm_libs",
+        globs=("opt/rocm/lib",),
+        parser="abi-list",
+        command=("upgrade-gate", "abi-list"),
+        required=False,
+        timeout_s=300.0,
+    ),
     _CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
     _CommandSpec(name="dmesg", argv=("dmesg",), parser="dmesg"),
 )
@@ -166,7 +177,7 @@ def _file_probe(spec: _FileSpec, root: Path) -> Probe:
         skip = f"no files matched {shown}"
     return Probe(
         name=spec.name,
-        argv=(*GREP_ARGV, *files),
+        argv=(*spec.command, *files),
         parser=spec.parser,
         timeout_s=spec.timeout_s,
         required=spec.required,

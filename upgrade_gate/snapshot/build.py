@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from upgrade_gate.abi.listing import parse_listing
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
 from upgrade_gate.collect.probes import probe_names
 from upgrade_gate.errors import ParseError
@@ -52,6 +53,8 @@ _RELEASE = re.compile(r"\d+(\.\d+)+")
 
 # Probes that only run when the probe they stand in for failed: absent is normal for them.
 _FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
+# Optional probes newer than some recorded bundles: absent is a warning, not missing required evidence.
+_OPTIONAL = frozenset({"rocm_libs"})
 # PCI classes whose links matter to the gate: network, display, processing accelerators, co-processors.
 _LINK_CLASSES = ("02", "03", "12", "0b40")
 
@@ -101,7 +104,14 @@ class _Evidence:
         recorded = {r.name for r in self.bundle.records}
         for name in probe_names():
             if name not in recorded and name not in _FALLBACKS:
-                out.append(ProbeStatus(name=name, ok=False, reason=f"{name}: absent from the capture bundle"))
+                out.append(
+                    ProbeStatus(
+                        name=name,
+                        ok=False,
+                        reason=f"{name}: absent from the capture bundle",
+                        required=name not in _OPTIONAL,
+                    )
+                )
         return tuple(out)
 
 
@@ -142,6 +152,10 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
     rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
     kernel = ev.parse("kernel", sysfs.parse_uname_r)
     log = ev.parse("dmesg", dmesg.parse_dmesg)
+    libraries = ev.parse("rocm_libs", lambda text: parse_listing(text, strip_prefix=bundle.host_root))
+    libs_record = bundle.record("rocm_libs")
+    if libraries is None and libs_record is not None and libs_record.skipped:
+        libraries = ()  # no ROCm library folder on the node: recorded as none, the probe says why
 
     gpus = assemble_gpus(
         GpuSources(
@@ -166,6 +180,7 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
         sriov=_sriov(sriov_values),
         events=log.events if log else (),
         probes=ev.probe_statuses(),
+        libraries=libraries,
     )
 
 

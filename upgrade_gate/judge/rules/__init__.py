@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from upgrade_gate.judge.rules import bandwidth, devices, evidence, firmware, fleet, nic, pcie, software, topology
+from upgrade_gate.judge.rules import bandwidth, devices, evidence, firmware, fleet, libraries, nic, pcie, software, topology
 from upgrade_gate.judge.rules.base import RuleSpec, spec
 from upgrade_gate.model import RuleId
 
@@ -32,6 +32,7 @@ _ALL: tuple[RuleSpec, ...] = (
     *devices.SPECS,
     *firmware.SPECS,
     *software.SPECS,
+    *libraries.SPECS,
     *pcie.SPECS,
     *topology.SPECS,
     *nic.SPECS,
