@@ -60,7 +60,13 @@ def _hip(out: Path, soname: str, script: str, *defines: str, opt: str = "-O0") -
 
 
 def _smi(out: Path, *defines: str) -> None:
-    _cc("-Wl,-soname,librocm_smi64.so.1", *(f"-D{d}" for d in defines), FIXTURES / "fakesmi.c", "-o", out / "librocm_smi64.so.1")
+    _cc(
+        "-Wl,-soname,librocm_smi64.so.1",
+        *(f"-D{d}" for d in defines),
+        FIXTURES / "fakesmi.c",
+        "-o",
+        out / "librocm_smi64.so.1",
+    )
 
 
 def build_trees(base: Path) -> AbiTrees:

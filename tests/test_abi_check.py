@@ -77,8 +77,12 @@ def test_abi_v2_names_every_library_change(trees: AbiTrees) -> None:
             "hipGraphInstantiateWithParams@@hip_6.0 is gone from libamdhip64.so.6 in the candidate",
             "rsmi_dev_id_get is gone from librocm_smi64.so.1 in the candidate",
         ],
-        "abi.symbol_reversioned": ["hipDeviceGetUuid@@hip_5.0 is re-versioned in libamdhip64.so.6: now hipDeviceGetUuid@hip_6.2"],
-        "abi.symbol_binding_changed": ["hipGetDeviceCount@@hip_5.0 in libamdhip64.so.6 changed binding: GLOBAL -> WEAK"],
+        "abi.symbol_reversioned": [
+            "hipDeviceGetUuid@@hip_5.0 is re-versioned in libamdhip64.so.6: now hipDeviceGetUuid@hip_6.2"
+        ],
+        "abi.symbol_binding_changed": [
+            "hipGetDeviceCount@@hip_5.0 in libamdhip64.so.6 changed binding: GLOBAL -> WEAK"
+        ],
         "abi.symbol_type_changed": ["hipRuntimeVersion@@hip_5.0 in libamdhip64.so.6 changed type: OBJECT -> FUNC"],
         "abi.symbols_added": [
             "libamdhip64.so.6 exports 1 new symbol(s) (compatible): hipStreamBeginCaptureToGraph@@hip_6.2"

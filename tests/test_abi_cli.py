@@ -26,7 +26,10 @@ def test_abi_cli_block_exits_1_and_prints_the_causes(trees: AbiTrees, capsys: py
     assert run(_abi(trees, trees.v2, "--consumer", str(trees.consumer.parent))) == ExitCode.BLOCK
     out = capsys.readouterr().out
     assert "BLOCK" in out
-    assert "libtorch_hip.so needs hipGraphInstantiateWithParams@hip_6.0, gone from libamdhip64.so.6 in the candidate" in out
+    assert (
+        "libtorch_hip.so needs hipGraphInstantiateWithParams@hip_6.0, gone from libamdhip64.so.6 in the candidate"
+        in out
+    )
 
 
 def test_abi_cli_compatible_candidate_exits_0(trees: AbiTrees) -> None:
@@ -36,8 +39,7 @@ def test_abi_cli_compatible_candidate_exits_0(trees: AbiTrees) -> None:
 def test_abi_cli_plan_declares_the_soname_bump(trees: AbiTrees, tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text(
-        "id: rocm-bump\nchange:\n  rocm: {to: '7.0.0'}\n"
-        "  sonames: [{from: libamdhip64.so.6, to: libamdhip64.so.7}]\n"
+        "id: rocm-bump\nchange:\n  rocm: {to: '7.0.0'}\n  sonames: [{from: libamdhip64.so.6, to: libamdhip64.so.7}]\n"
     )
     assert run(_abi(trees, trees.bump)) == ExitCode.BLOCK
     assert run(_abi(trees, trees.bump, "--plan", str(plan))) == ExitCode.PASS

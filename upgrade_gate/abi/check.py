@@ -7,8 +7,9 @@ Design decisions:
 - Libraries are matched by soname. A soname gone from the candidate whose stem (`libamdhip64` of
   `libamdhip64.so.5`) reappears under another soname is a soname bump; the plan may declare it
   (`expected`: old soname -> new soname), which turns the library-level finding and its symbol diff
-  into info (a new major may break its ABI by definition; the report still names each change). A declared bump does not help a
-  consumer that still needs the old soname: it cannot load, and that blocks.
+  into info (a new major may break its ABI by definition; the report still names each change). A
+  declared bump does not help a consumer that still needs the old soname: it cannot load, and that
+  blocks.
 - Symbols are compared per (name, version). Gone with the name still exported under another version
   is a re-versioning; gone altogether is a removal; both break binaries linked against the old
   library. Binding and type changes break them too (a WEAK that became GLOBAL changes interposition,
@@ -130,8 +131,8 @@ def compare_trees(running: LibraryTree, candidate: LibraryTree, expected: Mappin
         if after is not None:
             out.extend(_compare_symbols(key, before, after))
             continue
-        new = moves.get(key)
-        if new is None:
+        moved_to = moves.get(key)
+        if moved_to is None:
             out.append(
                 _finding(
                     "abi.library_removed",
@@ -145,6 +146,7 @@ def compare_trees(running: LibraryTree, candidate: LibraryTree, expected: Mappin
                 )
             )
             continue
+        new = moved_to
         declared = expected.get(key) == new
         out.append(
             _finding(

@@ -135,9 +135,9 @@ def _read(fh: BinaryIO, sha256: str) -> ElfAbi:
     if dynamic is not None:
         for tag in dynamic.iter_tags():
             if tag.entry.d_tag == "DT_SONAME":
-                soname = str(tag.soname)
+                soname = str(getattr(tag, "soname"))  # noqa: B009 - pyelftools sets it per tag kind
             elif tag.entry.d_tag == "DT_NEEDED":
-                needed.append(str(tag.needed))
+                needed.append(str(getattr(tag, "needed")))  # noqa: B009
     defined: dict[int, str] = {}
     if verdef is not None:
         for entry, aux in verdef.iter_versions():

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from upgrade_gate.judge.rules import bandwidth, devices, evidence, firmware, fleet, libraries, nic, pcie, software, topology
+from upgrade_gate.judge.rules import (
+    bandwidth,
+    devices,
+    evidence,
+    firmware,
+    fleet,
+    libraries,
+    nic,
+    pcie,
+    software,
+    topology,
+)
 from upgrade_gate.judge.rules.base import RuleSpec, spec
 from upgrade_gate.model import RuleId
 
