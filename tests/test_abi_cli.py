@@ -73,7 +73,7 @@ def test_cache_serves_unchanged_files_and_rereads_changed_ones(trees: AbiTrees, 
     again, hits = scan(files, cache_dir=cache, workers=1)
     assert hits == len(files) and again == first
     entry = next(cache.rglob("*.json"))
-    entry.write_text(json.dumps({"format": CACHE_FORMAT, "abi": "damaged"}))
+    entry.write_text(json.dumps({"format": CACHE_FORMAT, "sha256": entry.stem, "exports": "damaged"}))
     healed, hits = scan(files, cache_dir=cache, workers=1)  # a damaged entry is never trusted: read again
     assert healed == first and hits == len(files) - 1
     entry.write_text("{not json")

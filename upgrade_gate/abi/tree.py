@@ -14,6 +14,9 @@ Design decisions:
   readers and concurrent runs can share one cache folder.
 - pyelftools is pure Python (GIL-bound), so files are read by a process pool; a handful of files are
   read in-process, where a pool would cost more than it saves.
+- Within one run (the scans sharing a `memo`) a file already read and unchanged since (same device,
+  inode, size, mtime and ctime) is not hashed again: a file both trees share is read once. Nothing
+  stat-keyed is persisted: across runs only the content hash decides.
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from upgrade_gate import codec
-from upgrade_gate.abi.elf import ElfAbi, ElfError, is_elf, read_elf
-from upgrade_gate.errors import InputError, SchemaError
+from upgrade_gate.abi.elf import ElfAbi, ElfError, Export, Import, is_elf, read_elf
+from upgrade_gate.errors import InputError
 
-CACHE_FORMAT = "abi-1"
+CACHE_FORMAT = "abi-2"
 """Bump when `ElfAbi` or the reader's rules change: old cache entries are then ignored."""
 
 _SHARED_NAME = re.compile(r".+\.so(\.[0-9][0-9A-Za-z._+-]*)?")
@@ -126,26 +129,48 @@ def scan(
     *,
     cache_dir: Path | None,
     workers: int | None = None,
+    memo: dict[tuple[int, ...], ElfAbi] | None = None,
 ) -> tuple[dict[Path, ElfAbi], int]:
-    """Read every file (in parallel, through the cache); returns path -> ElfAbi and the cache hits."""
-    todo = list(dict.fromkeys(paths))
+    """Read every file (in parallel, through the cache); returns path -> ElfAbi and the cache hits.
+
+    `memo`, shared by the scans of one run, remembers files already read (keyed by `stat_key`).
+    """
+    memo = {} if memo is None else memo
+    out: dict[Path, ElfAbi] = {}
+    hits = 0
+    todo: list[Path] = []
+    for path in dict.fromkeys(paths):
+        known = memo.get(stat_key(path))
+        if known is not None:  # the same unchanged file, already read in this process (e.g. in both trees)
+            out[path] = known
+            hits += 1
+        else:
+            todo.append(path)
     jobs = [(str(p), str(cache_dir) if cache_dir is not None else None) for p in todo]
     if len(jobs) < _POOL_MIN_FILES or workers == 1:
         results = [_read_one(job) for job in jobs]
     else:
         with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
             results = list(pool.map(_read_one, jobs, chunksize=max(1, len(jobs) // 64)))
-    out: dict[Path, ElfAbi] = {}
-    hits = 0
-    for path, (data, hit, error) in zip(todo, results, strict=True):
-        if error is not None:
-            raise ElfError(error)
+    for path, (abi, hit, error) in zip(todo, results, strict=True):
+        if abi is None:
+            raise ElfError(error or f"{path}: unreadable")
         hits += hit
-        out[path] = codec.from_jsonable(ElfAbi, data)
+        out[path] = abi
+        memo[stat_key(path)] = abi
     return out, hits
 
 
-def _read_one(job: tuple[str, str | None]) -> tuple[object, bool, str | None]:
+def stat_key(path: Path) -> tuple[int, ...]:
+    """Identity of an unchanged file within one run: device, inode, size, mtime and ctime."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, id(path))  # never matches: the read reports the error
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _read_one(job: tuple[str, str | None]) -> tuple[ElfAbi | None, bool, str | None]:
     """Worker: hash, look up the cache, read on a miss. Errors travel back as text (picklable)."""
     path, cache = job
     try:
@@ -157,17 +182,55 @@ def _read_one(job: tuple[str, str | None]) -> tuple[object, bool, str | None]:
     if entry is not None:
         try:
             doc = json.loads(entry.read_text(encoding="utf-8"))
-            if doc.get("format") == CACHE_FORMAT and codec.from_jsonable(ElfAbi, doc["abi"]).sha256 == digest:
-                return doc["abi"], True, None
-        except (OSError, ValueError, AttributeError, KeyError, SchemaError):
+            if doc["format"] == CACHE_FORMAT and doc["sha256"] == digest:
+                return _load(doc), True, None
+        except (OSError, ValueError, TypeError, AttributeError, KeyError):
             pass  # absent or damaged: read the file again and rewrite the entry
     try:
-        data = codec.to_jsonable(read_elf(Path(path), digest))
+        abi = read_elf(Path(path), digest)
     except ElfError as exc:
         return None, False, str(exc)
     if entry is not None:
-        _write_atomic(entry, json.dumps({"format": CACHE_FORMAT, "abi": data}, separators=(",", ":")))
-    return data, False, None
+        _write_atomic(entry, json.dumps(_dump(abi), separators=(",", ":")))
+    return abi, False, None
+
+
+def _dump(abi: ElfAbi) -> dict[str, object]:
+    """The cache entry: compact rows instead of the generic codec (decoding is the warm path's cost)."""
+    return {
+        "format": CACHE_FORMAT,
+        "sha256": abi.sha256,
+        "kind": abi.kind,
+        "machine": abi.machine,
+        "soname": abi.soname,
+        "needed": list(abi.needed),
+        "version_defs": list(abi.version_defs),
+        "exports": [[e.name, e.version, e.default, e.binding, e.type] for e in abi.exports],
+        "imports": [[i.name, i.version, i.library, i.weak] for i in abi.imports],
+    }
+
+
+def _load(doc: dict[str, Any]) -> ElfAbi:
+    """An entry back; a damaged one raises (TypeError, ValueError, KeyError) and is read again."""
+    return ElfAbi(
+        sha256=_text(doc["sha256"]),
+        kind=_text(doc["kind"]),
+        machine=_text(doc["machine"]),
+        soname=None if doc["soname"] is None else _text(doc["soname"]),
+        needed=tuple(_text(n) for n in doc["needed"]),
+        version_defs=tuple(_text(v) for v in doc["version_defs"]),
+        exports=tuple(
+            Export(name=_text(n), version=v, default=bool(d), binding=_text(b), type=_text(t))
+            for n, v, d, b, t in doc["exports"]
+        ),
+        imports=tuple(Import(name=_text(n), version=v, library=lib, weak=bool(w)) for n, v, lib, w in doc["imports"]),
+    )
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -191,10 +254,16 @@ class LibraryTree:
     stats: ScanStats
 
 
-def read_library_tree(root: Path, *, cache_dir: Path | None, workers: int | None = None) -> LibraryTree:
+def read_library_tree(
+    root: Path,
+    *,
+    cache_dir: Path | None,
+    workers: int | None = None,
+    memo: dict[tuple[int, ...], ElfAbi] | None = None,
+) -> LibraryTree:
     """Every host shared library under `root`; InputError when there is none (nothing to compare)."""
     files, aliases, not_elf = library_files(root)
-    abis, hits = scan(files, cache_dir=cache_dir, workers=workers)
+    abis, hits = scan(files, cache_dir=cache_dir, workers=workers, memo=memo)
     libraries: dict[str, ElfFile] = {}
     duplicates: list[str] = []
     for path in files:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from upgrade_gate import __version__
 from upgrade_gate.abi.check import LIBRARIES, RULES, Consumer, check_consumers, compare_trees
+from upgrade_gate.abi.elf import ElfAbi
 from upgrade_gate.abi.tree import ScanStats, consumer_files, read_library_tree, scan
 from upgrade_gate.model import Finding, GateReport, NodeName, NodeReport, RuleId, Severity, Verdict
 
@@ -42,10 +43,11 @@ def check_abi(
 ) -> AbiResult:
     """Compare `running` with `candidate` and check `consumers`; InputError (exit 3) on bad input."""
     moves = dict(expected or {})
-    before = read_library_tree(running, cache_dir=cache_dir, workers=workers)
-    after = read_library_tree(candidate, cache_dir=cache_dir, workers=workers)
+    memo: dict[tuple[int, ...], ElfAbi] = {}  # files both trees (or a consumer) share are read once
+    before = read_library_tree(running, cache_dir=cache_dir, workers=workers, memo=memo)
+    after = read_library_tree(candidate, cache_dir=cache_dir, workers=workers, memo=memo)
     paths = consumer_files(consumers)
-    abis, _hits = scan(paths, cache_dir=cache_dir, workers=workers)
+    abis, _hits = scan(paths, cache_dir=cache_dir, workers=workers, memo=memo)
     checked = [
         Consumer(path=str(p), abi=abis[p])
         for p in paths
