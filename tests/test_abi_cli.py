@@ -10,7 +10,7 @@ import pytest
 from tests.abi_support import AbiTrees, build_trees
 from upgrade_gate.abi.tree import CACHE_FORMAT, library_files, scan
 from upgrade_gate.cli.main import run
-from upgrade_gate.errors import ExitCode
+from upgrade_gate.errors import ExitCode, InputError
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +83,15 @@ def test_cache_serves_unchanged_files_and_rereads_changed_ones(trees: AbiTrees, 
     changed.write_bytes(files[0].read_bytes() + b"\0")
     result, hits = scan([changed], cache_dir=cache, workers=1)
     assert hits == 0 and result[changed].sha256 != first[files[0]].sha256
+
+
+def test_scan_in_a_process_pool_reads_the_same_and_reports_corrupt_files(trees: AbiTrees, tmp_path: Path) -> None:
+    files = [f for tree in (trees.running, trees.v2, trees.add, trees.bump) for f in library_files(tree)[0]]
+    assert len(files) >= 4  # enough for the pool
+    serial, _ = scan(files, cache_dir=None, workers=1)
+    pooled, _ = scan(files, cache_dir=tmp_path / "cache", workers=2)
+    assert pooled == serial
+    corrupt = tmp_path / "libbroken.so.1"
+    corrupt.write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\xff" * 200)
+    with pytest.raises(InputError, match=r"libbroken\.so\.1: corrupt ELF"):
+        scan([*files, corrupt], cache_dir=None, workers=2)

@@ -159,7 +159,7 @@ def compare_trees(running: LibraryTree, candidate: LibraryTree, expected: Mappin
                 expected=key,
                 actual=new,
                 evidence=candidate.libraries[new].path,
-                hint=None if declared else "declare it in the plan (change.libraries) once consumers are rebuilt",
+                hint=None if declared else "declare it in the plan (change.sonames) once consumers are rebuilt",
             )
         )
         severity = Severity.INFO if declared else Severity.BLOCK

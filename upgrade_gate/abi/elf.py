@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from upgrade_gate.errors import InputError
+from upgrade_gate.errors import EnvironmentFailure, InputError
 
 ELF_MAGIC = b"\x7fELF"
 _EXPORT_BINDINGS = frozenset({"STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE", "STB_LOOS"})
@@ -91,7 +91,10 @@ def is_elf(path: Path) -> bool:
 
 def read_elf(path: Path, sha256: str) -> ElfAbi:
     """Read the dynamic interface of `path`; ElfError names the file when it is not readable ELF."""
-    from elftools.common.exceptions import ELFError
+    try:
+        from elftools.common.exceptions import ELFError
+    except ImportError as exc:  # a broken install is the environment's fault (exit 4), not the input's
+        raise EnvironmentFailure(f"pyelftools is not importable ({exc}): pip install pyelftools") from None
 
     try:
         with path.open("rb") as fh:

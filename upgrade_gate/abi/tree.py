@@ -29,12 +29,13 @@ import re
 import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from upgrade_gate.abi.elf import ElfAbi, ElfError, Export, Import, is_elf, read_elf
-from upgrade_gate.errors import InputError
+from upgrade_gate.errors import EnvironmentFailure, InputError
 
 CACHE_FORMAT = "abi-2"
 """Bump when `ElfAbi` or the reader's rules change: old cache entries are then ignored."""
@@ -150,8 +151,11 @@ def scan(
     if len(jobs) < _POOL_MIN_FILES or workers == 1:
         results = [_read_one(job) for job in jobs]
     else:
-        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-            results = list(pool.map(_read_one, jobs, chunksize=max(1, len(jobs) // 64)))
+        try:
+            with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+                results = list(pool.map(_read_one, jobs, chunksize=max(1, len(jobs) // 64)))
+        except BrokenProcessPool as exc:  # a reader killed (out of memory, a signal): nothing was judged
+            raise EnvironmentFailure(f"ELF reader processes died: {exc}") from None
     for path, (abi, hit, error) in zip(todo, results, strict=True):
         if abi is None:
             raise ElfError(error or f"{path}: unreadable")
