@@ -66,6 +66,22 @@ def test_snapshot_without_rocm_lib_folder_records_none_with_reason(tmp_path: Pat
     assert snap.libraries == ()
 
 
+def test_snapshot_with_a_corrupt_library_records_the_failure_and_the_gate_blocks(
+    trees: AbiTrees, tmp_path: Path
+) -> None:
+    libs = tmp_path / "libs"
+    shutil.copytree(trees.running, libs, symlinks=True)
+    (libs / "librocm_smi64.so.1").write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\xff" * 200)
+    snap = _node_snapshot(tmp_path, libs)
+    probe = next(p for p in snap.probes if p.name == "rocm_libs")
+    assert not probe.ok and probe.exit_code == 3 and "corrupt ELF" in (probe.reason or "")
+    assert snap.libraries is None
+    base = replace(snap, libraries=(HIP5, SMI), probes=tuple(replace(p, ok=True) for p in snap.probes))
+    report = judge(baselines={snap.node.name: base}, candidates=[snap], plan=None, policy=load_policy(), now=NOW)
+    rules = {(f.rule, f.severity) for f in report.findings}
+    assert ("library.unplanned", Severity.BLOCK) in rules and ("evidence.missing", Severity.WARN) in rules
+
+
 def test_listing_parser_fails_closed_on_anything_else() -> None:
     with pytest.raises(ParseError, match="not JSON"):
         parse_listing("upgrade-gate: error: boom")
