@@ -59,6 +59,14 @@ class FirmwareChange:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SonameChange:
+    """A planned soname bump of one ROCm library (`libamdhip64.so.5` -> `libamdhip64.so.6`)."""
+
+    from_soname: str
+    to_soname: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedChange:
     """Everything the change is meant to alter."""
 
@@ -68,6 +76,7 @@ class PlannedChange:
     vbios: VersionChange | None = None
     nic_firmware: VersionChange | None = None
     firmware: tuple[FirmwareChange, ...] = ()
+    sonames: tuple[SonameChange, ...] = ()  # expected soname bumps (`abi`, rule library.unplanned)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,6 +179,7 @@ def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
             FirmwareChange(block=f["block"], to_version=f.get("to"), from_version=f.get("from"))
             for f in change.get("firmware", ())
         ),
+        sonames=tuple(SonameChange(from_soname=c["from"], to_soname=c["to"]) for c in change.get("sonames", ())),
     )
     blocks = [f.block for f in planned.firmware]
     twice = sorted({b for b in blocks if blocks.count(b) > 1})
