@@ -170,14 +170,16 @@ def skip_soak(doc: dict[str, Any], *, by: str, at: str, reason: str) -> None:
 # --------------------------------------------------------------------------- waves and the cap
 
 
-def held_nodes(windows: Iterable[Mapping[str, Any]], node_class: str, *, exclude: str | None = None) -> dict[str, str]:
-    """Nodes of `node_class` held by open windows (node -> window id), leaving out window `exclude`."""
+def held_nodes(
+    windows: Iterable[Mapping[str, Any]], node_class: str | None, *, exclude: str | None = None
+) -> dict[str, str]:
+    """Nodes of `node_class` (None: of any class) held by open windows (node -> window id), but `exclude`'s."""
     held: dict[str, str] = {}
     for doc in windows:
         if doc["id"] == exclude or doc["state"] not in OPEN_STATES:
             continue
         for canary in doc["canaries"]:
-            if canary["class"] == node_class:
+            if node_class is None or canary["class"] == node_class:
                 held[canary["node"]] = doc["id"]
     return held
 
@@ -241,3 +243,19 @@ def choose_wave(
         node_class=node_class, wave=wave + 1, share=share, nodes=picked, target=target, done=len(done), cap=cap,
         held_elsewhere=len(held_elsewhere), note=note,
     )  # fmt: skip
+
+
+def record_wave_done(doc: dict[str, Any], plan: ChangePlan, *, at: str) -> None:
+    """On promote: the current canaries join `rollout.completed`, with the wave's tag and soak."""
+    rollout = doc.setdefault("rollout", {"waves": list(plan.waves), "wave": 0, "completed": [], "done": []})
+    nodes = [c["node"] for c in doc["canaries"]]
+    entry: dict[str, Any] = {"wave": rollout["wave"], "nodes": nodes, "tag": doc["baseline"]["tag"], "at": at}
+    if doc.get("soak"):
+        soak = doc["soak"]
+        entry["soak"] = {
+            "observations": len(soak["observations"]),
+            "started_at": soak["started_at"],
+            **({"skipped": soak["skipped"]} if "skipped" in soak else {}),
+        }
+    rollout["done"].append(entry)
+    rollout["completed"] = sorted(set(rollout["completed"]) | set(nodes))
