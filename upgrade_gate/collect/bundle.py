@@ -212,7 +212,8 @@ def _check_skipped(data: dict[str, Any], *, source: str) -> None:
 
     Only a file-read probe may be skipped, and only as capture skips one: its globs matched nothing,
     so its argv is the probe's bare command (no file appended), it did not run (exit 0, not timed out,
-    not missing) and its output files are empty (checked in `_record`). A command probe marked skipped would hide its output.
+    not missing) and its output files are empty (checked in `_record`). A command probe marked skipped
+    would hide its output.
     """
     file_probes = skipped_argv()
     for i, p in enumerate(data["probes"]):
