@@ -432,13 +432,21 @@ def window_rollback_cmd(
 def window_status_cmd(
     store: Path = _STORE,
     window_id: str | None = typer.Option(None, "--id", help="One window (default: all)."),
+    html: Path | None = typer.Option(
+        None, "--html", help="With --id: write the window's page (soak observations over time) here."
+    ),
 ) -> ExitCode:
     """Show a window's state (or every window's) from the baseline store."""
     from upgrade_gate.fleet.window_state import list_windows, load_window
 
+    if html is not None and window_id is None:
+        raise UsageError("--html needs --id")
     with _store(store) as st:
         if window_id is not None:
-            _print_record(load_window(st, window_id))
+            record = load_window(st, window_id)
+            _print_record(record)
+            if html is not None:
+                _write_window_html(st, record, html)
             return ExitCode.PASS
         records = list_windows(st)
     if not records:
@@ -476,3 +484,24 @@ def _print_record(record: WindowRecord) -> None:
 
     for line in rollout_lines(doc, clock_now()):
         typer.echo(f"  {line}")
+
+
+def _write_window_html(store: BaselineStore, record: WindowRecord, path: Path) -> None:
+    from upgrade_gate.errors import NotFoundError
+    from upgrade_gate.model import measurements_of
+    from upgrade_gate.report.window_html import render_window_html
+    from upgrade_gate.snapshot.io import write_text_atomic
+
+    baselines: dict[str, dict[str, float]] = {}
+    for node in record.canaries:
+        try:
+            snap = store.load(node)
+        except NotFoundError:
+            continue
+        values = {"kernel_events": float(len(snap.events))}
+        for m in measurements_of(snap):
+            if m.key == "mesh/all_reduce/avg_busbw" and m.samples:
+                values[m.key] = sorted(m.samples)[len(m.samples) // 2]
+        baselines[node] = values
+    write_text_atomic(path, render_window_html(record.doc, baselines))
+    typer.echo(f"wrote the window's page to {path}")
