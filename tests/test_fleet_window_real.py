@@ -150,8 +150,11 @@ def env(real_cluster: RealCluster, fakes: dict[str, FakeNode], tmp_path: Path) -
     yield env
 
 
-def test_real_window_plan_start_validate_promote(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_window_plan_start_validate_promote(
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     st = ["--store", str(env.store)]
+    monkeypatch.setenv("UPGRADE_GATE_NOW", "2026-12-01T00:00:00Z")
     capsys.readouterr()
     assert env.cli("window", "plan", "--plan", str(PLAN), *st) == 0
     out = capsys.readouterr().out
@@ -174,7 +177,7 @@ def test_real_window_plan_start_validate_promote(env: Env, capsys: pytest.Captur
         env.apply_change(changed(name))
     assert env.cli("window", "validate", "--id", WINDOW, *st, *JOB_OPTS) == 0, capsys.readouterr()
     out = capsys.readouterr().out
-    assert f"window {WINDOW}: validated" in out and "validation PASS" in out
+    assert f"window {WINDOW}: soaking" in out and "validation PASS" in out  # the plan's 72 h soak
     for name in canaries:
         labels = env.cluster.labels(name)
         for key in CVF_KEYS:
@@ -190,6 +193,12 @@ def test_real_window_plan_start_validate_promote(env: Env, capsys: pytest.Captur
     ]
     assert len(created) >= 4  # phase 5: all_reduce and all_gather, 2 samples each (per window so far)
 
+    assert env.cli("window", "promote", "--id", WINDOW, *st) == 3  # the soak has just begun
+    assert "0 of at least 2 observations" in capsys.readouterr().err
+    for at in ("2026-12-01T06:00:00Z", "2026-12-04T00:00:00Z"):  # two observations; the second at 72 h
+        monkeypatch.setenv("UPGRADE_GATE_NOW", at)
+        assert env.cli("window", "observe", "--id", WINDOW, *st, *JOB_OPTS) == 0, capsys.readouterr()
+        assert "observation PASS" in capsys.readouterr().out
     assert env.cli("window", "promote", "--id", WINDOW, *st) == 0
     assert "tagged rocm-6.2.0" in capsys.readouterr().out
     for name in canaries:

@@ -142,7 +142,11 @@ class RealCluster:
         for name in list(agent.nodes):
             agent.kill_node(name)
             del agent.nodes[name]
-        for path in (f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs", f"/apis/batch/v1/namespaces/{NS}/jobs"):
+        for path in (
+            f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs",
+            f"/apis/batch/v1/namespaces/{NS}/cronjobs",
+            f"/apis/batch/v1/namespaces/{NS}/jobs",
+        ):
             for item in self.list(path):
                 self.cp.request("DELETE", f"{path}/{item['metadata']['name']}?propagationPolicy=Background", ok404=True)
         for ns in self.list("/api/v1/namespaces"):

@@ -97,6 +97,7 @@ T = TypeVar("T")
 Json = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 MPI_GROUP, MPI_VERSION, MPI_PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 
 
@@ -567,6 +568,38 @@ class KubeClient:
             return False
         return True
 
+    # ----------------------------------------------------------------------- node conditions, CronJobs
+
+    def set_node_condition(self, name: str, condition: Mapping[str, Any]) -> None:
+        """Set one node condition by type (strategic merge patch of `nodes/status`, as node-problem-detector
+        does); its `lastTransitionTime` is kept while the status does not change."""
+        validate_node_name(name)
+        body = dict(condition)
+        for current in self._read_node(name).get("status", {}).get("conditions") or []:
+            if current.get("type") == body.get("type") and current.get("status") == body.get("status"):
+                body["lastTransitionTime"] = current.get("lastTransitionTime", body.get("lastTransitionTime"))
+        self._json_request(
+            "patch", "nodes/status", "PATCH", f"/api/v1/nodes/{_q(name)}/status", name=name,
+            body={"status": {"conditions": [body]}}, content_type=STRATEGIC_MERGE_PATCH,
+        )  # fmt: skip
+
+    def apply_cronjob(self, manifest: Mapping[str, Any], namespace: str) -> None:
+        """Create a batch/v1 CronJob, or replace the one of the same name (checked against the schema first)."""
+        name = str(manifest.get("metadata", {}).get("name", ""))
+        try:
+            k8s.V1CronJob.model_validate(dict(manifest))
+        except ValueError as exc:
+            raise KubeInvalidError(
+                f"CronJob {name!r}: manifest does not match the batch/v1 schema: {one_line(str(exc))}",
+                verb="create", resource="cronjobs", name=name, namespace=namespace,
+            ) from exc  # fmt: skip
+        self.delete_cronjob(name, namespace)
+        self._create("cronjobs", _cronjobs(namespace), dict(manifest), name=name, namespace=namespace)
+
+    def delete_cronjob(self, name: str, namespace: str) -> bool:
+        """Delete a CronJob and the Jobs it made; False when it was already gone."""
+        return self._delete("cronjobs", f"{_cronjobs(namespace)}/{_q(name)}", name, namespace, "Background")
+
     def prune_jobs(self, namespace: str, selector: str, *, keep: int) -> tuple[str, ...]:
         """Delete finished Jobs matching `selector` except the newest `keep`; returns the deleted names."""
         finished = [j for j in self.list_jobs(namespace, selector) if j.phase is not JobPhase.ACTIVE]
@@ -653,6 +686,10 @@ def _q(segment: str) -> str:
 
 def _jobs(namespace: str) -> str:
     return f"/apis/batch/v1/namespaces/{_q(namespace)}/jobs"
+
+
+def _cronjobs(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{_q(namespace)}/cronjobs"
 
 
 def _mpijobs(namespace: str) -> str:
