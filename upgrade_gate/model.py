@@ -44,6 +44,25 @@ class Software:
     rocm_build: str | None = None  # as the version file prints it, "6.2.0-66"
     amdsmi_version: str | None = None
     hip_runtime_version: str | None = None
+    rccl_library: str | None = None  # file librccl.so.1 resolves to, "librccl.so.1.0.70200" (ships with ROCm)
+    na_reasons: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Host:
+    """Host facts the incident names as causes: firmware (BIOS), kernel command line, OS release.
+
+    A snapshot saved before these were captured has every field None and no reasons (`captured` False).
+    """
+
+    captured: bool = False  # False: the snapshot predates host facts (none of the probes was asked for)
+    bios_vendor: str | None = None  # /sys/class/dmi/id/bios_vendor
+    bios_version: str | None = None  # /sys/class/dmi/id/bios_version
+    bios_date: str | None = None  # /sys/class/dmi/id/bios_date, as printed ("01/25/2019")
+    kernel_cmdline: str | None = None  # /proc/cmdline less BOOT_IMAGE=/initrd= (the kernel image's path)
+    os_id: str | None = None  # os-release ID ("ubuntu")
+    os_version_id: str | None = None  # os-release VERSION_ID ("22.04")
+    os_pretty_name: str | None = None  # os-release PRETTY_NAME
     na_reasons: dict[str, str] = field(default_factory=dict)
 
 
@@ -252,12 +271,14 @@ class Snapshot:
     taken_at: str  # ISO 8601 UTC
     tool_version: str
     software: Software
+    host: Host = field(default_factory=Host)
     gpus: tuple[Gpu, ...] = ()
     gpu_links: tuple[GpuLink, ...] = ()
     pcie: tuple[PcieLink, ...] = ()
     nics: tuple[Nic, ...] = ()
     sriov: tuple[SriovFunction, ...] = ()
     events: tuple[KernelEvent, ...] = ()
+    event_patterns: str | None = None  # digest of the pattern table that classified `events` (None: unknown)
     measurements: tuple[Measurement, ...] = ()
     phases: tuple[PhaseResult, ...] = ()
     probes: tuple[ProbeStatus, ...] = ()

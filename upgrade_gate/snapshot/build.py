@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from dataclasses import replace as dc_replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
+from upgrade_gate.collect.causes import known_cause
 from upgrade_gate.collect.probes import probe_names
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import (
@@ -54,6 +54,7 @@ from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.parse.sanity import error_text, version_problem
 from upgrade_gate.snapshot import crosscheck
 from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
+from upgrade_gate.snapshot.host import host_facts
 
 T = TypeVar("T")
 _RELEASE = re.compile(r"\d+(\.\d+)+")
@@ -91,7 +92,10 @@ class _Evidence:
         try:
             value = parser(record.result.stdout)
         except ParseError as exc:
-            self.statuses[name] = _status(record, ok=False, reason=f"unparseable output: {exc}", notes=notes)
+            # A tool that exits 0 yet states why it has nothing (rocm-smi without amdgpu) is named by that.
+            cause = known_cause(record.result.stdout, record.result.stderr)
+            why = f"{cause} (unparseable output: {exc})" if cause else f"unparseable output: {exc}"
+            self.statuses[name] = _status(record, ok=False, reason=why, notes=notes)
             return None
         self.statuses[name] = _status(record, ok=True, reason=record.note, notes=notes)
         return value
@@ -137,8 +141,15 @@ def _status(record: ProbeRecord, *, ok: bool, reason: str | None, notes: tuple[s
     )
 
 
-def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot:
-    """The schema-valid snapshot of the node a bundle captured."""
+def build_snapshot(
+    bundle: Bundle, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
+    """The schema-valid snapshot of the node a bundle captured.
+
+    `patterns` classifies the kernel log (default: the shipped table); a site's fatal-error map passes
+    its own (`Policy.kernel_events.table`), and the snapshot records which table it was.
+    """
+    table = patterns if patterns is not None else dmesg.load_default_patterns()
     ev = _Evidence(bundle)
     info = ev.parse("rocminfo", rocminfo.parse_rocminfo)
     version = ev.parse("amdsmi_version", amdsmi.parse_amdsmi_version)
@@ -156,7 +167,7 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
     driver_values = ev.parse("driver_version", sysfs.parse_sysfs_grep)
     rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
     kernel = ev.parse("kernel", sysfs.parse_uname_r)
-    log = ev.parse("dmesg", dmesg.parse_dmesg)
+    log = ev.parse("dmesg", lambda text: dmesg.parse_dmesg(text, table))
     ibstat = ev.parse("ibstat", rdma.parse_ibstat)  # not in every catalogue: a third port-state source
     issues = crosscheck.Issues()
 
@@ -174,6 +185,9 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
     amdsmi_cause = next((ev.causes[n] for n in _AMDSMI_PROBES if n in ev.causes), None)
     gpus = crosscheck.sanitize_gpus(gpus, issues, cause=amdsmi_cause)
     software = _software(ev, issues, kernel, driver_values, rocm_values, version, static, rsmi)
+    host, rccl_library, rccl_missing = host_facts(ev.parse, ev.reason, present={r.name for r in bundle.records})
+    reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
+    software = replace(software, rccl_library=rccl_library, na_reasons=reasons)
     nics = crosscheck.check_nics(
         _nics(ibv, links, ib_values, sriov_values),
         crosscheck.port_views(ibv, links, ibstat),
@@ -185,12 +199,14 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
         taken_at=bundle.taken_at,
         tool_version=bundle.tool_version,
         software=software,
+        host=host,
         gpus=gpus,
         gpu_links=_gpu_links(topology, rsmi_topo, rsmi),
         pcie=_pcie(pci),
         nics=nics,
         sriov=_sriov(sriov_values),
         events=log.events if log else (),
+        event_patterns=table.digest if log else None,
         probes=ev.probe_statuses(),
         evidence_issues=tuple(issues.items),
     )
@@ -200,12 +216,14 @@ def _amdsmi_vocabulary(rsmi: RocmSmiInfo | None) -> RocmSmiInfo | None:
     """rocm-smi's firmware in amd-smi's block names and formats: the fallback itself must not diff."""
     if rsmi is None:
         return None
-    return dc_replace(rsmi, gpus=tuple(dc_replace(g, firmware=rocmsmi_to_amdsmi(g.firmware)) for g in rsmi.gpus))
+    return replace(rsmi, gpus=tuple(replace(g, firmware=rocmsmi_to_amdsmi(g.firmware)) for g in rsmi.gpus))
 
 
-def snapshot_from_bundle(path: Path, *, node_class: str | None = None) -> Snapshot:
+def snapshot_from_bundle(
+    path: Path, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
     """Load a capture bundle (directory or .tar.gz) and build its snapshot."""
-    return build_snapshot(load_bundle(path), node_class=node_class)
+    return build_snapshot(load_bundle(path), node_class=node_class, patterns=patterns)
 
 
 # --------------------------------------------------------------------------- software
