@@ -152,6 +152,14 @@ def write_kubeconfig(path: Path, url: str, ca: Path, token: str) -> Path:
 # --------------------------------------------------------------------------- processes
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, so a killed pytest leaves no etcd or API server."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @dataclass
 class _Proc:
     name: str
@@ -162,7 +170,12 @@ class _Proc:
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     def stop(self, timeout: float = 10.0) -> None:

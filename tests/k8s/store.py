@@ -53,6 +53,7 @@ RESOURCES: dict[tuple[str, str], ResourceType] = {
         ResourceType("", "v1", "configmaps", "ConfigMap", True),
         ResourceType("", "v1", "namespaces", "Namespace", False),
         ResourceType("batch", "v1", "jobs", "Job", True),
+        ResourceType("batch", "v1", "cronjobs", "CronJob", True),  # stored only: no controller runs them
         ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", True),
     )
 }
