@@ -186,6 +186,10 @@ def _wants_json(args: list[str]) -> bool:
 
 
 def _on_signal(signum: int, frame: object) -> None:
+    from upgrade_gate.collect.runner import defer_signal
+
+    if defer_signal(signum):  # a child is being started: raised again once it is tracked
+        return
     # Ignore repeats: a second Ctrl-C or SIGTERM must not cut the cleanup (killing children) short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
