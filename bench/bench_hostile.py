@@ -299,7 +299,9 @@ def run(quick: bool = False, workdir: Path | None = None) -> Section:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--code", type=lambda v: Path(v).resolve(), default=REPO, help="checkout whose upgrade_gate runs (PYTHONPATH)")
+    parser.add_argument(
+        "--code", type=lambda v: Path(v).resolve(), default=REPO, help="checkout whose upgrade_gate runs"
+    )
     parser.add_argument("--only", default=",".join(ATTACKS), help="comma-separated attacks: " + ",".join(ATTACKS))
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per attack before it is killed")
     parser.add_argument("--mem-limit-gib", type=float, default=4.0, help="address-space limit of the command")

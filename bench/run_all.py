@@ -7,7 +7,8 @@ Usage, from the repository root:
     python bench/run_all.py         # the same as python -m bench
 
 Parts: cli, snapshot, judge, fleet, phases (bench/bench_phase_overhead.py, owned by the pipeline's
-helper, included when it is there), detection, hostile (bench/bench_hostile.py: bombs and faults). RESULTS.md is generated: edit bench/ANALYSIS.md for the
+helper, included when it is there), detection, hostile (bench/bench_hostile.py: bombs and faults).
+RESULTS.md is generated: edit bench/ANALYSIS.md for the
 hand-written reading of the numbers, which is included verbatim.
 """
 

@@ -351,3 +351,11 @@ def test_snapshot_over_the_schema_maxima_is_refused_cheaply(tmp_path: Path, edit
     line = one_error_line(stderr)
     assert f"snapshot schema: {where}" in line and len(line) < 1000
     assert peak < PEAK_LIMIT_MIB
+
+
+def test_bench_hostile_runs_one_attack() -> None:
+    from bench import bench_hostile
+
+    (outcome,) = bench_hostile.run_attacks(["nan"], timeout=120)
+    assert outcome.code == "3" and "is not a finite number" in outcome.message
+    assert "| nan |" in bench_hostile.render([outcome])
