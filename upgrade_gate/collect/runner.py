@@ -32,6 +32,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from upgrade_gate.collect.causes import known_cause
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandResult:
@@ -60,7 +62,10 @@ class CommandResult:
         if self.timed_out:
             return f"{self.argv[0]}: timed out after {self.duration_s:.1f}s"
         if self.returncode != 0:
+            # The cause the tool stated (wherever it printed it) beats the last stderr line, which is
+            # often a library's noise (see collect/causes.py).
             tail = (self.stderr.strip().splitlines() or self.stdout.strip().splitlines() or [""])[-1]
+            tail = known_cause(self.stdout, self.stderr) or tail
             detail = f": {tail[:160]}" if tail else ""
             return f"{self.argv[0]}: exit code {self.returncode}{detail}"
         return None
