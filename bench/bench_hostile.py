@@ -140,16 +140,48 @@ def unlisted(work: Path) -> list[str]:
     return ["snapshot", str(path)]
 
 
-def _snapshot_file(work: Path, edit: Callable[[dict[str, object]], None] | None = None) -> Path:
-    from tests.judge_scenarios import mi300x_snapshot
-    from upgrade_gate.snapshot.io import dumps_snapshot
+_SNAPSHOT_SCRIPT = (
+    "from tests.judge_scenarios import mi300x_snapshot\n"
+    "from upgrade_gate.snapshot.io import dumps_snapshot\n"
+    "print(dumps_snapshot(mi300x_snapshot()), end='')\n"
+)
 
-    doc = json.loads(dumps_snapshot(mi300x_snapshot()))
+_code_root: list[Path] = [REPO]  # the checkout under test: setup documents are made by its own code
+
+
+def _setup_env() -> dict[str, str]:
+    return dict(os.environ) | {"PYTHONPATH": str(_code_root[0])}
+
+
+def _snapshot_file(work: Path, edit: Callable[[dict[str, object]], None] | None = None) -> Path:
+    """The test suite's 8-GPU MI300X snapshot, as the checkout under test writes it (its own schema)."""
+    text = subprocess.run(
+        [PYTHON, "-c", _SNAPSHOT_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=_setup_env(),
+        cwd=_code_root[0],
+        check=True,
+    ).stdout
+    doc = json.loads(text)
     if edit is not None:
         edit(doc)
     path = work / ("big.json" if edit else "snap.json")
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
+
+
+def _store_with(work: Path, name: str, snap: Path) -> Path:
+    """A baseline store holding `snap`, saved by the checkout under test."""
+    store = work / name
+    subprocess.run(
+        [PYTHON, "-m", "upgrade_gate", "baseline", "save", str(snap), "--store", str(store)],
+        capture_output=True,
+        env=_setup_env(),
+        cwd=work,
+        check=True,
+    )
+    return store
 
 
 _BOMB = "".join(f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
@@ -170,13 +202,9 @@ def nan_policy(work: Path) -> list[str]:
 
 
 def gpus(work: Path) -> list[str]:
-    from tests.judge_scenarios import mi300x_snapshot
-    from upgrade_gate.store.gitstore import BaselineStore
-
     big = _snapshot_file(work, lambda d: d.__setitem__("gpus", d["gpus"] * 1251))  # type: ignore[operator]
-    with BaselineStore(work / "store") as st:
-        st.save([mi300x_snapshot()])
-    return ["gate", "--store", str(work / "store"), "--candidate", str(big)]
+    store = _store_with(work, "store", _snapshot_file(work))
+    return ["gate", "--store", str(store), "--candidate", str(big)]
 
 
 def dmesg(work: Path) -> list[str]:
@@ -210,16 +238,11 @@ def forged(work: Path) -> list[str]:
 
 
 def report_unwritable(work: Path) -> list[str]:
-    from tests.judge_scenarios import mi300x_snapshot
-    from upgrade_gate.store.gitstore import BaselineStore
-
-    store = work / "store-r"
-    with BaselineStore(store) as st:
-        st.save([mi300x_snapshot()])
+    snap = _snapshot_file(work)
+    store = _store_with(work, "store-r", snap)
     blocker = work / "a-file"
     blocker.write_text("")
-    snap = str(_snapshot_file(work))
-    return ["gate", "--store", str(store), "--candidate", snap, "--report", f"html:{blocker}/r.html"]
+    return ["gate", "--store", str(store), "--candidate", str(snap), "--report", f"html:{blocker}/r.html"]
 
 
 ATTACKS: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
@@ -258,6 +281,7 @@ def run_attacks(
 ) -> list[Outcome]:
     """Build and run each named attack; returns what each cost."""
     outcomes = []
+    _code_root[0] = code_root
     for name in names:
         _, build = ATTACKS[name]
         with tempfile.TemporaryDirectory(prefix=f"bench-hostile-{name}-") as tmp:
