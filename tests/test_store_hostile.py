@@ -134,3 +134,23 @@ def test_no_git_on_path_is_one_line_exit_4(tmp_path: Path, command: list[str]) -
     assert proc.returncode == ExitCode.ENVIRONMENT, proc.stderr
     assert "the git binary is not on PATH" in one_error_line(proc.stderr)
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_store_older_than_the_tag_trailer_still_reads_its_tags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tags of a store saved before tagged saves carried the trailer read as they are; the first tagged
+    save adopts them where they stand, so they keep reading, and a later move of one is refused."""
+    monkeypatch.delenv(ALLOW_MOVED_TAG_ENV, raising=False)
+    path = tmp_path / "store"
+    with BaselineStore(path) as st:
+        st.save([snapshot_for("node-a")])
+    git(path, "tag", "legacy")  # what an older upgrade-gate wrote: a tag, no trailer
+    with BaselineStore(path) as st:
+        assert st.load("node-a", "legacy").software.rocm_version is not None
+        st.save([snapshot_for("node-a", rocm="6.2.0")], tag="v2")
+    with BaselineStore(path) as st:
+        assert st.load("node-a", "legacy").software.rocm_version is not None  # adopted where it stood
+    git(path, "tag", "-f", "legacy", "v2")
+    with BaselineStore(path) as st, pytest.raises(MovedTagError):
+        st.load("node-a", "legacy")  # moved after adoption

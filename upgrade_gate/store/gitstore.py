@@ -37,7 +37,10 @@ Design decisions:
 - Tags are immutable names of a baseline: a tagged save writes the trailer `Upgrade-Gate-Tag: TAG`
   into its commit message. Reading at a tag whose commit lacks the trailer for that tag (the tag was
   moved with `git tag -f`, or made by hand) is refused (`MovedTagError`, exit 3) unless the store was
-  opened with `allow_moved_tag` (CLI: `--allow-moved-tag`, or UPGRADE_GATE_ALLOW_MOVED_TAG=1).
+  opened with `allow_moved_tag` (CLI: `--allow-moved-tag`, or UPGRADE_GATE_ALLOW_MOVED_TAG=1). A store
+  whose history has no trailer at all was written before the check existed: its tags are read as they
+  are (nothing can tell a moved one there); its first tagged save adopts them where they stand
+  (`Upgrade-Gate-Legacy-Tag: NAME SHA` lines), so from then on a moved old tag is refused too.
 - Without a git binary on PATH, gitpython would refuse to import with a 15-line message; its refresh
   is set to quiet here, and any store operation fails with one line (exit 4) instead.
 """
@@ -99,6 +102,7 @@ class MovedTagError(InputError):
 
 
 TAG_TRAILER = "Upgrade-Gate-Tag"
+LEGACY_TRAILER = "Upgrade-Gate-Legacy-Tag"  # a tag made before trailers existed, adopted as it stood
 ALLOW_MOVED_TAG_ENV = "UPGRADE_GATE_ALLOW_MOVED_TAG"
 
 
@@ -113,7 +117,9 @@ def _first_line(text: object) -> str:
 
 
 def _without_trailer(message: str) -> str:
-    lines = [ln for ln in message.strip().splitlines() if not ln.startswith(f"{TAG_TRAILER}: ")]
+    lines = [
+        ln for ln in message.strip().splitlines() if not ln.startswith((f"{TAG_TRAILER}: ", f"{LEGACY_TRAILER}: "))
+    ]
     return "\n".join(lines).strip()
 
 
@@ -139,6 +145,7 @@ class BaselineStore(StoreDocuments):
         if allow_moved_tag is None:
             allow_moved_tag = os.environ.get(ALLOW_MOVED_TAG_ENV, "") not in ("", "0")
         self.allow_moved_tag = allow_moved_tag
+        self._trailers: bool | None = None
         self.warnings: list[str] = []  # what a write could not do although it landed (see the docstring)
         self._repo: git.Repo | None = None
         self._trees: dict[bytes, dict[str, tuple[bytes, int]]] = {}
@@ -218,6 +225,23 @@ class BaselineStore(StoreDocuments):
         self._check_tag(repo, ref, obj)
         return obj
 
+    def _writes_trailers(self, repo: git.Repo) -> bool:
+        """True once any commit of the store carries a tag trailer (stores older than the check have none)."""
+        if self._trailers is None:
+            found = repo.git.log("--all", "-1", "--format=%H", f"--grep=^{TAG_TRAILER}: ")
+            self._trailers = bool(found.strip())
+        return self._trailers
+
+    def _legacy(self, repo: git.Repo) -> dict[str, str]:
+        """Tags adopted by the first trailer-writing save (name -> commit sha)."""
+        out: dict[str, str] = {}
+        text = repo.git.log("--all", "--format=%B", f"--grep=^{LEGACY_TRAILER}: ")
+        for line in text.splitlines():
+            if line.startswith(f"{LEGACY_TRAILER}: "):
+                name, _, sha = line.removeprefix(f"{LEGACY_TRAILER}: ").partition(" ")
+                out.setdefault(name, sha)
+        return out
+
     def _check_tag(self, repo: git.Repo, ref: str, commit: git.Commit) -> None:
         """Refuse a tag whose commit was not saved under it (see the module docstring)."""
         name = ref.removeprefix("refs/tags/")
@@ -225,6 +249,10 @@ class BaselineStore(StoreDocuments):
             return  # a branch or a commit sha: nothing was promised about it (a tag wins in rev-parse's order)
         if f"{TAG_TRAILER}: {name}" in str(commit.message).splitlines():
             return
+        if not self._writes_trailers(repo):
+            return  # a store saved before tags carried the trailer: its tags cannot be checked (README)
+        if self._legacy(repo).get(name) == commit.hexsha:
+            return  # adopted where it stood by the first save that wrote trailers
         raise MovedTagError(
             f"{self.path}: tag {name!r} points at {commit.hexsha[:12]}, which upgrade-gate did not save under "
             f"that tag (moved with `git tag -f`, or made by hand); baselines are immutable. Restore the tag, or "
@@ -355,6 +383,9 @@ class BaselineStore(StoreDocuments):
             return None
         if tag is not None:
             message = f"{message}\n\n{TAG_TRAILER}: {tag}"
+            if not self._writes_trailers(repo):  # the first: adopt the tags an older upgrade-gate made
+                adopted = sorted(f"{LEGACY_TRAILER}: {t.name} {t.commit.hexsha}" for t in repo.tags)
+                message = "\n".join([message, *adopted])
         blobs = {path: self._store_object(repo, b"blob", data) for path, data in files.items()}
         _fire(hook, "blobs")
         root = self._store_tree(repo, head.tree.binsha if head is not None else None, blobs)
