@@ -54,8 +54,15 @@ class ElfFile:
 
     @property
     def key(self) -> str:
-        """The soname, or the file name for a library without one."""
-        return self.abi.soname or Path(self.path).name
+        """The soname; for a library without one, its shortest in-tree link name, else its file name.
+
+        A link name (`librccl.so.1` -> `librccl.so.1.0.60103`) is what loaders and linkers use and it
+        survives a rebuild; the file name carries the build and would make every upgrade a removal.
+        """
+        if self.abi.soname:
+            return self.abi.soname
+        names = [Path(a).name for a in self.aliases] or [Path(self.path).name]
+        return min(names, key=lambda n: (len(n), n))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,8 +271,9 @@ def read_library_tree(
     cache_dir: Path | None,
     workers: int | None = None,
     memo: dict[tuple[int, ...], ElfAbi] | None = None,
+    allow_empty: bool = False,
 ) -> LibraryTree:
-    """Every host shared library under `root`; InputError when there is none (nothing to compare)."""
+    """Every host shared library under `root`; InputError when there is none, unless `allow_empty`."""
     files, aliases, not_elf = library_files(root)
     abis, hits = scan(files, cache_dir=cache_dir, workers=workers, memo=memo)
     libraries: dict[str, ElfFile] = {}
@@ -279,7 +287,7 @@ def read_library_tree(
             duplicates.append(str(path))
             continue
         libraries[item.key] = item
-    if not libraries:
+    if not libraries and not allow_empty:
         raise InputError(f"{root}: no shared library (lib*.so*) found in this tree")
     return LibraryTree(
         root=str(root),
