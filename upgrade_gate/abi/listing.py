@@ -8,17 +8,14 @@ which fails closed on anything else):
     {"format": "upgrade-gate-abi-list/1",
      "roots": ["/opt/rocm/lib"],
      "libraries": [{"path": "/opt/rocm-6.2.0/lib/libamdhip64.so.6.2.60200", "soname": "libamdhip64.so.6",
-                    "symbols_sha256": "<hex>", "symbol_count": 1234, "file_sha256": "<hex>"}],
-     "not_elf": []}
+                    "symbols_sha256": "<hex>", "symbol_count": 1234, "file_sha256": "<hex>"}]}
 
 Design decisions:
 - `symbols_sha256` hashes the sorted exported-symbol lines `name@version binding type` (`@@` for
   the default version): two builds with the same ABI hash the same, so a rebuilt library with an
   unchanged interface is told apart (by `file_sha256`) from one whose interface moved.
 - `path` is the real file (symlinks resolved) as the node sees it; the snapshot builder strips the
-  capture's host root from it. `not_elf` names `*.so*` files that are not ELF (linker scripts).
-- A folder without any shared library lists none: for a snapshot that is a fact to record (the gate
-  compares it with the baseline), unlike `abi`, where an empty tree is bad input.
+  capture's host root from it.
 """
 
 from __future__ import annotations
@@ -47,10 +44,8 @@ def symbols_digest(abi: ElfAbi) -> str:
 def list_libraries(roots: Sequence[Path], *, cache_dir: Path | None, workers: int | None = None) -> dict[str, Any]:
     """The listing document of every shared library under `roots` (InputError for a bad root)."""
     entries: list[dict[str, Any]] = []
-    skipped: list[str] = []
     for root in roots:
         tree = read_library_tree(root, cache_dir=cache_dir, workers=workers, allow_empty=True)
-        skipped.extend(tree.stats.skipped_not_elf)
         for key, item in tree.libraries.items():
             entries.append(
                 {
@@ -61,7 +56,7 @@ def list_libraries(roots: Sequence[Path], *, cache_dir: Path | None, workers: in
                     "file_sha256": item.abi.sha256,
                 }
             )
-    return {"format": LISTING_FORMAT, "roots": [str(r) for r in roots], "libraries": entries, "not_elf": skipped}
+    return {"format": LISTING_FORMAT, "roots": [str(r) for r in roots], "libraries": entries}
 
 
 def parse_listing(text: str, *, strip_prefix: str = "/") -> tuple[RocmLibrary, ...]:

@@ -273,7 +273,8 @@ def read_library_tree(
     memo: dict[tuple[int, ...], ElfAbi] | None = None,
     allow_empty: bool = False,
 ) -> LibraryTree:
-    """Every host shared library under `root`; InputError when there is none, unless `allow_empty`."""
+    """Every host shared library under `root`; InputError when there is none (nothing to compare),
+    unless `allow_empty` (the snapshot's listing records "none", which the gate compares with the baseline)."""
     files, aliases, not_elf = library_files(root)
     abis, hits = scan(files, cache_dir=cache_dir, workers=workers, memo=memo)
     libraries: dict[str, ElfFile] = {}

@@ -178,12 +178,12 @@ def probe_names() -> tuple[str, ...]:
 
 def skippable_probe_names() -> frozenset[str]:
     """Probes the catalogue allows to be skipped: the file-read ones (skipped when no file matched)."""
-    return frozenset(spec.name for spec in _CATALOGUE if isinstance(spec, _FileSpec))
+    return frozenset(skipped_argv())
 
 
-def skipped_argv(name: str) -> tuple[str, ...]:
-    """The argv a skipped file-read probe records: its command prefix with no file (`grep -H .`...)."""
-    return next(spec.argv for spec in _CATALOGUE if isinstance(spec, _FileSpec) and spec.name == name)
+def skipped_argv() -> dict[str, tuple[str, ...]]:
+    """File-read probe -> the argv it records when skipped (its command with no file appended)."""
+    return {spec.name: spec.argv for spec in _CATALOGUE if isinstance(spec, _FileSpec)}
 
 
 def _command_probe(spec: _CommandSpec) -> Probe:

@@ -24,14 +24,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import struct
 from pathlib import Path
 
 from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, GpuSpec, NicSpec, NodeSpec
 from upgrade_gate.fakenode.templates import fill, fill_sequence, load_template
-
-ELF_STUB = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0)
-"""A header-only ELF64 x86-64 shared object (no sections, no symbols): a library file that reads as one."""
 
 _AMD_VENDOR_NAME = "Advanced Micro Devices, Inc. [AMD/ATI]"
 _PENSANDO = "AMD Pensando Systems"  # hwdata's vendor name; 1dd8:1002 itself is not in pci.ids yet
@@ -260,5 +256,5 @@ def write_host_facts(host: Path, spec: NodeSpec) -> None:
     lib = host / "opt" / "rocm" / "lib"
     lib.mkdir(parents=True)
     real = rccl_library_name(spec.rocm_version)
-    (lib / real).write_bytes(ELF_STUB)  # rccl_library reads the name, rocm_libs the (empty) symbol table
+    (lib / real).write_bytes(b"")  # the probe reads the name; no ELF magic, so the ELF reader skips it
     (lib / "librccl.so.1").symlink_to(real)

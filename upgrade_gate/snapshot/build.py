@@ -58,9 +58,9 @@ _RELEASE = re.compile(r"\d+(\.\d+)+")
 
 # Probes that only run when the probe they stand in for failed: absent is normal for them.
 _FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
+_AMDSMI_PROBES = ("amdsmi_static", "amdsmi_list", "amdsmi_firmware", "amdsmi_version", "amdsmi_topology")
 # Optional probes newer than some recorded bundles: absent is a warning, not missing required evidence.
 _OPTIONAL = frozenset({"rocm_libs"})
-_AMDSMI_PROBES = ("amdsmi_static", "amdsmi_list", "amdsmi_firmware", "amdsmi_version", "amdsmi_topology")
 # PCI classes whose links matter to the gate: network, display, processing accelerators, co-processors.
 _LINK_CLASSES = ("02", "03", "12", "0b40")
 
@@ -218,8 +218,8 @@ def build_snapshot(
         events=log.events if log else (),
         event_patterns=table.digest if log else None,
         probes=ev.probe_statuses(),
-        libraries=libraries,
         evidence_issues=tuple(issues.items),
+        libraries=libraries,
     )
 
 
