@@ -63,6 +63,7 @@ def test_abi_cli_bad_input_exits_3(trees: AbiTrees, tmp_path: Path, capsys: pyte
 def test_abi_cli_usage_errors_exit_2(trees: AbiTrees) -> None:
     assert run(["abi", "--running", str(trees.running)]) == ExitCode.USAGE
     assert run(_abi(trees, trees.add, "--report", "pdf:/tmp/x.pdf")) == ExitCode.USAGE
+    assert run(_abi(trees, trees.add, "--causes", "--summary")) == ExitCode.USAGE
 
 
 def test_cache_serves_unchanged_files_and_rereads_changed_ones(trees: AbiTrees, tmp_path: Path) -> None:

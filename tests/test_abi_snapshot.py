@@ -32,7 +32,7 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> AbiTrees:
 def _node_snapshot(tmp_path: Path, libs: Path | None) -> Snapshot:
     """Capture a fake MI300X node whose host root holds `libs` as opt/rocm/lib, then replay the bundle."""
     node = build_fake_node(tmp_path / "node", mi300x_node("gpu-node-01", seed=1))
-    lib_dir = node.host_root / "opt" / "rocm" / "lib"  # the fake node's own: a header-only librccl stand-in
+    lib_dir = node.host_root / "opt" / "rocm" / "lib"  # replaces the fake node's own (an empty librccl placeholder)
     shutil.rmtree(lib_dir)
     if libs is not None:
         shutil.copytree(libs, lib_dir, symlinks=True)
