@@ -7,7 +7,8 @@ Usage, from the repository root:
     python bench/run_all.py         # the same as python -m bench
 
 Parts: cli, snapshot, judge, fleet, phases (bench/bench_phase_overhead.py, owned by the pipeline's
-helper, included when it is there), detection. RESULTS.md is generated: edit bench/ANALYSIS.md for the
+helper, included when it is there), detection, hostile (bench/bench_hostile.py: bombs and faults).
+RESULTS.md is generated: edit bench/ANALYSIS.md for the
 hand-written reading of the numbers, which is included verbatim.
 """
 
@@ -31,7 +32,7 @@ if __package__ in (None, ""):  # `python bench/run_all.py`: make `bench` importa
 from bench.common import PYTHON, REPO, Section, Target, machine, met_word, table
 
 BENCH = REPO / "bench"
-PARTS = ("cli", "snapshot", "judge", "fleet", "phases", "detection", "abi")
+PARTS = ("cli", "snapshot", "judge", "fleet", "phases", "detection", "abi", "hostile")
 
 
 def _section(part: str, quick: bool, workdir: Path) -> Section:
@@ -46,6 +47,7 @@ def _section(part: str, quick: bool, workdir: Path) -> Section:
         "phases": lambda: _phase_overhead(quick),
         "detection": lambda: importlib.import_module("bench.detection").run(quick=quick, workdir=workdir),
         "abi": lambda: importlib.import_module("bench.bench_abi").run(quick=quick, workdir=workdir),
+        "hostile": lambda: importlib.import_module("bench.bench_hostile").run(quick=quick, workdir=workdir),
     }
     try:
         return runners[part]()

@@ -99,6 +99,8 @@ def save_cmd(
         typer.echo(f"WARNING: {what}; saved anyway because of --force", err=True)
     with _open(store) as st:
         sha = st.save(loaded, tag=tag, message=message)
+        for warning in st.warnings:  # landed, but something after the commit point failed
+            typer.echo(f"upgrade-gate: warning: {warning}", err=True)
     tagged = f" tagged {tag}" if tag else ""
     typer.echo(f"saved {len(loaded)} node(s) to {store} as {sha[:12]}{tagged}")
     return ExitCode.PASS
