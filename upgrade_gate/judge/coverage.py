@@ -67,6 +67,7 @@ _PROBE = "probe health is judged on the candidate alone, against the baseline's 
 _BW = "bandwidth is judged statistically (bandwidth.regression/threshold), like with like"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
+_LIB = "library.unplanned compares the ROCm libraries itself, under the plan's ROCm change and soname bumps"
 
 COVERAGE: Mapping[str, Coverage] = {
     # ------------------------------------------------------------------ document and node
@@ -204,6 +205,13 @@ COVERAGE: Mapping[str, Coverage] = {
     "probes[].required": checked("evidence.missing", _PROBE),
     "probes[].fallback_for": checked("evidence.missing", _PROBE),
     "probes[].skipped": checked("evidence.missing", _PROBE),
+    # ------------------------------------------------------------------ ROCm libraries (probe rocm_libs)
+    "libraries[]": checked("library.unplanned", _LIB),
+    "libraries[].soname": checked("library.unplanned", _LIB),
+    "libraries[].symbols_sha256": checked("library.unplanned", _LIB),
+    "libraries[].symbol_count": checked("library.unplanned", _LIB),
+    "libraries[].file_sha256": checked("library.unplanned", _LIB),
+    "libraries[].path": informational("where the file is (it moves with each ROCm build); its content is judged"),
 }
 """Schema path -> how the field is judged (see the module docstring)."""
 
