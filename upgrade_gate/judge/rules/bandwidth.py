@@ -204,6 +204,7 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         if d.outcome == "not_comparable":
             skipped.setdefault(d.group, []).append(d.key.rsplit("/", 1)[-1])
     for group, sizes in sorted(skipped.items()):
+        sizes.sort(key=lambda x: (not x.isdigit(), int(x) if x.isdigit() else 0, x))
         yield finding(
             ctx,
             entry,
