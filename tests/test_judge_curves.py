@@ -180,3 +180,24 @@ def test_cli_gate_candidates_directory_and_list_file_stream_like_single_candidat
     empty.mkdir()
     assert run(["gate", "--store", str(store), "--candidates", str(empty)]) == ExitCode.BAD_INPUT
     assert run(["gate", "--store", str(store)]) == ExitCode.USAGE
+
+
+def test_cli_baseline_save_directory_keeps_the_class_reference_in_the_same_tagged_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "snaps"
+    folder.mkdir()
+    for i in range(3):
+        snap = mi300x_snapshot(seed=i + 1)
+        snap = replace(snap, node=replace(snap.node, name=f"node-{i}", node_class="mi300x-8gpu"))
+        write_snapshot(snap, folder / f"node-{i}.json")
+    store = tmp_path / "store"
+    assert run(["baseline", "save", "--snapshots", str(folder), "--store", str(store), "--tag", "t1"]) == ExitCode.PASS
+    with BaselineStore(store) as st:
+        doc = st.read_document("classes/mi300x-8gpu.json", "t1", schema="class-reference")
+        assert doc["nodes"] == ["node-0", "node-1", "node-2"]
+    cand = replace(upgraded(), node=replace(upgraded().node, name="node-1", node_class="mi300x-8gpu"))
+    write_snapshot(cand, tmp_path / "cand.json")
+    capsys.readouterr()
+    run(["gate", "--store", str(store), "--ref", "t1", "--candidate", str(tmp_path / "cand.json")])
+    assert "no saved class reference" not in capsys.readouterr().err  # reused, not re-aggregated

@@ -254,9 +254,13 @@ class BaselineStore(StoreDocuments):
         *,
         tag: str | None = None,
         message: str | None = None,
+        documents: Mapping[str, tuple[str, object]] | None = None,
         _hook: Hook | None = None,
     ) -> str:
         """Store each snapshot as nodes/<node>.json in one commit (sha returned), optionally tagged.
+
+        `documents` (name -> (schema, document)), e.g. the class references of the classes saved, are
+        validated and committed in the same commit, so a tag names baselines and references together.
 
         `_hook` is for tests only: it is called with the name of each step reached ("validated",
         "locked", "blobs", "tree", "commit", "ref", "worktree-partial", "worktree", "index").
@@ -269,6 +273,10 @@ class BaselineStore(StoreDocuments):
             if path in files:
                 raise InputError(f"node {snap.node.name} is given twice in one save")
             files[path] = dumps_snapshot(snap).encode("utf-8")
+        for name, (schema, document) in (documents or {}).items():
+            layout.check_document_name(name)
+            schemas.validate(schema, document, source=name)
+            files[name] = canonical_json(document).encode("utf-8")
         if tag is not None:
             layout.check_tag(tag)
         names = sorted(s.node.name for s in snapshots)
