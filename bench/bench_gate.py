@@ -86,19 +86,29 @@ def build_fleet(workdir: Path, n: int = max(SIZES)) -> Path:
     return root
 
 
-def _tree_rss_kib(pid: int) -> int:
-    total, todo = 0, [pid]
+def _tree_memory_kib(pid: int) -> tuple[int, int, int]:
+    """(summed PSS, summed RSS, largest single RSS) of a process tree, KiB.
+
+    PSS splits pages shared between the parent and its forked workers among them, so the sum is the
+    tree's real footprint; the RSS sum counts shared pages once per process (an upper bound).
+    """
+    pss = rss = largest = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
         try:
             with open(f"/proc/{p}/status", encoding="ascii") as fh:
-                total += next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
+                mine = next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
+            rss += mine
+            largest = max(largest, mine)
+            with open(f"/proc/{p}/smaps_rollup", encoding="ascii") as fh:
+                pss += next((int(line.split()[1]) for line in fh if line.startswith("Pss:")), mine)
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children", encoding="ascii") as fh:
                     todo.extend(int(c) for c in fh.read().split())
         except (OSError, ValueError):
             continue
-    return total
+    return pss, rss, largest
 
 
 def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, object]:
@@ -116,11 +126,12 @@ def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, ob
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0]
+    peak = [0, 0, 0]
 
     def sample() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
+            now = _tree_memory_kib(proc.pid)
+            peak[:] = [max(a, b) for a, b in zip(peak, now, strict=True)]
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -144,7 +155,9 @@ def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, ob
         "n": n,
         "wall_s": wall,
         "cpu_s": cpu,
-        "peak_rss_mib": peak[0] / 1024,
+        "peak_rss_mib": peak[0] / 1024,  # summed PSS of the tree: its real footprint
+        "peak_rss_sum_mib": peak[1] / 1024,  # summed RSS (shared pages counted per process)
+        "peak_rss_largest_mib": peak[2] / 1024,
         "exit": proc.returncode,
         "total": dict(total),
         "blocked": dict(blocked),
@@ -172,7 +185,8 @@ def run(*, quick: bool = False, workdir: Path, sizes: tuple[int, ...] = SIZES) -
             (
                 f"{n:,}",
                 f"{before[0]:.2f} s / {before[1]:,} MiB" if before else "",
-                f"{wall:.2f} s / {rss:,.0f} MiB",
+                f"{wall:.2f} s / {rss:,.0f} MiB (RSS sum {float(str(r['peak_rss_sum_mib'])):,.0f}, "
+                f"largest process {float(str(r['peak_rss_largest_mib'])):,.0f})",
                 f"{float(str(r['cpu_s'])):.1f} s",
                 f"{peer[0]:.2f} s / {peer[1]} MiB" if peer else "",
                 f"{wall / peer[0]:.2f}" if peer else "",
@@ -192,7 +206,7 @@ def run(*, quick: bool = False, workdir: Path, sizes: tuple[int, ...] = SIZES) -
             )
     per_node = [(int(str(r["n"])), float(str(r["wall_s"]))) for r in results if int(str(r["n"])) >= 1024]
     if len(per_node) == 2:
-        (n1, w1), (n2, w2) = per_node
+        (_, w1), (_, w2) = per_node
         targets.append(
             Target(
                 name="gate growth 1,024 -> 8,192",
@@ -209,7 +223,7 @@ def run(*, quick: bool = False, workdir: Path, sizes: tuple[int, ...] = SIZES) -
                 (
                     "nodes",
                     "before (issue 14)",
-                    "now: wall / peak RSS (tree)",
+                    "now: wall / peak memory (PSS of the process tree)",
                     "CPU (tree)",
                     "SuperBench (issue 14, not measured here)",
                     "ratio now/peer",

@@ -86,10 +86,10 @@ def test_curves_busbw_zero_is_not_comparable_never_a_block() -> None:
 
 def test_judge_rerun_with_busbw_0_00_does_not_block_and_says_so() -> None:
     """Issue 10: rccl-tests prints busbw 0.00 under ~256 B; a healthy re-run must not block on it."""
+    from tests.judge_scenarios import upgrade_plan
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.policy import load_policy
     from upgrade_gate.model import Severity, Verdict
-    from tests.judge_scenarios import upgrade_plan
 
     def with_tiny(snap: Snapshot) -> Snapshot:
         phases = []
@@ -168,7 +168,11 @@ def test_cli_gate_candidates_directory_and_list_file_stream_like_single_candidat
     listing = tmp_path / "list.txt"
     listing.write_text("# one candidate\ncands/node.json\n", encoding="utf-8")
     outs = []
-    for args in (["--candidate", str(folder / "node.json")], ["--candidates", str(folder)], ["--candidates", str(listing)]):
+    for args in (
+        ["--candidate", str(folder / "node.json")],
+        ["--candidates", str(folder)],
+        ["--candidates", str(listing)],
+    ):
         report = tmp_path / f"r{len(outs)}.json"
         code = run(["gate", "--store", str(store), "--now", "2026-11-30T12:00:00Z", "--plan", str(plan),
                     "--report", f"json:{report}", *args])  # fmt: skip

@@ -65,10 +65,13 @@ def _to_jsonable(obj: object) -> Any:
 def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, source: str = "$") -> T:
     """Parse and decode a JSON document into `cls` (see the module docstring for trusted/untrusted)."""
     try:
+        kind: Any = cls
         if trusted:
-            return typing.cast(T, _typed_decoder(cls).decode(data))
-        mirrored = _mirror_decoder(cls).decode(data)
-        return typing.cast(T, msgspec.convert(mirrored, cls, from_attributes=True))
+            decoded: T = _typed_decoder(kind).decode(data)
+            return decoded
+        mirrored = _mirror_decoder(kind).decode(data)
+        converted: T = msgspec.convert(mirrored, cls, from_attributes=True)
+        return converted
     except msgspec.ValidationError as exc:
         raise SchemaError(f"{source}: {exc}") from None
     except msgspec.DecodeError as exc:

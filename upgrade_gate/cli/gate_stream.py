@@ -37,7 +37,7 @@ from upgrade_gate.errors import InputError, NotFoundError, UsageError
 if TYPE_CHECKING:
     from upgrade_gate.judge.plan import ChangePlan
     from upgrade_gate.judge.policy import Policy
-    from upgrade_gate.model import ClassReference, GateReport, GpuSerial, NodeName, NodeReport, RuleId, Snapshot
+    from upgrade_gate.model import ClassReference, GateReport, GpuSerial, NodeReport, RuleId, Snapshot
     from upgrade_gate.store.gitstore import BaselineStore
 
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz")
@@ -67,9 +67,9 @@ def _from_directory(folder: Path) -> list[Path]:
             name = entry.name
             if name.startswith("."):
                 continue
-            if entry.is_file() and (name.endswith(".json") or name.endswith(BUNDLE_SUFFIXES)):
-                found.append(Path(entry.path))
-            elif entry.is_dir() and (Path(entry.path) / "manifest.json").is_file():
+            if (entry.is_file() and (name.endswith(".json") or name.endswith(BUNDLE_SUFFIXES))) or (
+                entry.is_dir() and (Path(entry.path) / "manifest.json").is_file()
+            ):
                 found.append(Path(entry.path))
     if not found:
         raise InputError(f"--candidates {folder}: no snapshot (.json) or capture bundle in this directory")
@@ -285,10 +285,12 @@ def gate_streaming(
 def _assemble(
     rest: GateReport, judged: Mapping[str, tuple[NodeReport, frozenset[RuleId]]], *, have_candidates: bool
 ) -> GateReport:
-    from upgrade_gate.model import RuleId, Severity, Verdict
+    from upgrade_gate.model import Severity, Verdict
 
     nodes = [judged[n][0] for n in sorted(judged)] + list(rest.nodes)
-    fleet = tuple(f for f in rest.fleet_findings if not (have_candidates and f.message.startswith("no candidate snapshots")))
+    fleet = tuple(
+        f for f in rest.fleet_findings if not (have_candidates and f.message.startswith("no candidate snapshots"))
+    )
     ran: set[RuleId] = {rule for _, rules in judged.values() for rule in rules}
     ran |= set(rest.rules_evaluated) if (rest.nodes or fleet) else set()
     blocked = any(f.severity is Severity.BLOCK for n in nodes for f in n.findings) or any(

@@ -43,6 +43,7 @@ import numpy as np
 
 Outcome = Literal["pass", "block", "remeasure", "not_comparable"]
 _HL = math.sqrt(math.pi / 3.0)
+_Z_CACHE: dict[float, float] = {}
 _SIZE = re.compile(r"^(?P<prefix>.+)/\d+$")
 _RAIL = re.compile(r"^rail/[^/]+/(?P<metric>[^/]+)$")
 
@@ -106,9 +107,10 @@ class Assessment:
     def worst(self) -> Outcome:
         """block > remeasure > pass (not comparable never decides)."""
         outcomes = {d.outcome for d in (*self.metrics, *self.groups)}
-        for o in ("block", "remeasure"):
-            if o in outcomes:
-                return o  # type: ignore[return-value]
+        if "block" in outcomes:
+            return "block"
+        if "remeasure" in outcomes:
+            return "remeasure"
         return "pass"
 
 
@@ -125,7 +127,10 @@ def group_of(key: str) -> str:
 
 
 def _z(p: float) -> float:
-    return NormalDist().inv_cdf(1.0 - min(max(p, 1e-12), 0.5))
+    z = _Z_CACHE.get(p)
+    if z is None:
+        z = _Z_CACHE[p] = NormalDist().inv_cdf(1.0 - min(max(p, 1e-12), 0.5))
+    return z
 
 
 def _rel(log_drop: float) -> float:
@@ -145,7 +150,8 @@ def _padded(rows: Sequence[Sequence[float]], floor: float) -> np.ndarray:
         for i, r in enumerate(rows):
             out[i, : len(r)] = r
     with np.errstate(invalid="ignore"):
-        return np.log(np.maximum(out, floor))
+        logged: np.ndarray = np.log(np.maximum(out, floor))
+    return logged
 
 
 def _pooled_sigma(*sides: np.ndarray) -> float | None:
@@ -176,7 +182,8 @@ def _row_median(x: np.ndarray) -> np.ndarray:
     """Median per row of a NaN-padded array (rows bucketed by their count: np.nanmedian is slow)."""
     nan = np.isnan(x)
     if not nan.any():
-        return np.median(x, axis=1)
+        plain: np.ndarray = np.median(x, axis=1)
+        return plain
     n = np.sum(~nan, axis=1)
     out = np.full(len(x), np.nan)
     ordered = np.sort(x, axis=1)  # NaNs sort last
@@ -320,8 +327,7 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
     groups_out: list[Decision] = []
     metric_out: list[Decision] = []
     single_of = {int(gid[i]): i for i in np.flatnonzero(~curve)}
-    for k in np.flatnonzero(~g_pass):
-        k = int(k)
+    for k in (int(x) for x in np.flatnonzero(~g_pass)):
         tol = float(tol_g[k])
         if g_block[k]:
             outcome: Outcome = "block"
@@ -333,9 +339,15 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
             )
         elif not g_last[k]:
             outcome = "remeasure"
-            why = f"inconclusive against the {tol:.0%} tolerance with {nc_g[k]} samples: re-measure (up to {p.max_samples})"
+            why = (
+                f"inconclusive against the {tol:.0%} tolerance with {nc_g[k]} samples: "
+                f"re-measure (up to {p.max_samples})"
+            )
         elif centre[k] > lt_g[k]:
-            outcome, why = "block", f"beyond the {tol:.0%} tolerance on the estimate after {nc_g[k]} samples (the limit)"
+            outcome, why = (
+                "block",
+                f"beyond the {tol:.0%} tolerance on the estimate after {nc_g[k]} samples (the limit)",
+            )
         else:
             continue
         d = Decision(
@@ -365,8 +377,7 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
     settled = (r + z_miss * se_r < _log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
     few_block = curve & few & (drop > _log_tol(max(p.tolerance, p.tolerance_few_samples)))
     remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
-    for i in np.flatnonzero(block | few_block | remeasure):
-        i = int(i)
+    for i in (int(x) for x in np.flatnonzero(block | few_block | remeasure)):
         if few_block[i]:
             outcome, why = "block", f"fewer than {p.min_samples} samples per side: the drop alone decides"
         elif block[i]:
@@ -408,15 +419,16 @@ class FloorDecision:
 
 def floor_check(samples: Sequence[float], floor: float, *, sigma: float, tests: int, p: Params) -> FloorDecision:
     """Below the floor only when the upper bound says so; above when the lower bound does (log scale)."""
-    x = np.log(np.maximum(np.asarray(samples, dtype=float), p.resolution / 2))
-    n = len(x)
-    centre = float(np.mean(x))
-    s = max(sigma, p.noise_floor)
-    se = s / math.sqrt(n)
+    tiny = p.resolution / 2
+    logs = [math.log(max(x, tiny)) for x in samples]
+    n = len(logs)
+    centre = math.fsum(logs) / n
+    se = max(sigma, p.noise_floor) / math.sqrt(n)
     z = _z(p.node_false_block / (2 * max(1, tests)))
     low, high = math.exp(centre - z * se), math.exp(centre + z * se)
+    outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
     if high < floor:
-        outcome: Literal["pass", "fail", "remeasure", "inconclusive"] = "fail"
+        outcome = "fail"
     elif low >= floor:
         outcome = "pass"
     elif n < p.max_samples:
@@ -435,8 +447,15 @@ def floor_check(samples: Sequence[float], floor: float, *, sigma: float, tests: 
 
 def pooled_sigma(samples: Sequence[Sequence[float]], p: Params = Params()) -> float:
     """Pooled within-metric log sigma of several metrics' samples (e.g. a node's rails), floored."""
-    usable = [s for s in samples if len(s) >= 2]
-    if not usable:
+    tiny = p.resolution / 2
+    squares, dof = 0.0, 0
+    for values in samples:
+        if len(values) < 2:
+            continue
+        logs = [math.log(max(x, tiny)) for x in values]
+        mean = math.fsum(logs) / len(logs)
+        squares += math.fsum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+    if dof < 4:
         return p.noise_floor
-    s = _pooled_sigma(_padded(usable, p.resolution / 2))
-    return max(s or 0.0, p.noise_floor)
+    return max(math.sqrt(squares / dof), p.noise_floor)

@@ -156,20 +156,22 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     assert ctx.baseline is not None
     ignore = entry.strings("ignore_settings")
     overrides = entry.number_map("tolerance_overrides")
+    every = "**" in entry.strings("metrics")
+    accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
     rows = []
     for key in sorted(base.keys() & cand.keys()):
-        if not _selected(entry, key) or key in base_broken or key in cand_broken:
+        if not (every or _selected(entry, key)) or key in base_broken or key in cand_broken:
             continue
         b, c = base[key], cand[key]
         if b.unit != c.unit or _settings_diff(b.settings, c.settings, ignore):
             continue
         if not _usable(b.samples) or not _usable(c.samples):
             continue
-        tolerance = next((t for g, t in overrides.items() if glob_match(g, key)), None)
+        tolerance = next((t for g, t in overrides.items() if glob_match(g, key)), None) if overrides else None
         shift, group = 0.0, None
-        expectation = metric_expectation(ctx.plan, key)
+        expectation = metric_expectation(ctx.plan, key) if accepts else None
         if expectation is not None:  # a planned shift is judged on its own, against the plan's tolerance
             accepted, index = expectation
             shift, tolerance, group = accepted.shift, accepted.tolerance, f"{key} (plan accept[{index}])"
@@ -264,13 +266,22 @@ def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     floors: list[tuple[str, Measurement | None, str, float, str, str]] = []
     if ctx.policy.phase_applies(2, ctx.node_class):
         floors.append(
-            (mesh_key, cand.get(mesh_key), "GB/s", t.mesh_avg_busbw_min_gbs, "PHASE2_BW_THRESHOLD", t.source("mesh_avg_busbw_min_gbs"))
+            (
+                mesh_key,
+                cand.get(mesh_key),
+                "GB/s",
+                t.mesh_avg_busbw_min_gbs,
+                "PHASE2_BW_THRESHOLD",
+                t.source("mesh_avg_busbw_min_gbs"),
+            )
         )
     rails: list[str] = []
     if ctx.policy.phase_applies(4, ctx.node_class):
         rails = sorted(k for k in cand if glob_match(entry.string("rail_metrics"), k))
         for key in rails:
-            floors.append((key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits")))
+            floors.append(
+                (key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits"))
+            )
     rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if _usable(cand[k].samples)], params)
     for key, m, unit, floor, cvf_key, source in floors:
         yield from _floor(ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors))
@@ -405,7 +416,11 @@ SPECS = (
                 kind="number", default=stats.DEFAULT_TOLERANCE, doc="relative drop allowed", minimum=0, maximum=1
             ),
             "alpha": ParamSpec(
-                kind="number", default=stats.DEFAULT_ALPHA, doc="a curve passes when its one-sided (1 - alpha) upper bound is within the tolerance", minimum=1e-6, maximum=0.5
+                kind="number",
+                default=stats.DEFAULT_ALPHA,
+                doc="a curve passes when its one-sided (1 - alpha) upper bound is within the tolerance",
+                minimum=1e-6,
+                maximum=0.5,
             ),
             "tolerance_few_samples": ParamSpec(
                 kind="number",
@@ -438,13 +453,20 @@ SPECS = (
                 kind="number", default=0.10, doc="a single-metric drop that must be seen", minimum=0, maximum=1
             ),
             "miss_rate": ParamSpec(
-                kind="number", default=0.0025, doc="per look, chance to settle a detect_drop as within", minimum=1e-6, maximum=0.5
+                kind="number",
+                default=0.0025,
+                doc="per look, chance to settle a detect_drop as within",
+                minimum=1e-6,
+                maximum=0.5,
             ),
             "min_effect": ParamSpec(
                 kind="number", default=0.05, doc="a single metric's drop below this never blocks", minimum=0, maximum=1
             ),
             "max_samples": ParamSpec(
-                kind="integer", default=20, doc="candidate samples per metric before an inconclusive test decides", minimum=1
+                kind="integer",
+                default=20,
+                doc="candidate samples per metric before an inconclusive test decides",
+                minimum=1,
             ),
             "noise_floor": ParamSpec(
                 kind="number", default=0.005, doc="smallest relative run-to-run noise assumed", minimum=0, maximum=1
