@@ -26,6 +26,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 from bench import fleetgen
 from bench.common import PYTHON, REPO, Section, Target, table
@@ -166,21 +167,69 @@ def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, ob
     }
 
 
+def worker_profile(root: Path, count: int = 200, top: int = 25) -> str:
+    """cProfile of what one forked worker does per node (load, baseline read, judge), in this process."""
+    import cProfile
+    import io
+    import pstats
+
+    from upgrade_gate.cli import gate_stream
+    from upgrade_gate.judge.plan import load_plan
+    from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.store.gitstore import BaselineStore
+
+    st = BaselineStore(root / "store")
+    pin = st.pin(None)
+    gate_stream._JOB = gate_stream._Job(
+        store=st.path,
+        pin=pin,
+        stored=frozenset(st.nodes(pin)),
+        plan=load_plan(root / "plan.json"),
+        policy=load_policy(),
+        references=gate_stream.saved_references(st, pin),
+        denylist={},
+    )
+    paths = [str(root / "candidates" / x) for x in sorted(os.listdir(root / "candidates"))[: count + 10]]
+    try:
+        gate_stream._judge_paths(paths[:10])  # warm
+        cpu = time.process_time()
+        prof = cProfile.Profile()
+        prof.enable()
+        gate_stream._judge_paths(paths[10:])
+        prof.disable()
+        cpu = time.process_time() - cpu
+    finally:
+        gate_stream._JOB = None
+        st.close()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(top)
+    lines = buf.getvalue().splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls")), 0)
+    return (
+        f"Per node in a worker (cProfile of {count} nodes in one process, {cpu / count * 1e3:.1f} ms CPU per node "
+        "with the profiler on), by cumulative time:\n\n```\n" + "\n".join(lines[start:]).rstrip() + "\n```"
+    )
+
+
 def run(*, quick: bool = False, workdir: Path, sizes: tuple[int, ...] = SIZES) -> Section:
     """The end-to-end table and the targets."""
     root = build_fleet(workdir, max(sizes))
     load = os.getloadavg()
     results = [run_gate(root, n) for n in sizes]
+    return section(results, load, root, quick=quick)
+
+
+def section(results: list[dict[str, object]], load: tuple[float, ...], root: Path, *, quick: bool) -> Section:
+    """The RESULTS.md section for measured `run_gate` results."""
     rows = []
     targets = []
     for r in results:
         n = int(str(r["n"]))
         wall, rss = float(str(r["wall_s"])), float(str(r["peak_rss_mib"]))
         peer, before = PEER.get(n), BEFORE.get(n)
-        healthy = r["total"].get("healthy", 0)  # type: ignore[union-attr]
-        bh = r["blocked"].get("healthy", 0)  # type: ignore[union-attr]
-        faulty = sum(r["total"].values()) - healthy  # type: ignore[union-attr]
-        bf = sum(r["blocked"].values()) - bh  # type: ignore[union-attr]
+        totals, blocks = cast(dict[str, int], r["total"]), cast(dict[str, int], r["blocked"])
+        healthy, bh = totals.get("healthy", 0), blocks.get("healthy", 0)
+        faulty, bf = sum(totals.values()) - healthy, sum(blocks.values()) - bh
         rows.append(
             (
                 f"{n:,}",
@@ -236,6 +285,8 @@ def run(*, quick: bool = False, workdir: Path, sizes: tuple[int, ...] = SIZES) -
             "",
             "The SuperBench column is issue 14's measurement of SuperBench 0.12.0 `sb result diagnosis` on the same "
             "fleet, taken outside this repository; this bench does not run SuperBench.",
+            "",
+            worker_profile(root, count=100 if quick else 300),
         ]
     )
     return Section(title="gate end to end (issue 14)", body=body, targets=tuple(targets), numbers={"runs": results})

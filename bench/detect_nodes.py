@@ -118,13 +118,13 @@ def node_table(
     keys = [k for k, _ in pairs]
     means = np.array([v for _, v in pairs])
     p = curves.Params()
-    counts = {"healthy": trials_healthy or (300 if quick else 1500)}
+    counts = {"healthy": trials_healthy or (1000 if quick else 3000)}
     rows = []
     numbers: dict[str, object] = {}
     started = time.perf_counter()
     for cv in NOISES:
         for kind in KINDS:
-            trials = counts.get(kind, trials_fault or (100 if quick else 400))
+            trials = counts.get(kind, trials_fault or (200 if quick else 500))
             rng = np.random.default_rng(zlib.crc32(f"{kind}@{cv}".encode()))
             nodes = [simulate(keys, means, kind, cv, rng, p) for _ in range(trials)]
             rate = sum(x.blocked for x in nodes) / trials

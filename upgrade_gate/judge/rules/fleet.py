@@ -18,7 +18,6 @@ Design decisions:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
