@@ -295,7 +295,15 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
     few = (nb < p.min_samples) | (nc < p.min_samples)
     coarse = 2 * quant >= p.detect_drop  # a drop worth seeing is under two printed steps: samples cannot help
     tests = max(1, int(curve.sum()))
-    c_single = _z(p.node_false_block / (4 * tests))  # two sides of a look, and up to ~2 looks
+    # Alpha spending over the looks of the sequential test: the first look (as many candidate samples as
+    # baseline ones) spends node_false_block / 4 over the node's tests; every later look (a re-measure
+    # adds candidate samples only, so its error stays correlated with the first through the fixed
+    # baseline) shares another quarter (measured: without it re-measuring doubled the false blocks).
+    later = max(1, -(-p.max_samples // max(1, int(nb.min()))) - 1)
+    c_first = _z(p.node_false_block / (4 * tests))
+    c_later = _z(p.node_false_block / (4 * tests * later))
+    c_each = np.where(nc <= nb, c_first, c_later)
+    c_single = c_first
     z_miss = _z(p.miss_rate)
     z_pass = _z(p.alpha)
     z_block = _z(p.node_false_block / (2 * n_groups))
@@ -380,7 +388,7 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
     r = drop - loo
     min_eff = np.where(overridden, -np.log1p(-np.minimum(np.nan_to_num(tol_m), 0.999)), _log_tol(p.min_effect))
     min_eff = np.maximum(min_eff, -np.log1p(-np.minimum(2 * quant, 0.999)))  # under two printed steps: no evidence
-    block = curve & ~few & (r > c_single * se_r) & (drop > min_eff)
+    block = curve & ~few & (r > c_each * se_r) & (drop > min_eff)
     settled = (r + z_miss * se_r < _log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
     few_block = curve & few & (drop > _log_tol(max(p.tolerance, p.tolerance_few_samples)))
     remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
@@ -391,7 +399,7 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
             outcome = "block"
             why = (
                 f"departs from the rest of its curve by {_rel(float(r[i])):.1%} > "
-                f"{c_single:.2f} standard errors ({_rel(float(c_single * se_r[i])):.1%})"
+                f"{c_each[i]:.2f} standard errors ({_rel(float(c_each[i] * se_r[i])):.1%})"
             )
         else:
             outcome, why = "remeasure", f"inconclusive with {nc[i]} samples: re-measure (up to {p.max_samples})"
@@ -403,7 +411,7 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
                 drop=_rel(float(drop[i])),
                 low=_rel(float(drop[i] - c_single * se[i])),
                 high=_rel(float(drop[i] + c_single * se[i])),
-                threshold=_rel(float(loo[i] + c_single * se_r[i])),
+                threshold=_rel(float(loo[i] + c_each[i] * se_r[i])),
                 n_baseline=int(nb[i]),
                 n_candidate=int(nc[i]),
                 why=why,
