@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # `python bench/run_all.py`: make `bench` importa
 from bench.common import PYTHON, REPO, Section, Target, machine, met_word, table
 
 BENCH = REPO / "bench"
-PARTS = ("cli", "snapshot", "judge", "gate", "fleet", "phases", "detection", "nodes")
+PARTS = ("cli", "snapshot", "judge", "gate", "fleet", "phases", "detection", "nodes", "abi")
 
 
 def _section(part: str, quick: bool, workdir: Path) -> Section:
@@ -48,6 +48,7 @@ def _section(part: str, quick: bool, workdir: Path) -> Section:
         "phases": lambda: _phase_overhead(quick),
         "detection": lambda: importlib.import_module("bench.detection").run(quick=quick, workdir=workdir),
         "nodes": lambda: importlib.import_module("bench.detect_nodes").run(quick=quick, workdir=workdir),
+        "abi": lambda: importlib.import_module("bench.bench_abi").run(quick=quick, workdir=workdir),
     }
     try:
         return runners[part]()

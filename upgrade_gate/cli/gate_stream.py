@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from upgrade_gate.judge.plan import ChangePlan
     from upgrade_gate.judge.policy import Policy
     from upgrade_gate.model import ClassReference, GateReport, GpuSerial, NodeReport, RuleId, Snapshot
+    from upgrade_gate.parse.dmesg import PatternTable
     from upgrade_gate.store.gitstore import BaselineStore
 
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz")
@@ -93,8 +94,9 @@ def _from_list_file(path: Path) -> list[Path]:
     return out
 
 
-def load_candidate_fast(path: Path) -> Snapshot:
-    """A candidate snapshot file by strict typed decode, or a capture bundle through the snapshot builder."""
+def load_candidate_fast(path: Path, patterns: PatternTable | None = None) -> Snapshot:
+    """A candidate snapshot file by strict typed decode, or a capture bundle through the snapshot builder
+    (its kernel log classified with `patterns`, the policy's fatal-error map)."""
     if path.name.lower().endswith(".json"):
         from upgrade_gate import codec
         from upgrade_gate.model import Snapshot
@@ -108,7 +110,7 @@ def load_candidate_fast(path: Path) -> Snapshot:
         return codec.decode_json(Snapshot, data, source=str(path))
     from upgrade_gate.cli.judge_cmds import load_candidate
 
-    return load_candidate(path)
+    return load_candidate(path, patterns)
 
 
 # --------------------------------------------------------------------------- workers
@@ -125,6 +127,7 @@ class _Job:
     policy: Policy
     references: Mapping[str, ClassReference]
     denylist: Mapping[GpuSerial, str]
+    patterns: PatternTable | None = None
 
 
 _JOB: _Job | None = None
@@ -144,13 +147,14 @@ def _store() -> BaselineStore:
 
 
 def _judge_paths(paths: Sequence[str]) -> list[Judged]:
+    from upgrade_gate.judge.causes import node_causes
     from upgrade_gate.judge.judge import judge_node
 
     job = _JOB
     assert job is not None, "worker started without its job"
     out: list[Judged] = []
     for raw in paths:
-        cand = load_candidate_fast(Path(raw))
+        cand = load_candidate_fast(Path(raw), job.patterns)
         name = cand.node.name
         base = _store().load_trusted(name, job.pin) if name in job.stored else None
         cls = cand.node.node_class or (base.node.node_class if base is not None else None)
@@ -162,6 +166,7 @@ def _judge_paths(paths: Sequence[str]) -> list[Judged]:
             references=job.references,
             denylist=job.denylist,
         )
+        report = replace(report, causes=node_causes(report, base, cand))  # while both snapshots are here
         out.append((report, ran, raw, cls, cls is None or cls in job.references))
     return out
 
@@ -230,14 +235,19 @@ def gate_streaming(
     policy: Policy,
     now: str,
     workers: int | None = None,
+    patterns: PatternTable | None = None,
 ) -> GateReport:
-    """Judge every candidate path against the store at `ref` (see the module docstring)."""
+    """Judge every candidate path against the store at `ref` (see the module docstring).
+
+    The denylist is read at the store's HEAD whatever `ref` says (a GPU denied after the reference
+    tag must block today), as the in-memory path does.
+    """
     from upgrade_gate.judge.judge import judge
 
     pin = st.pin(ref)
     stored = frozenset(st.nodes(pin))
     references = saved_references(st, pin)
-    denylist = {serial: entry.reason for serial, entry in st.denylist(pin).items()}
+    denylist = {serial: entry.reason for serial, entry in st.denylist(None).items()}
     job = _Job(
         store=st.path,
         pin=pin,
@@ -246,6 +256,7 @@ def gate_streaming(
         policy=policy,
         references=references,
         denylist=denylist,
+        patterns=patterns,
     )
     count = workers if workers is not None else (os.cpu_count() or 1)
     raw = [str(p) for p in paths]
@@ -285,6 +296,7 @@ def gate_streaming(
 def _assemble(
     rest: GateReport, judged: Mapping[str, tuple[NodeReport, frozenset[RuleId]]], *, have_candidates: bool
 ) -> GateReport:
+    from upgrade_gate.judge.causes import fleet_causes
     from upgrade_gate.model import Severity, Verdict
 
     nodes = [judged[n][0] for n in sorted(judged)] + list(rest.nodes)
@@ -301,6 +313,7 @@ def _assemble(
         verdict=Verdict.BLOCK if blocked else Verdict.PASS,
         nodes=tuple(nodes),
         fleet_findings=fleet,
+        fleet_causes=fleet_causes(fleet, rest.checklist),
         rules_evaluated=tuple(sorted(ran)),
     )
 
