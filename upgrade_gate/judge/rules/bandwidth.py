@@ -197,6 +197,7 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     if not rows:
         return
     base = merged_measurements(ctx.baseline)[0]
+    cand_m = merged_measurements(ctx.candidate)[0]
     units = {r.key: base[r.key].unit for r in rows}
     sources = {r.key: base[r.key].source for r in rows}
     assessment = curves.assess(rows, params)
@@ -241,8 +242,10 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             message,
             device=d.key,
             path=f"measurements[key={d.key}]",
-            expected=f"drop <= {d.threshold:.1%}",
-            actual=round(d.drop, 4),
+            # a metric: its medians (as reports and cause headlines read them); a curve: its level
+            # relative to the baseline (1.0), so the shift reads the same way
+            expected=stats.median(base[d.key].samples) if d.key in base else 1.0,
+            actual=stats.median(cand_m[d.key].samples) if d.key in cand_m else round(1.0 - d.drop, 4),
             evidence=sources.get(d.key),
             severity=severity,
         )
