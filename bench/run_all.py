@@ -8,7 +8,8 @@ Usage, from the repository root:
 
 Parts: cli, snapshot, judge, gate (end to end, issue 14), fleet, phases (bench/bench_phase_overhead.py,
 owned by the pipeline's helper, included when it is there), detection, nodes (node-level detection of
-judge.curves, issue 14). RESULTS.md is generated: edit bench/ANALYSIS.md for the
+judge.curves, issue 14), hostile (bench/bench_hostile.py: bombs and faults).
+RESULTS.md is generated: edit bench/ANALYSIS.md for the
 hand-written reading of the numbers, which is included verbatim.
 """
 
@@ -32,7 +33,7 @@ if __package__ in (None, ""):  # `python bench/run_all.py`: make `bench` importa
 from bench.common import PYTHON, REPO, Section, Target, machine, met_word, table
 
 BENCH = REPO / "bench"
-PARTS = ("cli", "snapshot", "judge", "gate", "fleet", "phases", "detection", "nodes", "abi")
+PARTS = ("cli", "snapshot", "judge", "gate", "fleet", "phases", "detection", "nodes", "abi", "hostile")
 
 
 def _section(part: str, quick: bool, workdir: Path) -> Section:
@@ -49,6 +50,7 @@ def _section(part: str, quick: bool, workdir: Path) -> Section:
         "detection": lambda: importlib.import_module("bench.detection").run(quick=quick, workdir=workdir),
         "nodes": lambda: importlib.import_module("bench.detect_nodes").run(quick=quick, workdir=workdir),
         "abi": lambda: importlib.import_module("bench.bench_abi").run(quick=quick, workdir=workdir),
+        "hostile": lambda: importlib.import_module("bench.bench_hostile").run(quick=quick, workdir=workdir),
     }
     try:
         return runners[part]()

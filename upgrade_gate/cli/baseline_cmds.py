@@ -115,6 +115,8 @@ def save_cmd(
     with _open(store) as st:
         documents = _class_documents(st, loaded) if class_reference else {}
         sha = st.save(loaded, tag=tag, message=message, documents=documents)
+        for warning in st.warnings:  # landed, but something after the commit point failed
+            typer.echo(f"upgrade-gate: warning: {warning}", err=True)
     tagged = f" tagged {tag}" if tag else ""
     typer.echo(f"saved {len(loaded)} node(s) to {store} as {sha[:12]}{tagged}")
     return ExitCode.PASS

@@ -28,6 +28,18 @@ Design decisions:
   `StoreConflictError` (exit 4): retrying can.
 - Commits are written with the store's local user.name/user.email (set by `init`), falling back to
   "upgrade-gate <upgrade-gate@localhost>" in a clone without them; no global git config is needed.
+- Creating a store is as safe as saving into one: `init` holds a flock on the store folder itself
+  (`locking.init_lock`), so concurrent first saves all land.
+- A save reports exactly what happened. Once the ref has moved the save has landed: a failure while
+  mirroring the working tree (disk full) is a warning in `warnings`, not an error, and the next write
+  catches the mirror up. Retrying a save whose tag already holds exactly the same baselines returns
+  that commit (with a note in `warnings`) instead of "tag exists".
+- Tags are immutable names of a baseline: a tagged save writes the trailer `Upgrade-Gate-Tag: TAG`
+  into its commit message. Reading at a tag whose commit lacks the trailer for that tag (the tag was
+  moved with `git tag -f`, or made by hand) is refused (`MovedTagError`, exit 3) unless the store was
+  opened with `allow_moved_tag` (CLI: `--allow-moved-tag`, or UPGRADE_GATE_ALLOW_MOVED_TAG=1).
+- Without a git binary on PATH, gitpython would refuse to import with a 15-line message; its refresh
+  is set to quiet here, and any store operation fails with one line (exit 4) instead.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
+import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first (no 15-line ImportError without git)
 from git.objects.fun import tree_entries_from_data, tree_to_stream
 from gitdb import IStream, LooseObjectDB
 from gitdb.exc import ODBError
@@ -84,6 +96,14 @@ class TagExistsError(InputError):
     """The tag asked for already names another baseline (tags are immutable)."""
 
 
+class MovedTagError(InputError):
+    """A tag points at a commit upgrade-gate did not save under that tag (moved or made by hand)."""
+
+
+TAG_TRAILER = "Upgrade-Gate-Tag"
+ALLOW_MOVED_TAG_ENV = "UPGRADE_GATE_ALLOW_MOVED_TAG"
+
+
 def _fire(hook: Hook | None, point: str) -> None:
     if hook is not None:
         hook(point)
@@ -92,6 +112,11 @@ def _fire(hook: Hook | None, point: str) -> None:
 def _first_line(text: object) -> str:
     lines = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
     return lines[0].removeprefix("stderr: ").strip("'") if lines else "no message"
+
+
+def _without_trailer(message: str) -> str:
+    lines = [ln for ln in message.strip().splitlines() if not ln.startswith(f"{TAG_TRAILER}: ")]
+    return "\n".join(lines).strip()
 
 
 def _write_bytes_atomic(target: Path, data: bytes) -> None:
@@ -110,9 +135,13 @@ def _write_bytes_atomic(target: Path, data: bytes) -> None:
 class BaselineStore(StoreDocuments):
     """A git repository of node snapshots (see the module docstring for the guarantees)."""
 
-    def __init__(self, path: Path, *, lock_timeout_s: float = 60.0) -> None:
+    def __init__(self, path: Path, *, lock_timeout_s: float = 60.0, allow_moved_tag: bool | None = None) -> None:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
+        if allow_moved_tag is None:
+            allow_moved_tag = os.environ.get(ALLOW_MOVED_TAG_ENV, "") not in ("", "0")
+        self.allow_moved_tag = allow_moved_tag
+        self.warnings: list[str] = []  # what a write could not do although it landed (see the docstring)
         self._repo: git.Repo | None = None
         self._trees: dict[bytes, dict[str, tuple[bytes, int]]] = {}
         self._pinned: dict[str, git.Commit] = {}
@@ -137,6 +166,8 @@ class BaselineStore(StoreDocuments):
             yield
         except GateError:
             raise
+        except git.GitCommandNotFound as exc:
+            raise StoreError(f"{self.path}: {action}: the git binary is not on PATH (the store needs git)") from exc
         except git.GitCommandError as exc:
             verb = exc.command[1] if isinstance(exc.command, list | tuple) and len(exc.command) > 1 else ""
             raise StoreError(f"{self.path}: {action}: git {verb}: {_first_line(exc.stderr)}") from exc
@@ -197,7 +228,21 @@ class BaselineStore(StoreDocuments):
         except (ODBError, ValueError, IndexError) as exc:
             raise NotFoundError(f"{self.path}: no ref {ref!r} in the baseline store") from exc
         assert isinstance(obj, git.Commit)
+        self._check_tag(repo, ref, obj)
         return obj
+
+    def _check_tag(self, repo: git.Repo, ref: str, commit: git.Commit) -> None:
+        """Refuse a tag whose commit was not saved under it (see the module docstring)."""
+        name = ref.removeprefix("refs/tags/")
+        if self.allow_moved_tag or f"refs/tags/{name}" not in {t.path for t in repo.tags}:
+            return  # a branch or a commit sha: nothing was promised about it (a tag wins in rev-parse's order)
+        if f"{TAG_TRAILER}: {name}" in str(commit.message).splitlines():
+            return
+        raise MovedTagError(
+            f"{self.path}: tag {name!r} points at {commit.hexsha[:12]}, which upgrade-gate did not save under "
+            f"that tag (moved with `git tag -f`, or made by hand); baselines are immutable. Restore the tag, or "
+            f"pass --allow-moved-tag ({ALLOW_MOVED_TAG_ENV}=1) to read it anyway"
+        )
 
     def _entries(self, repo: git.Repo, tree: bytes) -> dict[str, tuple[bytes, int]]:
         # Trees are immutable by sha, so parsed ones are cached: gitpython's `tree / path` re-parses
@@ -229,32 +274,35 @@ class BaselineStore(StoreDocuments):
     # ------------------------------------------------------------------ writing
 
     def init(self) -> None:
-        """Create the store if absent (idempotent); StoreError if the path is something else."""
+        """Create the store if absent (idempotent, safe under concurrency); StoreError if it is something else."""
         path = self.path
         with self._mapped("init"):
             if path.exists() and not path.is_dir():
                 raise StoreError(f"{path}: exists and is not a baseline store (not a directory)")
-            if path.is_dir() and not (path / ".git").exists() and any(path.iterdir()):
-                raise StoreError(f"{path}: exists, is not empty and is not a baseline store")
-            if not (path / ".git" / "HEAD").exists():  # absent, or a `git init` that was cut short
-                path.mkdir(parents=True, exist_ok=True)
-                git.Repo.init(path).close()
-            repo = self._open()
-            if self._head(repo) is not None:
+            if self._repo is not None and self._head(self._repo) is not None:
                 return
-            with locking.store_lock(Path(repo.git_dir), timeout_s=self.lock_timeout_s, store=path):
+            path.mkdir(parents=True, exist_ok=True)
+            with locking.init_lock(path, timeout_s=self.lock_timeout_s):
+                if not (path / ".git").exists() and any(path.iterdir()):
+                    raise StoreError(f"{path}: exists, is not empty and is not a baseline store")
+                if not (path / ".git" / "HEAD").exists():  # absent, or a `git init` that was cut short
+                    git.Repo.init(path).close()
+                repo = self._open()
                 if self._head(repo) is not None:
-                    return  # a concurrent init finished first
-                repo.git.symbolic_ref("HEAD", "refs/heads/main")
-                with repo.config_writer("repository") as cfg:
-                    cfg.set_value("user", "name", _DEFAULT_IDENTITY[0])
-                    cfg.set_value("user", "email", _DEFAULT_IDENTITY[1])
-                files = {
-                    layout.README_PATH: layout.README_TEXT.encode(),
-                    layout.MARKER_PATH: canonical_json(layout.marker_document()).encode(),
-                    layout.KEEP_PATH: b"",
-                }
-                self._commit_locked(repo, lambda: files, "initialise upgrade-gate baseline store")
+                    return
+                with locking.store_lock(Path(repo.git_dir), timeout_s=self.lock_timeout_s, store=path):
+                    if self._head(repo) is not None:
+                        return  # a concurrent init finished first
+                    repo.git.symbolic_ref("HEAD", "refs/heads/main")
+                    with repo.config_writer("repository") as cfg:
+                        cfg.set_value("user", "name", _DEFAULT_IDENTITY[0])
+                        cfg.set_value("user", "email", _DEFAULT_IDENTITY[1])
+                    files = {
+                        layout.README_PATH: layout.README_TEXT.encode(),
+                        layout.MARKER_PATH: canonical_json(layout.marker_document()).encode(),
+                        layout.KEEP_PATH: b"",
+                    }
+                    self._commit_locked(repo, lambda: files, "initialise upgrade-gate baseline store")
 
     def save(
         self,
@@ -311,13 +359,23 @@ class BaselineStore(StoreDocuments):
         if repo.head.is_detached:
             raise StoreError(f"{self.path}: HEAD is detached; check out the store's branch first")
         branch = repo.head.reference.path
-        if tag is not None and f"refs/tags/{tag}" in {t.path for t in repo.tags}:
-            sha = repo.tags[tag].commit.hexsha
-            raise TagExistsError(f"{self.path}: tag {tag!r} already exists (at {sha[:12]}); choose another")
         head = self._head(repo)
+        if tag is not None and f"refs/tags/{tag}" in {t.path for t in repo.tags}:
+            existing = repo.tags[tag].commit
+            files = build()
+            if files is not None and self._holds(repo, existing, files, tag):
+                # A retry of a save that landed (its mirror may have failed): the same answer again.
+                self.warnings.append(f"tag {tag!r} already holds exactly these baselines (at {existing.hexsha[:12]})")
+                if head is not None and head.hexsha == existing.hexsha:
+                    self._mirror(repo, existing.hexsha, None)
+                return existing.hexsha
+            sha = existing.hexsha
+            raise TagExistsError(f"{self.path}: tag {tag!r} already exists (at {sha[:12]}); choose another")
         files = build()
         if files is None:
             return None
+        if tag is not None:
+            message = f"{message}\n\n{TAG_TRAILER}: {tag}"
         blobs = {path: self._store_object(repo, b"blob", data) for path, data in files.items()}
         _fire(hook, "blobs")
         root = self._store_tree(repo, head.tree.binsha if head is not None else None, blobs)
@@ -338,8 +396,24 @@ class BaselineStore(StoreDocuments):
                     raise TagExistsError(f"{self.path}: tag {tag!r} already exists; choose another") from exc
                 raise StoreConflictError(f"{self.path}: another writer moved {branch} first: {line}") from exc
         _fire(hook, "ref")
-        self._sync_worktree(repo, new, hook)
+        self._mirror(repo, new, hook)
         return new
+
+    def _holds(self, repo: git.Repo, commit: git.Commit, files: Mapping[str, bytes], tag: str) -> bool:
+        if f"{TAG_TRAILER}: {tag}" not in str(commit.message).splitlines():
+            return False
+        return all(self._read_blob(repo, commit, path) == data for path, data in files.items())
+
+    def _mirror(self, repo: git.Repo, new: str, hook: Hook | None) -> None:
+        """Mirror `new` into the working tree; the save has landed, so a failure is a warning."""
+        try:
+            self._sync_worktree(repo, new, hook)
+        except (OSError, git.GitError, ODBError, StoreError) as exc:
+            detail = _first_line(exc.stderr) if isinstance(exc, git.GitCommandError) else _first_line(exc)
+            self.warnings.append(
+                f"saved {new[:12]}, but mirroring it into the working tree failed ({detail}); the baselines are "
+                "committed and tagged, and the next save catches the working tree up"
+            )
 
     @staticmethod
     def _store_object(repo: git.Repo, kind: bytes, data: bytes) -> bytes:
@@ -502,7 +576,7 @@ class BaselineStore(StoreDocuments):
                 LogEntry(
                     sha=c.hexsha,
                     date=iso_utc(c.committed_date),
-                    message=str(c.message).strip(),
+                    message=_without_trailer(str(c.message)),
                     tags=tuple(sorted(tags.get(c.hexsha, ()))),
                 )
                 for c in commits
