@@ -214,6 +214,25 @@ class ProbeStatus:
     required: bool = True  # a required probe that failed blocks; an optional one warns
     fallback_for: tuple[str, ...] = ()  # the failed probes this one stood in for
     skipped: bool = False  # nothing to read (e.g. no SR-IOV capable device): ok, recorded, not run
+    notes: tuple[str, ...] = ()  # what the parser skipped or noticed (a recognised preamble), one line each
+
+
+class IssueKind(StrEnum):
+    """Why a fact of the snapshot cannot be taken at face value."""
+
+    CONFLICT = "conflict"  # sources that answered disagree (driver version, port state)
+    ERROR_VALUE = "error-value"  # the only answers were error texts, banners or undecodable bytes
+    ABSENT_IN_SOURCE = "absent-in-source"  # one source reports a device or port another does not
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvidenceIssue:
+    """A fact the snapshot builder could not trust: the judge blocks on every one (evidence.missing)."""
+
+    kind: IssueKind
+    subject: str  # snapshot path of the fact: "software.driver_version", "nics[name=ionic_0].ports[1].state"
+    message: str  # one line naming the sources and what each printed
+    values: dict[str, str] = field(default_factory=dict)  # source (probe name) -> value as printed
 
 
 class PhaseStatus(StrEnum):
@@ -263,6 +282,7 @@ class Snapshot:
     measurements: tuple[Measurement, ...] = ()
     phases: tuple[PhaseResult, ...] = ()
     probes: tuple[ProbeStatus, ...] = ()
+    evidence_issues: tuple[EvidenceIssue, ...] = ()  # conflicting or error-text evidence (blocks)
 
 
 def measurements_of(snapshot: Snapshot) -> tuple[Measurement, ...]:

@@ -166,6 +166,11 @@ def probe_names() -> tuple[str, ...]:
     return tuple(spec.name for spec in _CATALOGUE)
 
 
+def skippable_probe_names() -> frozenset[str]:
+    """Probes the catalogue allows to be skipped: the file-read ones (skipped when no file matched)."""
+    return frozenset(spec.name for spec in _CATALOGUE if isinstance(spec, _FileSpec))
+
+
 def _command_probe(spec: _CommandSpec) -> Probe:
     return Probe(
         name=spec.name,

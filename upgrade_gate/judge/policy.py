@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
 from upgrade_gate.judge.kernel_events import KernelEventPolicy, build_kernel_events, shipped_kernel_events
 from upgrade_gate.judge.plan import read_document
@@ -187,10 +187,9 @@ def load_policy(
 
 
 def _default_document() -> dict[str, Any]:
-    import yaml
 
     text = (resources.files("upgrade_gate") / "data" / "default-policy.yaml").read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
+    doc = docio.load_yaml(text, source=DEFAULT_POLICY_SOURCE)
     _validate(doc, DEFAULT_POLICY_SOURCE)
     return cast(dict[str, Any], doc)
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from upgrade_gate import docio
 from upgrade_gate.errors import ConfigError, ParseError
 from upgrade_gate.model import Bdf, KernelEvent
 from upgrade_gate.parse.common import normalize_bdf, strip_ansi
@@ -128,7 +129,7 @@ def _table_error(where: str, message: str) -> ConfigError:
 def load_patterns(text: str, *, source: str = "dmesg_patterns.yaml") -> PatternTable:
     """Build a pattern table from YAML text; ConfigError naming the entry at fault."""
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = docio.load_yaml(text, source=source)
     except yaml.YAMLError as exc:
         raise _table_error(source, f"not YAML ({exc.__class__.__name__})") from exc
     if not isinstance(data, Mapping) or not isinstance(data.get("patterns"), list):

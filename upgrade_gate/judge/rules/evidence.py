@@ -10,7 +10,10 @@ Design decisions:
     not run, unless the policy says the phase does not apply to the node's class
     (`phases.not_applicable`). CVF passes a node it skipped; upgrade-gate does not. When a CVF
     `SKIP_*` flag switched the phase off, the message names the flag;
-  - a node with neither a baseline nor a class reference: there is nothing to judge it against.
+  - a node with neither a baseline nor a class reference: there is nothing to judge it against;
+  - every `evidence_issues` entry of the candidate: sources that answered and disagree (driver
+    version, NIC port state), a fact whose only answers were error texts, a device one source lists
+    and another does not. The snapshot builder records them (`snapshot.crosscheck`).
 - `phase.failed`: any phase result `failed` blocks, with the phase's reasons.
 - `dmesg.fatal`: kernel events are grouped per (pattern, BDF), one finding each with the count and
   the first line; each is graded by the fatal-error map (the shipped pattern file under the policy's
@@ -20,6 +23,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -54,7 +58,32 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             evidence="baseline store",
         )
     yield from _probes(ctx, entry)
+    yield from _issues(ctx, entry)
     yield from _phases(ctx, entry)
+
+
+def _device_of(subject: str) -> str | None:
+    """'nics[name=ionic_0].ports[1]' -> 'ionic_0'; 'gpus[3].serial' -> 'gpu[3]'; software -> None."""
+    nic = re.match(r"^nics\[name=([^\]]+)\]", subject)
+    if nic is not None:
+        return nic.group(1)
+    gpu = re.match(r"^gpus\[(\d+)\]", subject)
+    return f"gpu[{gpu.group(1)}]" if gpu is not None else None
+
+
+def _issues(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Evidence the snapshot builder could not trust: sources that disagree, error texts, absences."""
+    for issue in ctx.candidate.evidence_issues:
+        yield finding(
+            ctx,
+            entry,
+            f"evidence {issue.kind.value}: {issue.message}",
+            device=_device_of(issue.subject),
+            path=issue.subject,
+            expected="one trustworthy answer from every source",
+            actual=dict(issue.values) or None,
+            evidence=", ".join(sorted(issue.values)) or None,
+        )
 
 
 def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
