@@ -171,6 +171,13 @@ def skippable_probe_names() -> frozenset[str]:
     return frozenset(spec.name for spec in _CATALOGUE if isinstance(spec, _FileSpec))
 
 
+def skipped_argv(name: str) -> tuple[str, ...]:
+    """The argv a skipped file-read probe records: its command prefix with no file (`grep -H .`, or
+    `readlink -f --` for the RCCL library)."""
+    spec = next((s for s in _CATALOGUE if s.name == name), None)
+    return spec.argv if isinstance(spec, _FileSpec) else GREP_ARGV
+
+
 def _command_probe(spec: _CommandSpec) -> Probe:
     return Probe(
         name=spec.name,
