@@ -85,6 +85,9 @@ def register(app: typer.Typer) -> None:
     window.command("promote")(window_promote_cmd)
     window.command("rollback")(window_rollback_cmd)
     window.command("status")(window_status_cmd)
+    from upgrade_gate.cli import rollout_cmds
+
+    rollout_cmds.register(window)
     app.add_typer(window, name="window")
 
 
@@ -115,8 +118,26 @@ def _actor(by: str | None) -> Actor:
         who = by or os.environ.get("USER") or getpass.getuser()
     except OSError:
         who = "unknown"
-    now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    return Actor(by=who, at=now)
+    return Actor(by=who, at=clock_now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def clock_now() -> datetime:
+    """The one clock of the window commands: now, or `UPGRADE_GATE_NOW` (ISO 8601) for replays and tests."""
+    fixed = os.environ.get("UPGRADE_GATE_NOW")
+    if fixed:
+        try:
+            value = datetime.fromisoformat(fixed.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"UPGRADE_GATE_NOW={fixed!r}: not an ISO 8601 time") from None
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def now_from_actor(actor: Actor) -> datetime:
+    """The actor's time as a datetime."""
+    from upgrade_gate.fleet.rollout import parse_time
+
+    return parse_time(actor.at)
 
 
 def _run_id() -> str:
@@ -290,12 +311,25 @@ def window_validate_cmd(
     rccl_image: str = _RCCL_IMAGE, job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND,
     concurrency: int = _CONCURRENCY, poll: float = _POLL, timeout: float = _TIMEOUT, env: list[str] = _ENV,
     by: str | None = _BY,
+    checklists: list[str] = typer.Option(
+        [], "--checklist", help="Checklist: pre-change, canary, observe, or a file; repeatable."
+    ),
+    attest: list[str] = typer.Option([], "--attest", help="Attest a manual checklist item: ITEM=NAME; repeatable."),
+    reports: list[str] = typer.Option(
+        [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
+    ),
 ) -> ExitCode:  # fmt: skip
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
+    from upgrade_gate.cli.judge_cmds import parse_attestations, parse_reports, write_reports
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window import validate_window
     from upgrade_gate.fleet.window_state import load_window
+    from upgrade_gate.judge.checklist import load_checklist
     from upgrade_gate.judge.policy import load_policy
+
+    attestations = parse_attestations(attest)
+    outputs = parse_reports(reports)
+    loaded_checklists = [load_checklist(c) for c in checklists]
 
     with _client(kubeconfig, context) as client, _store(store) as st:
         namespace = str(load_window(st, window_id).doc["namespace"])
@@ -316,22 +350,30 @@ def window_validate_cmd(
         try:
             outcome = validate_window(client, st, window_id, actor=_actor(by), settings=settings, run_id=_run_id(),
                                       policy=loaded_policy, samples=samples, on_capture=progress.on_capture,
-                                      progress=progress.on_phase)  # fmt: skip
+                                      progress=progress.on_phase, checklists=loaded_checklists,
+                                      attestations=attestations)  # fmt: skip
         finally:
             progress.close()
     _print_record(outcome.record)
+    write_reports(outputs, outcome.report, baselines=outcome.baselines, candidates=outcome.candidates)
     return ExitCode.PASS if outcome.record.doc["validation"]["verdict"] == "PASS" else ExitCode.BLOCK
 
 
 def window_promote_cmd(
     window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
     by: str | None = _BY,
+    skip_soak: bool = typer.Option(False, "--skip-soak", help="Promote before the soak completed (needs --reason)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why the soak is cut short (recorded)."),
 ) -> ExitCode:  # fmt: skip
-    """After a PASS: save the new baselines tagged with the target version, untaint and uncordon."""
+    """After a PASS (and the plan's soak): save the new baselines tagged with the target, untaint, uncordon."""
     from upgrade_gate.fleet.window import promote_window
 
+    if skip_soak and not (reason or "").strip():
+        raise UsageError("--skip-soak needs --reason TEXT (it is recorded in the window's history)")
+    if reason is not None and not skip_soak:
+        raise UsageError("--reason goes with --skip-soak")
     with _client(kubeconfig, context) as client, _store(store) as st:
-        record = promote_window(client, st, window_id, actor=_actor(by))
+        record = promote_window(client, st, window_id, actor=_actor(by), skip_soak_reason=reason if skip_soak else None)
     base = record.doc["baseline"]
     typer.echo(f"window {record.id}: promoted; baselines saved at {base['commit'][:12]} tagged {base['tag']}; "
                f"{', '.join(record.canaries)} schedulable again")  # fmt: skip
@@ -395,3 +437,7 @@ def _print_record(record: WindowRecord) -> None:
         typer.echo(f"  baselines: {doc['baseline']['commit'][:12]} tagged {doc['baseline']['tag']}")
     for h in doc["history"]:
         typer.echo(f"  {h['at']}  {h['action']:<9} {h['by']}" + (f"  ({h['note']})" if h.get("note") else ""))
+    from upgrade_gate.fleet.window_rollout import rollout_lines
+
+    for line in rollout_lines(doc, clock_now()):
+        typer.echo(f"  {line}")

@@ -1,8 +1,10 @@
 """The judge's commands: `diff` (what changed, expected or not) and `gate` (PASS / BLOCK).
 
 `upgrade-gate diff BASELINE CANDIDATE [--plan PLAN] [--policy POLICY] [--json]` prints every change
-between two snapshots with its path and both values, marked expected (by the plan) or unexpected;
-exit 0 when every change is expected, 1 when any is not, 3 for a bad document.
+between two snapshots with its path and both values, marked expected (by the plan), UNEXPECTED, or
+left to the rule that judges the candidate's value / informational, as the coverage table
+(`judge.coverage`) says; exit 0 when no change is UNEXPECTED, 1 when any is, 3 for a bad document.
+`gate` reads the same table and blocks on every change `diff` calls UNEXPECTED.
 
 `upgrade-gate gate --store DIR [--ref REF] --candidate SNAPSHOT|BUNDLE... [--plan PLAN]
 [--policy POLICY] [--cvf-config FILE] [--checklist NAME...] [--attest ITEM=NAME...]
@@ -13,7 +15,9 @@ document, 4 the store cannot be read.
 Candidates: a path ending in `.json` is a snapshot; a directory or `.tar.gz`/`.tgz` is a capture
 bundle, turned into a snapshot by the snapshot builder. Class references for nodes without a baseline
 (and for the odd-node-out rule) come from the store: a saved `classes/<class>.json` at the ref when
-there is one, else an aggregate of the store's baselines of that class. Heavy modules (the store's
+there is one, else an aggregate of the store's baselines of that class. The denylist is always read
+at the store's HEAD, whatever `--ref` says: `--ref` picks the baselines to compare with, while a GPU
+denied yesterday must block today even when the reference tag is older than the deny. Heavy modules (the store's
 gitpython, the reporters' rich, deepdiff, scipy) are imported inside the command bodies.
 """
 
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +37,7 @@ from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError,
 if TYPE_CHECKING:
     from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
     from upgrade_gate.parse.dmesg import PatternTable
-    from upgrade_gate.report.interface import ReportFormat
+    from upgrade_gate.report.interface import ConsoleDetail, ReportFormat
     from upgrade_gate.store.gitstore import BaselineStore
 
 
@@ -125,6 +129,7 @@ def diff_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
 ) -> ExitCode:
     """Show what changed between two snapshots, each change marked expected or unexpected."""
+    from upgrade_gate.judge.coverage import CoverageKind, coverage_of
     from upgrade_gate.judge.diff import diff_snapshots
     from upgrade_gate.judge.plan import glob_match, load_plan, mark_expected
     from upgrade_gate.judge.policy import load_policy
@@ -137,7 +142,19 @@ def diff_cmd(
         for c in mark_expected(diff_snapshots(before, after), loaded_plan)
         if not any(glob_match(g, c.path) for g in ignore)
     ]
-    unexpected = sum(1 for c in changes if not c.expected)
+    marks: list[str] = []
+    for c in changes:
+        found = coverage_of(c.path)
+        if c.expected:
+            marks.append(f"expected ({c.expected_by})")
+        elif found is None or found[1].kind is CoverageKind.COMPARED:
+            rule = found[1].rule if found is not None else "field.unplanned"
+            marks.append(f"UNEXPECTED, {rule}")
+        elif found[1].kind is CoverageKind.CHECKED:
+            marks.append(f"judged on the candidate by {found[1].rule}")
+        else:
+            marks.append(f"informational: {found[1].reason}")
+    unexpected = sum(1 for m in marks if m.startswith("UNEXPECTED"))
     if as_json:
         from upgrade_gate import codec
         from upgrade_gate.snapshot.io import canonical_json
@@ -146,15 +163,14 @@ def diff_cmd(
             "baseline": {"node": before.node.name, "taken_at": before.taken_at},
             "candidate": {"node": after.node.name, "taken_at": after.taken_at},
             "plan": loaded_plan.id if loaded_plan is not None else None,
-            "changes": codec.to_jsonable(changes),
+            "changes": [{**codec.to_jsonable(c), "judged": mark} for c, mark in zip(changes, marks, strict=True)],
             "unexpected": unexpected,
         }
         typer.echo(canonical_json(doc), nl=False)
     else:
         title = f"{before.node.name} ({before.taken_at}) -> {after.node.name} ({after.taken_at})"
         typer.echo(title + (f", plan {loaded_plan.id}" if loaded_plan is not None else ""))
-        for c in changes:
-            mark = f"expected ({c.expected_by})" if c.expected else "UNEXPECTED"
+        for c, mark in zip(changes, marks, strict=True):
             typer.echo(f"  {c.op.value:8} {c.path}: {_show(c.baseline)} -> {_show(c.candidate)}  [{mark}]")
         typer.echo(f"{len(changes)} change(s), {unexpected} unexpected")
     return ExitCode.BLOCK if unexpected else ExitCode.PASS
@@ -193,6 +209,8 @@ def gate_cmd(
         [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
     ),
     now: str | None = typer.Option(None, "--now", help="Report timestamp, ISO 8601 (default: the current time)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Console: every finding under its cause."),
+    summary: bool = typer.Option(False, "--summary", help="Console: the verdict and one line per node (CI logs)."),
 ) -> ExitCode:
     """Judge candidates against their baselines under a plan and a policy: exit 0 PASS, 1 BLOCK."""
     from dataclasses import replace
@@ -203,10 +221,10 @@ def gate_cmd(
     from upgrade_gate.judge.policy import load_policy
     from upgrade_gate.report.interface import ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
-    from upgrade_gate.snapshot.io import write_text_atomic
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
+    detail = console_detail(verbose=verbose, summary=summary)
     timestamp = _timestamp(now)
     loaded_plan = load_plan(plan) if plan is not None else None
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
@@ -233,11 +251,43 @@ def gate_cmd(
         candidates={s.node.name: s for s in snaps},
         color=sys.stdout.isatty() and "NO_COLOR" not in os.environ,
     )
-    typer.echo(render(ReportFormat.CONSOLE, ctx), nl=False)
-    for fmt, path in outputs:
-        write_text_atomic(path, render(fmt, replace(ctx, color=False)))
-        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+    typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
+    write_reports(outputs, report, baselines=baselines, candidates=ctx.candidates)
     return _exit(report)
+
+
+def write_reports(
+    outputs: Sequence[tuple[ReportFormat, Path]],
+    report: GateReport,
+    *,
+    baselines: Mapping[NodeName, Snapshot],
+    candidates: Mapping[NodeName, Snapshot],
+) -> None:
+    """Write each `--report FORMAT:PATH` (no colour), saying so on stderr."""
+    from upgrade_gate.report.interface import ReportContext
+    from upgrade_gate.report.registry import render
+    from upgrade_gate.snapshot.io import write_text_atomic
+
+    ctx = ReportContext(report=report, baselines=baselines, candidates=candidates)
+    for fmt, path in outputs:
+        write_text_atomic(path, render(fmt, ctx))
+        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+
+
+def console_detail(*, verbose: bool, summary: bool) -> ConsoleDetail:
+    """--verbose / --summary as a console level; both at once is a usage error."""
+    from upgrade_gate.report.interface import ConsoleDetail
+
+    if verbose and summary:
+        raise UsageError("--verbose and --summary: choose one")
+    return ConsoleDetail.VERBOSE if verbose else ConsoleDetail.SUMMARY if summary else ConsoleDetail.CAUSES
+
+
+def console_width() -> int:
+    """The terminal's width (COLUMNS overrides; 120 when stdout is no terminal), at least 60."""
+    import shutil
+
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
 
 
 def _exit(report: GateReport) -> ExitCode:
@@ -296,7 +346,9 @@ def _from_store(
                     members.setdefault(snap.node.node_class, []).append(snap)
         if members.get(cls):
             references[cls] = aggregate_class(cls, members[cls])
-    denylist = {serial: entry.reason for serial, entry in st.denylist(ref).items()}
+    # The denylist is read at HEAD, never at `ref`: a GPU denied after the reference tag was cut must
+    # block today (baselines are history, the denylist is the current verdict on hardware).
+    denylist = {serial: entry.reason for serial, entry in st.denylist(None).items()}
     return baselines, references, denylist
 
 

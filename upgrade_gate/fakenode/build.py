@@ -260,6 +260,8 @@ def _write_host_tree(host: Path, spec: NodeSpec) -> None:
     for path in (devices, links, classes):
         path.mkdir(parents=True)
     for gpu in spec.gpus:
+        if not gpu.physical:
+            continue  # a compute partition is no PCI function: sysfs has the device once
         (devices / gpu.bdf).mkdir()
         (links / gpu.bdf).symlink_to(Path("..", "..", "..", "devices", "pci0000:00", gpu.bdf))
     for nic in spec.nics:

@@ -29,7 +29,7 @@ from pathlib import Path
 from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, GpuSpec, NicSpec, NodeSpec
 from upgrade_gate.fakenode.templates import fill, fill_sequence, load_template
 
-_AMD_GPU_NAME = "Advanced Micro Devices, Inc. [AMD/ATI] Aqua Vanjaram [Instinct MI300X]"
+_AMD_VENDOR_NAME = "Advanced Micro Devices, Inc. [AMD/ATI]"
 _PENSANDO = "AMD Pensando Systems"  # hwdata's vendor name; 1dd8:1002 itself is not in pci.ids yet
 _NIC_SUBSYSTEM_ID = 0x5201
 _NIC_VF_DEVICE_ID = "1003"
@@ -37,7 +37,7 @@ _NIC_VF_DEVICE_ID = "1003"
 
 def render_lspci(spec: NodeSpec) -> str:
     """`lspci -D -nn -vvv`: GPU and NIC blocks in BDF order."""
-    devices: list[GpuSpec | NicSpec] = [*spec.gpus, *spec.nics]
+    devices: list[GpuSpec | NicSpec] = [*(g for g in spec.gpus if g.physical), *spec.nics]
     devices.sort(key=lambda d: d.bdf)
     return "".join(_lspci_block(index, device) for index, device in enumerate(devices))
 
@@ -45,10 +45,11 @@ def render_lspci(spec: NodeSpec) -> str:
 def _lspci_block(index: int, device: GpuSpec | NicSpec) -> str:
     if isinstance(device, GpuSpec):
         ids = f"[1002:{device.device_id:04x}]"
+        name = f"{_AMD_VENDOR_NAME} {device.pci_name}"
         values: dict[str, object] = {
-            "CLASS": "Processing accelerators [1200]",
-            "DEVICE_NAME": f"{_AMD_GPU_NAME} {ids}",
-            "SUBSYSTEM_NAME": f"{_AMD_GPU_NAME} {ids}",
+            "CLASS": device.pci_class,
+            "DEVICE_NAME": f"{name} {ids}",
+            "SUBSYSTEM_NAME": f"{name} {ids}",
             "BAR0": f"{0x20000000000 + index * 0x4000000000:x}",
             "BAR0_SIZE": "256G",
             "DRIVER": "amdgpu",
@@ -191,7 +192,7 @@ def render_dmesg(spec: NodeSpec) -> str:
     block = load_template("dmesg-boot-amdgpu-gpu.txt")
     parts = []
     micros = 12_104_211
-    for gpu in spec.gpus:
+    for gpu in (g for g in spec.gpus if g.physical):
         stamps = []
         for _ in range(block.count("{{TS}}")):
             micros += 1_733
@@ -209,7 +210,8 @@ def _aca_event(spec: NodeSpec) -> str:
     if not text.endswith("\n"):
         text += "\n"
     recorded = sorted(set(re.findall(r"0000:[0-9a-f]{2}:00\.0", text)))
-    mapping = {bdf: spec.gpus[i % len(spec.gpus)].bdf for i, bdf in enumerate(recorded)}
+    devices = [g for g in spec.gpus if g.physical]
+    mapping = {bdf: devices[i % len(devices)].bdf for i, bdf in enumerate(recorded)}
     return re.sub(r"0000:[0-9a-f]{2}:00\.0", lambda m: mapping[m.group(0)], text)
 
 

@@ -14,6 +14,10 @@ Design decisions:
   - every `evidence_issues` entry of the candidate: sources that answered and disagree (driver
     version, NIC port state), a fact whose only answers were error texts, a device one source lists
     and another does not. The snapshot builder records them (`snapshot.crosscheck`).
+  - on a class the policy declares without RDMA NICs (`nics.expected_count: 0`), the NIC probes
+    (`nic_probes`: ibv_devinfo, rdma link, sysfs infiniband) failing or absent is reported at info
+    level: a host without an RDMA device makes them "fail" on empty output, and nic.missing blocks if
+    a NIC shows up anyway.
 - `phase.failed`: any phase result `failed` blocks, with the phase's reasons.
 - `dmesg.fatal`: kernel events are grouped per (pattern, BDF), one finding each with the count and
   the first line; each is graded by the fatal-error map (the shipped pattern file under the policy's
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.kernel import check_kernel_events
-from upgrade_gate.model import Finding, PhaseStatus
+from upgrade_gate.model import Finding, PhaseStatus, Severity
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -89,6 +93,8 @@ def _issues(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     probes = {p.name: p for p in ctx.candidate.probes}
     covered = {name for p in ctx.candidate.probes if p.ok for name in p.fallback_for}
+    nic_less = ctx.policy.nic_less(ctx.node_class)
+    nic_probes = set(entry.strings("nic_probes")) if nic_less else set()
     for p in ctx.candidate.probes:
         if p.ok or p.name in covered:
             continue
@@ -107,12 +113,12 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             expected="ok",
             actual=p.reason,
             evidence=p.name,
-            severity=None if p.required else softer(entry.severity),
+            severity=Severity.INFO if p.name in nic_probes else (None if p.required else softer(entry.severity)),
         )
     wanted = set(entry.strings("required_probes"))
     if ctx.baseline is not None:
         wanted |= {p.name for p in ctx.baseline.probes if p.ok and not p.skipped}
-    for name in sorted(wanted - set(probes) - covered):
+    for name in sorted(wanted - set(probes) - covered - nic_probes):
         ran_before = ctx.baseline is not None and any(p.name == name for p in ctx.baseline.probes)
         yield finding(
             ctx,
@@ -192,6 +198,11 @@ SPECS = (
                 kind="strings",
                 default=("rocminfo", "lspci", "kernel", "driver_version", "rocm_version", "dmesg"),
                 doc="probes that must be present even without a baseline",
+            ),
+            "nic_probes": ParamSpec(
+                kind="strings",
+                default=("ibv_devinfo", "rdma_link", "sysfs_ib"),
+                doc="probes a class declared without RDMA NICs (policy nics.expected_count: 0) may fail",
             ),
         },
     ),
