@@ -2,7 +2,8 @@
 
 Layout under `root`:
 - `bin/`: one stub per tool (rocminfo, amd-smi, rocm-smi, lspci, ibv_devinfo, rdma, uname, dmesg,
-  rvs, agfhc, all_reduce_perf, all_gather_perf, ib_write_bw, mpirun) and a link to the host's real
+  rvs, agfhc, all_reduce_perf, all_gather_perf, ib_write_bw, mpirun, and `upgrade-gate` for its
+  `abi-list` probe) and a link to the host's real
   `grep` (file-read probes run `grep -H .` over the host-root tree);
 - `lib/_replay/`: a copy of `upgrade_gate.fakenode._replay`, the stdlib-only code the stubs run;
 - `replay/<tool>.marshal`: what each tool answers (see `_replay.main`; `<tool>.json` is the same table
@@ -56,6 +57,7 @@ TOOLS = (
     "all_gather_perf",
     "ib_write_bw",
     "mpirun",
+    "upgrade-gate",
     "grep",
     "readlink",
 )
@@ -115,6 +117,10 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
         path.mkdir(parents=True)
     shutil.copytree(_REPLAY_PACKAGE, lib_dir / "_replay", ignore=shutil.ignore_patterns("__pycache__"))
     tables = response_tables(spec)
+    # The rocm_libs probe runs upgrade-gate's own reader over <host>/opt/rocm/lib; the fake answers with
+    # the listing of the fake library tree (render_host.render_abi_list), the path being known only here.
+    rocm_lib = str(host_root / "opt" / "rocm" / "lib")
+    tables["upgrade-gate"] = _static((("abi-list", rocm_lib), render_host.render_abi_list(spec, rocm_lib)))
     for tool in TOOLS:
         if tool in faults.missing():
             continue
