@@ -18,7 +18,7 @@ from upgrade_gate.collect.bundle import load_bundle, write_bundle
 from upgrade_gate.collect.capture import capture
 from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.errors import ParseError
-from upgrade_gate.fakenode import Faults, build_fake_node, faults, mi300x_node
+from upgrade_gate.fakenode import build_fake_node, mi300x_node
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
 from upgrade_gate.model import Finding, ProbeStatus, RocmLibrary, Severity, Snapshot, Verdict
@@ -32,14 +32,10 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> AbiTrees:
 
 def _node_snapshot(tmp_path: Path, libs: Path | None) -> Snapshot:
     """Capture a fake MI300X node whose host root holds `libs` as opt/rocm/lib, then replay the bundle."""
-    # The fake node's own `upgrade-gate` (a recorded listing of its placeholder librccl) is left out, so the
-    # real reader below runs over the libraries copied in (the placeholder is not ELF: the reader skips it).
-    node = build_fake_node(
-        tmp_path / "node", mi300x_node("gpu-node-01", seed=1), Faults(tools={"upgrade-gate": faults.missing()})
-    )
-    rocm_lib = node.host_root / "opt" / "rocm" / "lib"
+    node = build_fake_node(tmp_path / "node", mi300x_node("gpu-node-01", seed=1))
+    rocm_lib = node.host_root / "opt" / "rocm" / "lib"  # the fake node's holds its librccl placeholder (not ELF)
     if libs is None:
-        shutil.rmtree(rocm_lib)  # a node without ROCm libraries
+        shutil.rmtree(rocm_lib)  # a node without a ROCm library folder
     else:
         shutil.copytree(libs, rocm_lib, symlinks=True, dirs_exist_ok=True)
     shim = tmp_path / "shim"

@@ -2,8 +2,7 @@
 
 Layout under `root`:
 - `bin/`: one stub per tool (rocminfo, amd-smi, rocm-smi, lspci, ibv_devinfo, rdma, uname, dmesg,
-  rvs, agfhc, all_reduce_perf, all_gather_perf, ib_write_bw, mpirun, and `upgrade-gate` for its
-  `abi-list` probe) and a link to the host's real
+  rvs, agfhc, all_reduce_perf, all_gather_perf, ib_write_bw, mpirun) and a link to the host's real
   `grep` (file-read probes run `grep -H .` over the host-root tree);
 - `lib/_replay/`: a copy of `upgrade_gate.fakenode._replay`, the stdlib-only code the stubs run;
 - `replay/<tool>.marshal`: what each tool answers (see `_replay.main`; `<tool>.json` is the same table
@@ -57,7 +56,6 @@ TOOLS = (
     "all_gather_perf",
     "ib_write_bw",
     "mpirun",
-    "upgrade-gate",
     "grep",
     "readlink",
 )
@@ -117,10 +115,6 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
         path.mkdir(parents=True)
     shutil.copytree(_REPLAY_PACKAGE, lib_dir / "_replay", ignore=shutil.ignore_patterns("__pycache__"))
     tables = response_tables(spec)
-    # The rocm_libs probe runs upgrade-gate's own reader over <host>/opt/rocm/lib; the fake answers with
-    # the listing of the fake library tree (render_host.render_abi_list), the path being known only here.
-    rocm_lib = str(host_root / "opt" / "rocm" / "lib")
-    tables["upgrade-gate"] = _static((("abi-list", rocm_lib), render_host.render_abi_list(spec, rocm_lib)))
     for tool in TOOLS:
         if tool in faults.missing():
             continue
@@ -137,7 +131,15 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
         (data_dir / f"{tool}.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
         _write_stub(bin_dir / tool, tool, lib_dir, data_dir)
     _write_host_tree(host_root, spec)
+    _write_self(bin_dir / "upgrade-gate")
     return FakeNode(spec=spec, faults=faults, root=root, bin_dir=bin_dir, host_root=host_root)
+
+
+def _write_self(path: Path) -> None:
+    """upgrade-gate itself, as a node has it installed: the `rocm_libs` probe runs its own ELF reader
+    (`upgrade-gate abi-list`) on the node's ROCm library folder. It is the real tool, not a replay."""
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m upgrade_gate "$@"\n', encoding="utf-8")
+    path.chmod(0o755)
 
 
 def response_tables(spec: NodeSpec) -> dict[str, dict[str, Any]]:

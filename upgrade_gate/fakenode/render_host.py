@@ -22,9 +22,7 @@ Formats (sources in tests/fixtures/fakenode/PROVENANCE.md):
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
 import re
 from pathlib import Path
 
@@ -258,30 +256,5 @@ def write_host_facts(host: Path, spec: NodeSpec) -> None:
     lib = host / "opt" / "rocm" / "lib"
     lib.mkdir(parents=True)
     real = rccl_library_name(spec.rocm_version)
-    # Not an ELF file: the rccl_library probe reads the name only, and a real `abi-list` skips non-ELF files.
-    (lib / real).write_text("fake node placeholder for the RCCL library\n", encoding="utf-8")
+    (lib / real).write_bytes(b"")  # the probe reads the name; no ELF magic, so the ELF reader skips it
     (lib / "librccl.so.1").symlink_to(real)
-
-
-def render_abi_list(spec: NodeSpec, lib_dir: str) -> str:
-    """`upgrade-gate abi-list <host>/opt/rocm/lib` of the fake tree: its one library, librccl.
-
-    The format is upgrade-gate's own (upgrade_gate.abi.listing). The fake library file is a placeholder,
-    so the hashes are stand-ins: the exported-symbol hash is the same for every ROCm release (RCCL keeps
-    its ABI within a soname), the file hash differs per release (each release ships a new build).
-    """
-    real = rccl_library_name(spec.rocm_version)
-    doc = {
-        "format": "upgrade-gate-abi-list/1",
-        "roots": [lib_dir],
-        "libraries": [
-            {
-                "path": f"{lib_dir}/{real}",
-                "soname": "librccl.so.1",
-                "symbols_sha256": hashlib.sha256(b"fakenode librccl.so.1 exports").hexdigest(),
-                "symbol_count": 42,
-                "file_sha256": hashlib.sha256(f"fakenode {real}".encode()).hexdigest(),
-            }
-        ],
-    }
-    return json.dumps(doc) + "\n"
