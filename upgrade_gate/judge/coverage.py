@@ -66,6 +66,7 @@ _PHASE = "phase results are judged on the candidate alone (phase.failed, evidenc
 _PROBE = "probe health is judged on the candidate alone, against the baseline's probe list"
 _BW = "bandwidth is judged statistically (bandwidth.regression/threshold), like with like"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
+_LIB = "libraries are matched by soname against the plan's ROCm change and soname bumps (library.unplanned)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
 _LIB = "library.unplanned compares the ROCm libraries itself, under the plan's ROCm change and soname bumps"
 
@@ -154,6 +155,13 @@ COVERAGE: Mapping[str, Coverage] = {
     "sriov[].bdf": compared("sriov.vf_count"),
     "sriov[].numvfs": compared("sriov.vf_count"),
     "sriov[].totalvfs": compared(),
+    # ------------------------------------------------------------------ ROCm libraries (probe rocm_libs)
+    "libraries[]": checked("library.unplanned", _LIB),
+    "libraries[].soname": checked("library.unplanned", _LIB),
+    "libraries[].path": checked("library.unplanned", _LIB),
+    "libraries[].symbols_sha256": checked("library.unplanned", _LIB),
+    "libraries[].symbol_count": checked("library.unplanned", _LIB),
+    "libraries[].file_sha256": checked("library.unplanned", _LIB),
     # ------------------------------------------------------------------ events, measurements, phases, probes
     "events[]": checked("dmesg.fatal", _EVENT),
     "event_patterns": informational("which pattern table classified the events; the events themselves are judged"),
