@@ -68,7 +68,6 @@ _BW = "bandwidth is judged statistically (bandwidth.regression/threshold), like 
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
 _LIB = "libraries are matched by soname against the plan's ROCm change and soname bumps (library.unplanned)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
-_LIB = "library.unplanned compares the ROCm libraries itself, under the plan's ROCm change and soname bumps"
 
 COVERAGE: Mapping[str, Coverage] = {
     # ------------------------------------------------------------------ document and node
@@ -213,13 +212,6 @@ COVERAGE: Mapping[str, Coverage] = {
     "probes[].required": checked("evidence.missing", _PROBE),
     "probes[].fallback_for": checked("evidence.missing", _PROBE),
     "probes[].skipped": checked("evidence.missing", _PROBE),
-    # ------------------------------------------------------------------ ROCm libraries (probe rocm_libs)
-    "libraries[]": checked("library.unplanned", _LIB),
-    "libraries[].soname": checked("library.unplanned", _LIB),
-    "libraries[].symbols_sha256": checked("library.unplanned", _LIB),
-    "libraries[].symbol_count": checked("library.unplanned", _LIB),
-    "libraries[].file_sha256": checked("library.unplanned", _LIB),
-    "libraries[].path": informational("where the file is (it moves with each ROCm build); its content is judged"),
 }
 """Schema path -> how the field is judged (see the module docstring)."""
 
