@@ -158,6 +158,7 @@ def test_cli_diff_marks_expected_changes_and_sets_the_exit_code(
         "candidate": "6.2.0",
         "expected": False,
         "expected_by": None,
+        "judged": "UNEXPECTED, software.rocm",
     }
 
 

@@ -5,6 +5,12 @@ canonical form), so it pipes and diffs well. Exit codes: 0 done; 3 a snapshot fi
 bad, a node or ref the store does not have, a tag that already exists; 4 the store cannot be read or
 written (not a store, another writer holding it too long, git failing). `baseline diff` exits 0
 whether or not the baselines differ: judging a difference is the `diff` / `gate` commands' job.
+
+`baseline save` refuses (exit 3, one line naming the node and what is missing) a snapshot that cannot
+be a baseline: one with no GPU at all, or with required probes that failed and that no fallback stood
+in for. Everything judged against such a baseline later would be meaningless (a 0-GPU baseline makes
+every GPU "added", a failed probe leaves fields unknown forever). `--force` saves it anyway, with a
+warning per node on stderr.
 gitpython is imported inside command bodies (via `store.gitstore`) so `--help` stays fast.
 """
 
@@ -20,6 +26,7 @@ import typer
 from upgrade_gate.errors import ExitCode, InputError, StoreError, UsageError
 
 if TYPE_CHECKING:
+    from upgrade_gate.model import Snapshot
     from upgrade_gate.store.gitstore import BaselineStore
 
 STORE_HELP = "Baseline store folder (a git repository; created by `baseline save`)."
@@ -57,16 +64,39 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sub, name="baseline")
 
 
+def baseline_problems(snap: Snapshot) -> list[str]:
+    """Why a snapshot cannot be a baseline (empty when it can): no GPUs, required probes that failed."""
+    problems: list[str] = []
+    if not snap.gpus:
+        problems.append("no GPUs")
+    covered = {name for p in snap.probes if p.ok for name in p.fallback_for}
+    failed = sorted(p.name for p in snap.probes if not p.ok and p.required and p.name not in covered)
+    if failed:
+        problems.append(f"{len(failed)} probe(s) failed ({', '.join(failed)})")
+    return problems
+
+
 def save_cmd(
     snapshots: list[Path] = typer.Argument(..., help="Snapshot JSON files, one per node."),
     store: Path = _store_option(),
     tag: str | None = typer.Option(None, "--tag", help="Tag the save, e.g. rocm-6.1.3 (must be new)."),
     message: str | None = typer.Option(None, "-m", "--message", help="Commit message."),
+    force: bool = typer.Option(
+        False, "--force", help="Save a snapshot that cannot be a baseline (no GPUs, failed probes) anyway."
+    ),
 ) -> ExitCode:
     """Save snapshots as the nodes' baselines: one commit, optionally tagged; creates the store."""
     from upgrade_gate.snapshot.io import load_snapshot
 
     loaded = [load_snapshot(p) for p in snapshots]
+    for snap in loaded:
+        problems = baseline_problems(snap)
+        if not problems:
+            continue
+        what = f"{snap.node.name}: cannot be a baseline: {'; '.join(problems)}"
+        if not force:
+            raise InputError(f"{what} (fix the node or its probes; --force saves it anyway)")
+        typer.echo(f"WARNING: {what}; saved anyway because of --force", err=True)
     with _open(store) as st:
         sha = st.save(loaded, tag=tag, message=message)
     tagged = f" tagged {tag}" if tag else ""

@@ -1,8 +1,10 @@
 """The judge's commands: `diff` (what changed, expected or not) and `gate` (PASS / BLOCK).
 
 `upgrade-gate diff BASELINE CANDIDATE [--plan PLAN] [--policy POLICY] [--json]` prints every change
-between two snapshots with its path and both values, marked expected (by the plan) or unexpected;
-exit 0 when every change is expected, 1 when any is not, 3 for a bad document.
+between two snapshots with its path and both values, marked expected (by the plan), UNEXPECTED, or
+left to the rule that judges the candidate's value / informational, as the coverage table
+(`judge.coverage`) says; exit 0 when no change is UNEXPECTED, 1 when any is, 3 for a bad document.
+`gate` reads the same table and blocks on every change `diff` calls UNEXPECTED.
 
 `upgrade-gate gate --store DIR [--ref REF] --candidate SNAPSHOT|BUNDLE... [--plan PLAN]
 [--policy POLICY] [--cvf-config FILE] [--checklist NAME...] [--attest ITEM=NAME...]
@@ -13,7 +15,9 @@ document, 4 the store cannot be read.
 Candidates: a path ending in `.json` is a snapshot; a directory or `.tar.gz`/`.tgz` is a capture
 bundle, turned into a snapshot by the snapshot builder. Class references for nodes without a baseline
 (and for the odd-node-out rule) come from the store: a saved `classes/<class>.json` at the ref when
-there is one, else an aggregate of the store's baselines of that class. Heavy modules (the store's
+there is one, else an aggregate of the store's baselines of that class. The denylist is always read
+at the store's HEAD, whatever `--ref` says: `--ref` picks the baselines to compare with, while a GPU
+denied yesterday must block today even when the reference tag is older than the deny. Heavy modules (the store's
 gitpython, the reporters' rich, deepdiff, scipy) are imported inside the command bodies.
 """
 
@@ -32,6 +36,7 @@ from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError,
 
 if TYPE_CHECKING:
     from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
+    from upgrade_gate.parse.dmesg import PatternTable
     from upgrade_gate.report.interface import ConsoleDetail, ReportFormat
     from upgrade_gate.store.gitstore import BaselineStore
 
@@ -45,8 +50,9 @@ def register(app: typer.Typer) -> None:
 # --------------------------------------------------------------------------- inputs
 
 
-def load_candidate(path: Path) -> Snapshot:
-    """A snapshot file (`.json`) or a capture bundle (directory, `.tar.gz`, `.tgz`)."""
+def load_candidate(path: Path, patterns: PatternTable | None = None) -> Snapshot:
+    """A snapshot file (`.json`) or a capture bundle (directory, `.tar.gz`, `.tgz`; its kernel log
+    classified with `patterns`, the policy's fatal-error map)."""
     name = path.name.lower()
     if name.endswith(".json"):
         from upgrade_gate.snapshot.io import load_snapshot
@@ -57,7 +63,7 @@ def load_candidate(path: Path) -> Snapshot:
             raise NotFoundError(f"{path}: no such file")
         from upgrade_gate.snapshot.build import snapshot_from_bundle
 
-        return snapshot_from_bundle(path)
+        return snapshot_from_bundle(path, patterns=patterns)
     if not path.exists():
         raise NotFoundError(f"{path}: no such file or directory")
     raise InputError(f"{path}: expected a snapshot (.json) or a capture bundle (directory, .tar.gz)")
@@ -123,6 +129,7 @@ def diff_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
 ) -> ExitCode:
     """Show what changed between two snapshots, each change marked expected or unexpected."""
+    from upgrade_gate.judge.coverage import CoverageKind, coverage_of
     from upgrade_gate.judge.diff import diff_snapshots
     from upgrade_gate.judge.plan import glob_match, load_plan, mark_expected
     from upgrade_gate.judge.policy import load_policy
@@ -135,7 +142,19 @@ def diff_cmd(
         for c in mark_expected(diff_snapshots(before, after), loaded_plan)
         if not any(glob_match(g, c.path) for g in ignore)
     ]
-    unexpected = sum(1 for c in changes if not c.expected)
+    marks: list[str] = []
+    for c in changes:
+        found = coverage_of(c.path)
+        if c.expected:
+            marks.append(f"expected ({c.expected_by})")
+        elif found is None or found[1].kind is CoverageKind.COMPARED:
+            rule = found[1].rule if found is not None else "field.unplanned"
+            marks.append(f"UNEXPECTED, {rule}")
+        elif found[1].kind is CoverageKind.CHECKED:
+            marks.append(f"judged on the candidate by {found[1].rule}")
+        else:
+            marks.append(f"informational: {found[1].reason}")
+    unexpected = sum(1 for m in marks if m.startswith("UNEXPECTED"))
     if as_json:
         from upgrade_gate import codec
         from upgrade_gate.snapshot.io import canonical_json
@@ -144,15 +163,14 @@ def diff_cmd(
             "baseline": {"node": before.node.name, "taken_at": before.taken_at},
             "candidate": {"node": after.node.name, "taken_at": after.taken_at},
             "plan": loaded_plan.id if loaded_plan is not None else None,
-            "changes": codec.to_jsonable(changes),
+            "changes": [{**codec.to_jsonable(c), "judged": mark} for c, mark in zip(changes, marks, strict=True)],
             "unexpected": unexpected,
         }
         typer.echo(canonical_json(doc), nl=False)
     else:
         title = f"{before.node.name} ({before.taken_at}) -> {after.node.name} ({after.taken_at})"
         typer.echo(title + (f", plan {loaded_plan.id}" if loaded_plan is not None else ""))
-        for c in changes:
-            mark = f"expected ({c.expected_by})" if c.expected else "UNEXPECTED"
+        for c, mark in zip(changes, marks, strict=True):
             typer.echo(f"  {c.op.value:8} {c.path}: {_show(c.baseline)} -> {_show(c.candidate)}  [{mark}]")
         typer.echo(f"{len(changes)} change(s), {unexpected} unexpected")
     return ExitCode.BLOCK if unexpected else ExitCode.PASS
@@ -212,7 +230,7 @@ def gate_cmd(
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
     loaded_policy = load_policy(policy, cvf, cvf_source=str(cvf_config))
     loaded_checklists = [load_checklist(c) for c in checklists]
-    snaps = [load_candidate(p) for p in candidates]
+    snaps = [load_candidate(p, loaded_policy.kernel_events.table) for p in candidates]
     names = sorted({s.node.name for s in snaps} | set(loaded_plan.canaries.nodes if loaded_plan else ()))
     with _open_store(store) as st:
         baselines, references, denylist = _from_store(st, ref, names, snaps)
@@ -328,7 +346,9 @@ def _from_store(
                     members.setdefault(snap.node.node_class, []).append(snap)
         if members.get(cls):
             references[cls] = aggregate_class(cls, members[cls])
-    denylist = {serial: entry.reason for serial, entry in st.denylist(ref).items()}
+    # The denylist is read at HEAD, never at `ref`: a GPU denied after the reference tag was cut must
+    # block today (baselines are history, the denylist is the current verdict on hardware).
+    denylist = {serial: entry.reason for serial, entry in st.denylist(None).items()}
     return baselines, references, denylist
 
 

@@ -29,6 +29,10 @@ Templates (upgrade_gate/data/fakenode/; full list and derivations in tests/fixtu
 | rvs / agfhc | rvs/rvs-1.1.0-g-list-mi300x-8gpu.txt, rvs-gst-mi300x-one-gpu-excerpt.txt, agfhc-1.23.2-...txt |
 | dmesg | dmesg/mi50-athub-...txt and mi300x-8gpu-aca-...txt (benign lines), mi300x-8gpu-aca-...txt (event) |
 
+Shapes: `mi300x_node` (8x MI300X SPX, the default), `shapes.mi300x_cpx_node` (MI300X in CPX/NPS4: 8
+partitions per device sharing serial and UUID, told apart by BDF function) and `shapes.mi210_node` (4x
+MI210 PCIe cards); see `shapes.py` for the corpus files behind their values.
+
 Dated notes:
 - 2025-06: the fake amd-smi speaks the 26.2.2 JSON of the only real `static --json` capture (with the
   pre-26 `partition` object added, see render_gpu) whatever ROCm version the spec names; list,
@@ -39,6 +43,7 @@ Dated notes:
 from upgrade_gate.fakenode import faults
 from upgrade_gate.fakenode.build import ROCMSMI_ARGV, TOOLS, FakeNode, build_fake_node
 from upgrade_gate.fakenode.faults import FaultKind, Faults, ToolFault
+from upgrade_gate.fakenode.shapes import mi210_node, mi300x_cpx_node
 from upgrade_gate.fakenode.spec import (
     DMESG_ACA_MODE1_RESET,
     BandwidthProfile,
@@ -64,5 +69,7 @@ __all__ = [
     "ToolFault",
     "build_fake_node",
     "faults",
+    "mi210_node",
+    "mi300x_cpx_node",
     "mi300x_node",
 ]

@@ -33,6 +33,7 @@ from typing import Any
 
 from upgrade_gate.fakenode.spec import GpuSpec, NodeSpec
 from upgrade_gate.fakenode.templates import fill, load_json_template, load_template
+from upgrade_gate.parse.firmware_names import amdsmi_number, rocmsmi_format
 
 _ROCM_SMI_FW_NAMES = {
     "CP_MEC1": "MEC",
@@ -51,8 +52,16 @@ _ROCM_SMI_FW_NAMES = {
 }
 """amd-smi FW_ID -> rocm-smi block name ("<name> firmware version")."""
 
+
+def _rocmsmi_version(block: str, printed: str) -> str:
+    """amd-smi's version string of `block` as rocm-smi prints the same number (rocm_smi.py showFwInfo)."""
+    number = amdsmi_number(block, printed)
+    return printed if number is None else rocmsmi_format(_ROCM_SMI_FW_NAMES[block], number)
+
+
 XGMI_WEIGHT = 15  # amd-smi topology doc example for 8x MI300X (corpus amd-smi/topology-...-weight15.txt)
 XGMI_NUMA_BW = "50000-50000"
+PCIE_WEIGHT, PCIE_HOPS = 40, 2  # PCIe-only GPUs: corpus amd-smi/topology-2gpu-pcie-access-disabled.txt
 CPU_AGENTS = 2  # the rocminfo template's two Xeon agents (KFD nodes 0 and 1)
 
 
@@ -87,7 +96,7 @@ def render_rocminfo(spec: NodeSpec) -> str:
                     "MARKETING_NAME": gpu.market_name,
                     "NODE": node,
                     "CHIP_ID": f"{gpu.device_id}(0x{gpu.device_id:x})",
-                    "BDFID": gpu.bus << 8,
+                    "BDFID": gpu.bdf_id,
                     "COMPUTE_UNITS": gpu.compute_units,
                     "PP_UCODE": gpu.firmware_version("CP_MEC1"),
                     "SDMA_UCODE": gpu.firmware_version("SDMA0"),
@@ -120,7 +129,7 @@ def render_amdsmi_list(spec: NodeSpec) -> str:
             "uuid": amdsmi_uuid(gpu),
             "kfd_id": gpu.kfd_gpu_id,
             "node_id": kfd_node(index),
-            "partition_id": 0,
+            "partition_id": gpu.partition or 0,
         }
         for index, gpu in enumerate(spec.enumerated_gpus)
     ]
@@ -165,7 +174,7 @@ def render_amdsmi_static(spec: NodeSpec) -> str:
                 {
                     "compute_partition": spec.compute_partition,
                     "memory_partition": spec.memory_partition,
-                    "partition_id": 0,
+                    "partition_id": gpu.partition or 0,
                 },
             )
         out.append(entry)
@@ -184,6 +193,7 @@ def render_amdsmi_firmware(spec: NodeSpec) -> str:
 def render_amdsmi_topology(spec: NodeSpec) -> str:
     """`amd-smi topology --json` (JSON branch of amdsmi_commands.py `topology()`): full XGMI mesh."""
     gpus = spec.enumerated_gpus
+    xgmi = spec.gpu_link == "XGMI"
     rows = []
     for src_index, src in enumerate(gpus):
         links = []
@@ -193,15 +203,15 @@ def render_amdsmi_topology(spec: NodeSpec) -> str:
                 {
                     "gpu": dst_index,
                     "bdf": dst.bdf,
-                    "weight": 0 if own else XGMI_WEIGHT,
+                    "weight": 0 if own else (XGMI_WEIGHT if xgmi else PCIE_WEIGHT),
                     "link_status": "ENABLED",
-                    "link_type": "SELF" if own else "XGMI",
-                    "num_hops": 0 if own else 1,
-                    "bandwidth": "N/A" if own else XGMI_NUMA_BW,
-                    "coherent": "SELF" if own else "C",
-                    "atomics": "SELF" if own else "64,32",
-                    "dma": "SELF" if own else "T",
-                    "bi_dir": "SELF" if own else "T",
+                    "link_type": "SELF" if own else spec.gpu_link,
+                    "num_hops": 0 if own else (1 if xgmi else PCIE_HOPS),
+                    "bandwidth": "N/A" if own or not xgmi else XGMI_NUMA_BW,
+                    "coherent": "SELF" if own else ("C" if xgmi else "N/A"),
+                    "atomics": "SELF" if own else ("64,32" if xgmi else "N/A"),
+                    "dma": "SELF" if own else ("T" if xgmi else "N/A"),
+                    "bi_dir": "SELF" if own else ("T" if xgmi else "N/A"),
                 }
             )
         rows.append({"gpu": src_index, "bdf": src.bdf, "links": links})
@@ -217,7 +227,7 @@ def render_rocmsmi(spec: NodeSpec) -> str:
             "Serial Number": gpu.serial,
             "PCI Bus": gpu.bdf.upper(),
         }
-        firmware = {_ROCM_SMI_FW_NAMES[b]: v for b, v in gpu.firmware if b in _ROCM_SMI_FW_NAMES}
+        firmware = {_ROCM_SMI_FW_NAMES[b]: _rocmsmi_version(b, v) for b, v in gpu.firmware if b in _ROCM_SMI_FW_NAMES}
         for name in sorted(firmware):
             card[f"{name} firmware version"] = firmware[name]
         parts = gpu.vbios.split("-")
@@ -243,7 +253,9 @@ def render_rocmsmi_topology(spec: NodeSpec) -> str:
     }
     pairs = [(a, b) for a in range(len(gpus)) for b in range(a + 1, len(gpus))]
     system: dict[str, str] = {}
-    for label, value in (("Weight", str(XGMI_WEIGHT)), ("Hops", "1"), ("Link type", "XGMI")):
+    xgmi = spec.gpu_link == "XGMI"
+    weight, hops = (XGMI_WEIGHT, 1) if xgmi else (PCIE_WEIGHT, PCIE_HOPS)
+    for label, value in (("Weight", str(weight)), ("Hops", str(hops)), ("Link type", spec.gpu_link)):
         for a, b in pairs:
             system[f"(Topology) {label} between DRM devices {a} and {b}"] = value
     doc["system"] = system

@@ -11,6 +11,10 @@ Formats (sources in tests/fixtures/fakenode/PROVENANCE.md):
   corpus ConnectX-6 `-vv` capture (whose `-v` capability lines are kept verbatim), GIDs printed like
   rdma-core's devinfo.c `print_formated_gid` (RoCE v1: 8 hex groups; RoCE v2: inet_ntop form).
 - `rdma link show`: the corpus bnxt_re capture's line format, trailing space included.
+- host facts: `/sys/class/dmi/id/bios_{vendor,version,date}` one value each (sysfs-firmware-dmi); a
+  `/proc/cmdline` like the real one of ROCm/legacy-rocm-build #4533 (`BOOT_IMAGE=/vmlinuz-<kernel> ...`);
+  `/etc/os-release` as Ubuntu 22.04.4 / 24.04.1 ship it (os-release(5) layout); `/opt/rocm/lib/librccl.so.1`
+  a relative symlink to `librccl.so.1.0.<ROCm as 60103>`, ROCm's file naming (e.g. librccl.so.1.0.70200).
 - `dmesg`: per GPU the benign corpus lines (ECC active, PCIE GART, PTB) with the timestamps of plain
   `dmesg`; the injectable event is the corpus MI300X ACA/MODE1 reset excerpt with its BDFs mapped onto
   the node's GPUs by position.
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 
 from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, GpuSpec, NicSpec, NodeSpec
 from upgrade_gate.fakenode.templates import fill, fill_sequence, load_template
 
-_AMD_GPU_NAME = "Advanced Micro Devices, Inc. [AMD/ATI] Aqua Vanjaram [Instinct MI300X]"
+_AMD_VENDOR_NAME = "Advanced Micro Devices, Inc. [AMD/ATI]"
 _PENSANDO = "AMD Pensando Systems"  # hwdata's vendor name; 1dd8:1002 itself is not in pci.ids yet
 _NIC_SUBSYSTEM_ID = 0x5201
 _NIC_VF_DEVICE_ID = "1003"
@@ -32,7 +37,7 @@ _NIC_VF_DEVICE_ID = "1003"
 
 def render_lspci(spec: NodeSpec) -> str:
     """`lspci -D -nn -vvv`: GPU and NIC blocks in BDF order."""
-    devices: list[GpuSpec | NicSpec] = [*spec.gpus, *spec.nics]
+    devices: list[GpuSpec | NicSpec] = [*(g for g in spec.gpus if g.physical), *spec.nics]
     devices.sort(key=lambda d: d.bdf)
     return "".join(_lspci_block(index, device) for index, device in enumerate(devices))
 
@@ -40,10 +45,11 @@ def render_lspci(spec: NodeSpec) -> str:
 def _lspci_block(index: int, device: GpuSpec | NicSpec) -> str:
     if isinstance(device, GpuSpec):
         ids = f"[1002:{device.device_id:04x}]"
+        name = f"{_AMD_VENDOR_NAME} {device.pci_name}"
         values: dict[str, object] = {
-            "CLASS": "Processing accelerators [1200]",
-            "DEVICE_NAME": f"{_AMD_GPU_NAME} {ids}",
-            "SUBSYSTEM_NAME": f"{_AMD_GPU_NAME} {ids}",
+            "CLASS": device.pci_class,
+            "DEVICE_NAME": f"{name} {ids}",
+            "SUBSYSTEM_NAME": f"{name} {ids}",
             "BAR0": f"{0x20000000000 + index * 0x4000000000:x}",
             "BAR0_SIZE": "256G",
             "DRIVER": "amdgpu",
@@ -186,7 +192,7 @@ def render_dmesg(spec: NodeSpec) -> str:
     block = load_template("dmesg-boot-amdgpu-gpu.txt")
     parts = []
     micros = 12_104_211
-    for gpu in spec.gpus:
+    for gpu in (g for g in spec.gpus if g.physical):
         stamps = []
         for _ in range(block.count("{{TS}}")):
             micros += 1_733
@@ -204,10 +210,51 @@ def _aca_event(spec: NodeSpec) -> str:
     if not text.endswith("\n"):
         text += "\n"
     recorded = sorted(set(re.findall(r"0000:[0-9a-f]{2}:00\.0", text)))
-    mapping = {bdf: spec.gpus[i % len(spec.gpus)].bdf for i, bdf in enumerate(recorded)}
+    devices = [g for g in spec.gpus if g.physical]
+    mapping = {bdf: devices[i % len(devices)].bdf for i, bdf in enumerate(recorded)}
     return re.sub(r"0000:[0-9a-f]{2}:00\.0", lambda m: mapping[m.group(0)], text)
 
 
 def render_uname_r(spec: NodeSpec) -> str:
     """`uname -r`."""
     return spec.kernel + "\n"
+
+
+OS_RELEASES = {
+    "ubuntu-22.04": (
+        'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
+        'VERSION="22.04.4 LTS (Jammy Jellyfish)"\nVERSION_CODENAME=jammy\nID=ubuntu\nID_LIKE=debian\n'
+        'HOME_URL="https://www.ubuntu.com/"\nUBUNTU_CODENAME=jammy\n'
+    ),
+    "ubuntu-24.04": (
+        'PRETTY_NAME="Ubuntu 24.04.1 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\n'
+        'VERSION="24.04.1 LTS (Noble Numbat)"\nVERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\n'
+        'HOME_URL="https://www.ubuntu.com/"\nUBUNTU_CODENAME=noble\nLOGO=ubuntu-logo\n'
+    ),
+}
+"""os-release files a fake node can carry, by key."""
+
+
+def rccl_library_name(rocm_version: str) -> str:
+    """ROCm's file name of librccl for a release: 7.2.0 -> librccl.so.1.0.70200."""
+    major, minor, patch = (int(x) for x in [*rocm_version.split("."), "0", "0"][:3])
+    return f"librccl.so.1.0.{major * 10000 + minor * 100 + patch}"
+
+
+def write_host_facts(host: Path, spec: NodeSpec) -> None:
+    """The host-fact files of `spec` under the host root `host`."""
+    dmi = host / "sys" / "class" / "dmi" / "id"
+    dmi.mkdir(parents=True)
+    for name in ("bios_vendor", "bios_version", "bios_date"):
+        (dmi / name).write_text(f"{getattr(spec, name)}\n", encoding="utf-8")
+    proc = host / "proc"
+    proc.mkdir()
+    (proc / "cmdline").write_text(f"BOOT_IMAGE=/vmlinuz-{spec.kernel} {spec.kernel_params}\n", encoding="utf-8")
+    etc = host / "etc"
+    etc.mkdir()
+    (etc / "os-release").write_text(OS_RELEASES[spec.os_release], encoding="utf-8")
+    lib = host / "opt" / "rocm" / "lib"
+    lib.mkdir(parents=True)
+    real = rccl_library_name(spec.rocm_version)
+    (lib / real).write_bytes(b"\x7fELF")  # the probe reads the name, never the library
+    (lib / "librccl.so.1").symlink_to(real)

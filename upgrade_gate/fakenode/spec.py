@@ -76,11 +76,30 @@ class GpuSpec:
     gfx_target: str = "gfx942"
     compute_units: int = 304
     vram_mib: int = 196592
+    partition: int | None = None  # compute partition number (DPX/QPX/CPX); None: the whole device
+    pci_name: str = "Aqua Vanjaram [Instinct MI300X]"  # lspci's device name after the vendor
+    pci_class: str = "Processing accelerators [1200]"  # lspci -nn class of the function
 
     @property
     def bus(self) -> int:
         """The PCI bus number."""
         return int(self.bdf.split(":")[1], 16)
+
+    @property
+    def bdf_id(self) -> int:
+        """rocminfo's BDFID: bus << 8 | device << 3 | function (a partition's function is its number)."""
+        dev, fn = self.bdf.split(":")[2].split(".")
+        return self.bus << 8 | int(dev, 16) << 3 | int(fn, 16)
+
+    @property
+    def physical(self) -> bool:
+        """True for a PCI function lspci and sysfs list: a whole device or a device's first partition.
+
+        Partitions are no PCI functions (AMD: "partitions are an abstraction and not defined at the PCI
+        subsystem level", ROCm/rocm-systems#5805): lspci shows the device once, while amd-smi, rocm-smi
+        and rocminfo print each partition with its number in the BDF's function.
+        """
+        return self.partition in (None, 0)
 
     @property
     def unique_id_hex(self) -> str:
@@ -143,11 +162,18 @@ class NodeSpec:
     compute_partition: str = "SPX"
     memory_partition: str = "NPS1"
     static_partition_section: bool = True  # add amd-smi < 26's `partition` object to `static --json`
+    gpu_link: str = "XGMI"  # link type between GPUs in amd-smi / rocm-smi topology: XGMI or PCIE
     mesh: BandwidthProfile = field(default_factory=BandwidthProfile)
     cluster: BandwidthProfile = field(default_factory=BandwidthProfile)
     rvs_failed_gpus: tuple[int, ...] = ()  # positions in `gpus` whose RVS gst misses its target
     agfhc_failed_tests: tuple[str, ...] = ()  # AGFHC test names that fail ("hbm_bw", ...)
     dmesg_events: tuple[str, ...] = ()
+    # Host facts (render_host.write_host_facts): DMI BIOS files, /proc/cmdline, os-release.
+    bios_vendor: str = "American Megatrends International, LLC."
+    bios_version: str = "2.1"
+    bios_date: str = "03/15/2024"
+    kernel_params: str = "root=/dev/mapper/ubuntu--vg-ubuntu--lv ro amd_iommu=on iommu=pt"
+    os_release: str = "ubuntu-22.04"  # a key of render_host.OS_RELEASES
 
     def __post_init__(self) -> None:
         if sorted(self.enumeration_order) != list(range(len(self.gpus))):

@@ -12,8 +12,8 @@ Claims run in a fixed order, each taking the findings its fault explains from th
    "not comparable" findings whose only difference is fewer ranks;
 2. a GPU order change owns the odd-one-out finding that restates it against the class;
 3. a probe fallback (rocm-smi standing in for amd-smi) owns the failed tool's own evidence findings and
-   the firmware / VBIOS / tool-version readings that are absent on one side only because the stand-in
-   reports less: "amd-smi unusable (reason); rocm-smi used";
+   the GPU readings (firmware, VBIOS, partitions...) and tool version that are absent on one side only
+   because the stand-in reports less: "amd-smi unusable (reason); rocm-smi used";
 4. a bandwidth metric family (`mesh/all_reduce`, `rail/ionic_0`, ...) is one cause per kind: a drop
    (baseline regression, CVF floor and the odd-one-out findings that restate it) and "not comparable";
 5. firmware and VBIOS findings of a node (baseline or class) are one cause, software ones per field;
@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from upgrade_gate.judge.cause_groups import (
-    FIRMWARE_PATH,
     RANK,
     Pool,
     claim_bandwidth,
@@ -254,7 +253,7 @@ def _fallbacks(pool: Pool, candidate: Snapshot | None) -> None:
             one_side_absent = (f.expected is None) != (f.actual is None)
             if not one_side_absent or f.path is None:
                 return False
-            return FIRMWARE_PATH.search(f.path) is not None or f.path == version_path
+            return f.path.startswith("gpus[") or f.path == version_path
 
         taken = pool.take(explained)
         failed = first_failure[tool]

@@ -1,27 +1,41 @@
 """Match the GPUs of two snapshots by immutable identity, the lesson of the incident.
 
 A GPU's index is the order HIP and RCCL enumerate it in and its BDF is the slot it sits in; neither
-says which physical device it is. So GPUs are paired, in this order of trust:
+says which physical device it is. A GPU *is* its board serial (amd-smi BOARD.PRODUCT_SERIAL, rocm-smi
+"Serial Number") together with its unique id (the ASIC serial, rocminfo's `GPU-<hex>` UUID): either
+one changing on a matched GPU is a finding of its own (`device.identity_changed`, see
+`rules.devices`), never a silent re-pairing.
 
-1. by serial (the board serial amd-smi / rocm-smi print),
-2. by unique id (the ASIC serial, also the `GPU-<hex>` UUID of rocminfo),
-3. by BDF, only when at least one side has no usable id at all: this pairing is "identity
-   unverified" and the judge says so (a warning). Two GPUs in the same slot whose ids both exist and
-   differ are never paired: that is a replaced device, not the same one.
-4. by index, only when neither side has an id nor a BDF (also unverified).
+Compute partitions (MI300X DPX/QPX/CPX) share both ids: every partition of one device prints the same
+serial and UUID and differs only in the PCIe function of its BDF (05:00.0 ... 05:00.7; AMD documents
+that the partition id sits in the BDF function, ROCm/rocm_smi_lib#208, ROCm/rocm-systems#5805). So a
+GPU's *partition* is the function of its BDF, and identity keys are (id, partition). Without a BDF a
+partition falls back to its ordinal among the GPUs sharing its ids (by index), which is unverified.
 
-An id is *usable* only when it is not a placeholder (rocm-smi prints serial "0" and unique id "N/A" on
-parts without a FRU, see corpus rocm-smi/mi100-6gpu-json-all-rocm5.7.1-telegraf.json) and occurs once
-in its snapshot: a duplicated id cannot identify anything, so it is treated as absent.
+GPUs are paired in this order of trust:
+1. (serial, partition), 2. (unique id, partition): the normal case, also for partitions;
+3. serial alone, 4. unique id alone: one side lost its BDF, the id still identifies the device;
+5. by BDF, only when at least one side has no usable id at all: "identity unverified" (a warning).
+   Two GPUs in the same slot whose ids both exist and differ are never paired: a replaced device;
+6. by index, only when neither side has an id nor a BDF (also unverified).
 
-Each pair gets a *label* (`serial=692409006566`, `unique_id=0x28246ce5673b4aa0`, `bdf=0000:05:00.0`,
-`index=3`) used in diff paths (`gpus[serial=...]`) and finding devices; unmatched GPUs get the label
-of their most trusted usable id.
+An id is *usable* for a key only when it is not a placeholder (rocm-smi prints serial "0" and unique
+id "N/A" on parts without a FRU, see corpus rocm-smi/mi100-6gpu-json-all-rocm5.7.1-telegraf.json) and
+the key occurs once in its snapshot: a duplicated key cannot identify anything (`duplicate_ids` names
+those, and the devices rule blocks on them). Unique ids are compared in one canonical form (`0x` +
+lower-case hex without leading zeros), since rocminfo (`GPU-`), amd-smi (`0x`, 16 upper-case digits)
+and rocm-smi (`hex()`) print the same number three ways.
+
+Each pair gets a *label* (`serial=692409006566`, `serial=692409006566,partition=3`,
+`unique_id=0x28246ce5673b4aa0`, `bdf=0000:05:00.0`, `index=3`) used in diff paths and finding
+devices. Everything here is dictionary work: O(n log n) in the GPU count (a 10,008-GPU snapshot used
+to take minutes of CPU in pairwise scans).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -57,104 +71,224 @@ class GpuPair:
 
 
 def normalise_id(value: str | None) -> str | None:
-    """The comparable form of a serial / unique id, or None for a placeholder."""
+    """The comparable form of a serial, or None for a placeholder."""
     if value is None:
         return None
     text = value.strip()
     return None if text.lower() in PLACEHOLDER_IDS else text
 
 
-def _norm_uid(value: str | None) -> str | None:
+def canonical_uid(value: str | None) -> str | None:
+    """A unique id as `0x<lower-case hex, no leading zeros>` (any of the tools' forms), None if a placeholder."""
     text = normalise_id(value)
-    return text.lower() if text is not None else None
+    if text is None:
+        return None
+    low = text.lower().removeprefix("gpu-").removeprefix("0x")
+    try:
+        number = int(low, 16)
+    except ValueError:
+        return text.lower()
+    return None if number == 0 else f"0x{number:x}"
 
 
-def _usable(gpus: Sequence[Gpu], kind: MatchKind) -> dict[int, str]:
-    """position -> id for the GPUs whose id of `kind` is usable (present, not a placeholder, unique)."""
-    raw: dict[int, str] = {}
-    for pos, gpu in enumerate(gpus):
-        value: str | None
+def _function(gpu: Gpu) -> int | None:
+    if gpu.bdf is None:
+        return None
+    try:
+        return int(str(gpu.bdf).rsplit(".", 1)[1], 16)
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    """A GPU's identity within its snapshot: ids, partition, whether it shares its ids with others."""
+
+    serial: str | None
+    uid: str | None
+    partition: int | None
+    shared: bool  # another GPU of the snapshot prints the same ids (a partition of one device)
+
+    def label(self, gpu: Gpu, kind: MatchKind) -> str:
+        """The label of this GPU keyed by `kind`."""
+        part = f",partition={self.partition}" if self.shared and self.partition is not None else ""
         if kind is MatchKind.SERIAL:
-            value = normalise_id(gpu.serial)
-        elif kind is MatchKind.UNIQUE_ID:
-            value = _norm_uid(gpu.unique_id)
-        elif kind is MatchKind.BDF:
-            value = str(gpu.bdf) if gpu.bdf is not None else None
-        else:
-            value = str(gpu.index)
-        if value is not None:
-            raw[pos] = value
-    counts: dict[str, int] = {}
-    for value in raw.values():
-        counts[value] = counts.get(value, 0) + 1
-    return {pos: value for pos, value in raw.items() if counts[value] == 1}
+            return f"serial={self.serial}{part}"
+        if kind is MatchKind.UNIQUE_ID:
+            return f"unique_id={self.uid}{part}"
+        if kind is MatchKind.BDF:
+            return f"bdf={gpu.bdf}"
+        return f"index={gpu.index}"
+
+
+def identities(gpus: Sequence[Gpu]) -> list[Ident]:
+    """The identity of every GPU of one snapshot, in the same order."""
+    serials = [normalise_id(g.serial) for g in gpus]
+    uids = [canonical_uid(g.unique_id) for g in gpus]
+    groups: dict[tuple[str | None, str | None], list[int]] = {}
+    for pos, key in enumerate(zip(serials, uids, strict=True)):
+        if key != (None, None):
+            groups.setdefault(key, []).append(pos)
+    out: list[Ident] = []
+    ordinal: dict[int, int] = {}
+    for members in groups.values():
+        if len(members) > 1:
+            for n, pos in enumerate(sorted(members, key=lambda p: gpus[p].index)):
+                ordinal[pos] = n
+    for pos, gpu in enumerate(gpus):
+        key = (serials[pos], uids[pos])
+        shared = key != (None, None) and len(groups[key]) > 1
+        fn = _function(gpu)
+        partition = fn if fn is not None else ordinal.get(pos)
+        out.append(Ident(serial=serials[pos], uid=uids[pos], partition=partition, shared=shared))
+    return out
+
+
+def _unique(keys: dict[int, Hashable]) -> dict[int, Hashable]:
+    counts = Counter(keys.values())
+    return {pos: key for pos, key in keys.items() if counts[key] == 1}
+
+
+def _keys(gpus: Sequence[Gpu], ids: Sequence[Ident]) -> dict[str, dict[int, Hashable]]:
+    """Per tier, position -> key for the GPUs whose key is usable (present and unique)."""
+    tiers: dict[str, dict[int, Hashable]] = {"serial_part": {}, "uid_part": {}, "serial": {}, "uid": {}, "bdf": {}}
+    for pos, (gpu, ident) in enumerate(zip(gpus, ids, strict=True)):
+        if ident.serial is not None:
+            tiers["serial_part"][pos] = (ident.serial, ident.partition)
+            tiers["serial"][pos] = ident.serial
+        if ident.uid is not None:
+            tiers["uid_part"][pos] = (ident.uid, ident.partition)
+            tiers["uid"][pos] = ident.uid
+        if gpu.bdf is not None:
+            tiers["bdf"][pos] = str(gpu.bdf)
+    return {name: _unique(keys) for name, keys in tiers.items()}
+
+
+_TIERS = (
+    ("serial_part", MatchKind.SERIAL),
+    ("uid_part", MatchKind.UNIQUE_ID),
+    ("serial", MatchKind.SERIAL),
+    ("uid", MatchKind.UNIQUE_ID),
+    ("bdf", MatchKind.BDF),
+)
+
+
+def best_label(gpu: Gpu, ident: Ident, usable: dict[str, dict[int, Hashable]], pos: int) -> tuple[str, MatchKind]:
+    """The label of an unmatched GPU: its most trusted usable key."""
+    for tier, kind in _TIERS:
+        if pos in usable[tier]:
+            return ident.label(gpu, kind), kind
+    if ident.serial is not None:
+        return ident.label(gpu, MatchKind.SERIAL), MatchKind.SERIAL
+    if ident.uid is not None:
+        return ident.label(gpu, MatchKind.UNIQUE_ID), MatchKind.UNIQUE_ID
+    return f"index={gpu.index}", MatchKind.INDEX
 
 
 def gpu_label(gpu: Gpu, gpus: Sequence[Gpu]) -> str:
     """The label of one GPU within its own snapshot (most trusted usable id first)."""
     pos = next(i for i, g in enumerate(gpus) if g is gpu)
-    for kind in MatchKind:
-        ids = _usable(gpus, kind)
-        if pos in ids:
-            return f"{kind.value}={ids[pos]}"
-    return f"index={gpu.index}"  # pragma: no cover - index is always usable unless duplicated
+    ids = identities(gpus)
+    return best_label(gpu, ids[pos], _keys(gpus, ids), pos)[0]
 
 
 def match_gpus(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPair, ...]:
     """Pair baseline and candidate GPUs (see the module docstring); unmatched ones stand alone."""
+    b_ids, c_ids = identities(baseline), identities(candidate)
+    b_keys, c_keys = _keys(baseline, b_ids), _keys(candidate, c_ids)
     left = set(range(len(baseline)))
     right = set(range(len(candidate)))
     pairs: list[GpuPair] = []
-    b_ids = {kind: _usable(baseline, kind) for kind in MatchKind}
-    c_ids = {kind: _usable(candidate, kind) for kind in MatchKind}
 
     def _conflicting(bi: int, ci: int) -> bool:
-        # Both sides carry the same kind of usable id and the ids differ: different devices.
-        return any(
-            bi in b_ids[k] and ci in c_ids[k] and b_ids[k][bi] != c_ids[k][ci]
-            for k in (MatchKind.SERIAL, MatchKind.UNIQUE_ID)
+        # Both sides carry the same kind of id and the ids differ: different devices.
+        b, c = b_ids[bi], c_ids[ci]
+        return (b.serial is not None and c.serial is not None and b.serial != c.serial) or (
+            b.uid is not None and c.uid is not None and b.uid != c.uid
         )
 
-    for kind in MatchKind:
-        by_value = {value: ci for ci, value in c_ids[kind].items() if ci in right}
+    for tier, kind in _TIERS:
+        by_key = {key: ci for ci, key in c_keys[tier].items() if ci in right}
         for bi in sorted(left):
-            value = b_ids[kind].get(bi)
-            if value is None or value not in by_value:
-                continue
-            ci = by_value[value]
-            if ci not in right:
+            key = b_keys[tier].get(bi)
+            ci = by_key.get(key) if key is not None else None
+            if ci is None or ci not in right:
                 continue
             if not kind.verified and _conflicting(bi, ci):
                 continue
-            if kind is MatchKind.INDEX and (baseline[bi].bdf is not None or candidate[ci].bdf is not None):
-                continue
+            label = b_ids[bi].label(baseline[bi], kind)
+            pairs.append(GpuPair(label=label, kind=kind, baseline=baseline[bi], candidate=candidate[ci]))
+            left.discard(bi)
+            right.discard(ci)
+            del by_key[key]
+    # Index pairing: neither side has a usable id nor a BDF.
+    c_blind = {candidate[ci].index: ci for ci in right if candidate[ci].bdf is None}
+    for bi in sorted(left):
+        if baseline[bi].bdf is not None:
+            continue
+        ci = c_blind.get(baseline[bi].index)
+        if ci is not None and not _conflicting(bi, ci):
+            del c_blind[baseline[bi].index]
             pairs.append(
-                GpuPair(label=f"{kind.value}={value}", kind=kind, baseline=baseline[bi], candidate=candidate[ci])
+                GpuPair(
+                    label=f"index={baseline[bi].index}",
+                    kind=MatchKind.INDEX,
+                    baseline=baseline[bi],
+                    candidate=candidate[ci],
+                )
             )
             left.discard(bi)
             right.discard(ci)
-            del by_value[value]
+    taken = {p.label for p in pairs}
     for bi in sorted(left):
-        gpu = baseline[bi]
-        pairs.append(GpuPair(label=gpu_label(gpu, baseline), kind=_best(gpu, baseline), baseline=gpu, candidate=None))
+        label, kind = best_label(baseline[bi], b_ids[bi], b_keys, bi)
+        pairs.append(GpuPair(label=label, kind=kind, baseline=baseline[bi], candidate=None))
+        taken.add(label)
     for ci in sorted(right):
-        gpu = candidate[ci]
-        label = gpu_label(gpu, candidate)
-        if any(p.label == label for p in pairs):  # same slot, different device: keep labels distinct
+        label, kind = best_label(candidate[ci], c_ids[ci], c_keys, ci)
+        if label in taken:  # same slot or same ids, different device: keep labels distinct
             label = f"{label}#candidate"
-        pairs.append(GpuPair(label=label, kind=_best(gpu, candidate), baseline=None, candidate=gpu))
+        taken.add(label)
+        pairs.append(GpuPair(label=label, kind=kind, baseline=None, candidate=candidate[ci]))
     return tuple(pairs)
 
 
-def _best(gpu: Gpu, gpus: Sequence[Gpu]) -> MatchKind:
-    return MatchKind(gpu_label(gpu, gpus).split("=", 1)[0])
+def duplicate_ids(gpus: Sequence[Gpu]) -> list[tuple[str, str, tuple[Gpu, ...]]]:
+    """(kind, id, GPUs) for every serial or unique id that more than one *device* prints.
+
+    Partitions of one device legitimately share both ids: they sit on one PCI device (same domain,
+    bus and device number) with distinct functions and the same pair of ids. Anything else sharing an
+    id (two boards, or a partition set whose other id disagrees) is a corrupted or cloned identity.
+    """
+    ids = identities(gpus)
+    out: list[tuple[str, str, tuple[Gpu, ...]]] = []
+    for kind, attr in (("serial", "serial"), ("unique_id", "uid")):
+        groups: dict[str, list[int]] = {}
+        for pos, ident in enumerate(ids):
+            value = getattr(ident, attr)
+            if value is not None:
+                groups.setdefault(value, []).append(pos)
+        for value, members in sorted(groups.items()):
+            if len(members) < 2:
+                continue
+            devices = {str(gpus[p].bdf).rsplit(".", 1)[0] if gpus[p].bdf is not None else None for p in members}
+            pairs = {(ids[p].serial, ids[p].uid) for p in members}
+            parts = [ids[p].partition for p in members]
+            one_device = len(devices) == 1 and None not in devices and len(pairs) == 1 and len(set(parts)) == len(parts)
+            if not one_device:
+                out.append((kind, value, tuple(sorted((gpus[p] for p in members), key=lambda g: g.index))))
+    return out
 
 
 def rocr_uuid(gpu: Gpu) -> str | None:
     """The `GPU-<hex>` UUID rocminfo prints and ROCR_VISIBLE_DEVICES accepts, from the unique id."""
-    uid = _norm_uid(gpu.unique_id)
+    text = normalise_id(gpu.unique_id)
+    if text is None:
+        return None
+    low = text.lower()
+    if low.startswith("gpu-"):
+        return "GPU-" + low[4:]
+    uid = canonical_uid(text)
     if uid is None:
         return None
-    if uid.startswith("gpu-"):
-        return "GPU-" + uid[4:]
-    return "GPU-" + uid.removeprefix("0x")
+    return "GPU-" + (low.removeprefix("0x") if low.startswith("0x") else uid.removeprefix("0x"))

@@ -16,7 +16,10 @@ Design decisions:
   `evidence.missing`; so does a gate with no candidates at all (both block even when the policy
   switched `evidence.missing` off: nothing judged is never a pass).
 - Changes (the structural diff, marked expected/unexpected by the plan, minus the policy's
-  `ignore_paths`) are attached to each node report for the reporters; they do not decide anything.
+  `ignore_paths`) are attached to each node report for the reporters. After every other rule,
+  `field.unplanned` (`rules.fields`) blocks on each unexpected change at a field the coverage table
+  (`judge.coverage`) marks compared that no finding speaks for: the same table and the same diff
+  `upgrade-gate diff` counts, so `diff` calling a change UNEXPECTED means `gate` blocks on it.
 - Nodes are independent, so a large fleet is judged by `workers` forked processes (default: one per
   core, from `PARALLEL_MIN_NODES` candidates on). Each child inherits the inputs through fork (nothing
   is pickled on the way in) and returns its node reports; the result is identical to a serial run.
@@ -40,6 +43,7 @@ from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expec
 from upgrade_gate.judge.policy import Policy
 from upgrade_gate.judge.rules import REGISTRY
 from upgrade_gate.judge.rules.base import NodeContext
+from upgrade_gate.judge.rules.fields import unplanned_findings
 from upgrade_gate.model import (
     Change,
     ClassReference,
@@ -56,6 +60,7 @@ from upgrade_gate.model import (
 
 _SEVERITY_ORDER = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 _EVIDENCE = RuleId("evidence.missing")
+_UNPLANNED = RuleId("field.unplanned")
 PARALLEL_MIN_NODES = 256
 
 
@@ -247,7 +252,9 @@ def judge_node(
             produced = [_accept(plan, f) for f in produced]
         findings.extend(produced)
     changes: tuple[Change, ...] = ()
-    if include_changes and baseline is not None:
+    unplanned = policy.rule_for(_UNPLANNED, cls)
+    wants_backstop = baseline is not None and unplanned is not None and unplanned.enabled
+    if baseline is not None and (include_changes or wants_backstop):
         from upgrade_gate.judge.diff import diff_snapshots
 
         changes = tuple(
@@ -255,6 +262,11 @@ def judge_node(
             for c in mark_expected(diff_snapshots(baseline, candidate), plan)
             if not any(glob_match(g, c.path) for g in policy.ignore_paths)
         )
+    if wants_backstop and unplanned is not None:
+        ran.add(_UNPLANNED)
+        findings.extend(_accept(plan, f) for f in unplanned_findings(ctx, unplanned, changes, tuple(findings)))
+    if not include_changes:
+        changes = ()
     ordered = _sorted(findings)
     verdict = Verdict.BLOCK if any(f.severity is Severity.BLOCK for f in ordered) else Verdict.PASS
     return NodeReport(node=name, verdict=verdict, findings=tuple(ordered), changes=changes), frozenset(ran)

@@ -6,6 +6,7 @@ applies_to}` naming rules from the closed set registered in `judge.rules` (no co
     name: prod-mi300x
     thresholds: {mesh_avg_busbw_min_gbs: 250}
     phases: {not_applicable: {mi300x-gpu-only: [3, 4, 5]}}   # "*": every class, also nodes without one
+    nics: {expected_count: {mi210-4gpu: 0, mi300x-8gpu: 8}}  # 0: a class without RDMA NICs
     rules:
       - {id: bandwidth.regression, params: {tolerance: 0.05}}
       - {id: pcie.downgrade, severity: warn, applies_to: [lab-nodes]}
@@ -24,8 +25,15 @@ Design decisions:
   The ConfigMap is read by `validate.config.parse_cvf_config`, the one reader of CVF keys, so an
   unknown `PHASE*`/`SKIP_*` key or a malformed value is a ConfigError naming the key here too.
   Every threshold remembers where it came from, and findings quote it.
+- `nics.expected_count` declares per node class (or `*`) how many RDMA NICs a node has. 0 declares a
+  NIC-less class: it passes without NICs (its NIC probes failing on a host with no RDMA device are
+  reported, not blocking; CVF phases 3 and 4 do not apply) and blocks when NICs show up. A class that
+  declares N > 0 blocks when it shows any other count, none included. An undeclared class keeps CVF's
+  behaviour: PHASE3_EXPECTED_NIC_COUNT applies to nodes that show NICs.
 - Parameters are checked against each rule's declared `ParamSpec`s on load: an unknown parameter or a
   wrong type is a ConfigError naming the file and `$.rules[i].params.<name>`.
+- `kernel_events.patterns` is the site's fatal-error map over the shipped kernel-log patterns (new
+  patterns, per-family re-grades, baseline-rate tolerance): see `judge.kernel_events`.
 """
 
 from __future__ import annotations
@@ -37,8 +45,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
+from upgrade_gate.judge.kernel_events import KernelEventPolicy, build_kernel_events, shipped_kernel_events
 from upgrade_gate.judge.plan import read_document
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, ParamSpec
 from upgrade_gate.model import RuleId, Severity
@@ -131,8 +140,20 @@ class Policy:
     rules: tuple[RuleEntry, ...]
     thresholds: Thresholds = Thresholds()
     phases_not_applicable: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    nic_counts: dict[str, int] = field(default_factory=dict)  # node class (or "*") -> RDMA NICs expected
     ignore_paths: tuple[str, ...] = ()
     source: str = DEFAULT_POLICY_SOURCE
+    kernel_events: KernelEventPolicy = field(default_factory=shipped_kernel_events)  # the fatal-error map
+
+    def expected_nics(self, node_class: str | None) -> int | None:
+        """The RDMA NIC count the policy declares for `node_class` (None: not declared)."""
+        if node_class is not None and node_class in self.nic_counts:
+            return self.nic_counts[node_class]
+        return self.nic_counts.get("*")
+
+    def nic_less(self, node_class: str | None) -> bool:
+        """True when the policy declares the class without RDMA NICs (`nics.expected_count: 0`)."""
+        return self.expected_nics(node_class) == 0
 
     def rule_for(self, rule_id: str, node_class: str | None) -> RuleEntry | None:
         """The entry that governs `rule_id` for a node of `node_class` (None: the rule does not run)."""
@@ -151,6 +172,8 @@ class Policy:
         """False when the policy declares `phase` not applicable to `node_class` (or to every class, `*`)."""
         if phase in self.phases_not_applicable.get("*", ()):
             return False
+        if phase in (3, 4) and self.nic_less(node_class):
+            return False  # NIC health and rail bandwidth of a class declared without RDMA NICs
         return node_class is None or phase not in self.phases_not_applicable.get(node_class, ())
 
 
@@ -183,10 +206,9 @@ def load_policy(
 
 
 def _default_document() -> dict[str, Any]:
-    import yaml
 
     text = (resources.files("upgrade_gate") / "data" / "default-policy.yaml").read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
+    doc = docio.load_yaml(text, source=DEFAULT_POLICY_SOURCE)
     _validate(doc, DEFAULT_POLICY_SOURCE)
     return cast(dict[str, Any], doc)
 
@@ -245,19 +267,28 @@ def build_policy(
             )
         )
     not_applicable: dict[str, tuple[int, ...]] = {}
+    nic_counts: dict[str, int] = {}
     ignore: list[str] = []
     for _, doc in layers:
         for cls, phases in (doc.get("phases", {}).get("not_applicable", {}) or {}).items():
             not_applicable[cls] = tuple(sorted(set(phases)))
+        nic_counts.update((doc.get("nics") or {}).get("expected_count") or {})
         ignore.extend(doc.get("ignore_paths", ()))
+    kernel_entries = [
+        (f"{where}: policy: $.kernel_events.patterns[{i}]", raw)
+        for where, doc in layers
+        for i, raw in enumerate((doc.get("kernel_events") or {}).get("patterns", ()))
+    ]
     name = str(user.get("name", "custom")) if user is not None else str(default.get("name", "default"))
     return Policy(
         name=name,
         rules=tuple(sorted(entries, key=lambda e: (e.id, e.applies_to))),
         thresholds=_thresholds(layers, cvf_config, cvf_source),
         phases_not_applicable=not_applicable,
+        nic_counts=nic_counts,
         ignore_paths=tuple(dict.fromkeys(ignore)),
         source=source,
+        kernel_events=build_kernel_events(kernel_entries),
     )
 
 

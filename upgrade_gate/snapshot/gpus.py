@@ -4,6 +4,13 @@ rocminfo gives the enumeration order (HIP's indices) and bus:device.function wit
 amd-smi gives full BDFs, serials, partitions, VRAM, VBIOS and firmware keyed by its own index;
 rocm-smi is the recorded fallback when amd-smi failed; lspci confirms which full BDFs exist. The join
 key is always the full BDF. Nothing is guessed: a field no source reported is None with a reason.
+
+Compute partitions (MI300X DPX/QPX/CPX) are the exception that lspci cannot confirm: every partition is
+printed by rocminfo (and amd-smi, rocm-smi) with its partition number in the BDF function (05:00.0 ...
+05:00.7), while lspci lists the device once, at function 0 (partitions are not PCI functions,
+ROCm/rocm-systems#5805). A partition BDF no tool printed with a domain takes the domain of the device
+(bus:device.0) that lspci or amd-smi confirmed, so partitions keep their identity (the judge tells them
+apart by (ids, function)) instead of all losing their BDF.
 """
 
 from __future__ import annotations
@@ -76,6 +83,15 @@ def _full_bdfs(src: GpuSources) -> dict[str, Bdf | None]:
     return {short: (next(iter(full)) if len(full) == 1 else None) for short, full in seen.items()}
 
 
+def _partition_bdf(full: dict[str, Bdf | None], short: str) -> Bdf | None:
+    """`05:00.3` -> `0000:05:00.3` when the device's function 0 is confirmed (see the module docstring)."""
+    head, _, fn = short.rpartition(".")
+    device = full.get(f"{head}.0")
+    if fn in ("", "0") or device is None:
+        return None
+    return Bdf(f"{device.rsplit('.', 1)[0]}.{fn}")
+
+
 def _firmware_by_bdf(src: GpuSources) -> dict[Bdf, dict[str, str]]:
     if src.firmware is None:
         return {}
@@ -112,7 +128,7 @@ def assemble_gpus(src: GpuSources) -> tuple[Gpu, ...]:
         for gpu_agent in src.rocminfo.gpu_agents:
             reasons: dict[str, str] = {}
             short = gpu_agent.bus_dev_fn
-            bdf = full.get(short) if short else None
+            bdf = (full.get(short) or _partition_bdf(full, short)) if short else None
             if bdf is None:
                 reasons["bdf"] = (
                     f"rocminfo printed bus {short} without a PCI domain and no other tool confirmed it"

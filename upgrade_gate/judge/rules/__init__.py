@@ -1,15 +1,28 @@
 """The closed set of rules, one module per family; `REGISTRY` maps every rule id to its spec.
 
 A policy can only name ids registered here (the policy schema's enum lists them, and a test keeps the
-two in step). Two ids have no per-node check: `checklist.unattested` and `checklist.unverified` are
-produced by the checklist evaluation (`judge.checklist`); their policy entries set their severity.
+two in step). Three ids have no per-node check: `checklist.unattested` and `checklist.unverified` are
+produced by the checklist evaluation (`judge.checklist`) and `field.unplanned` by the judge after every
+other rule (`rules.fields`, over the plan-marked diff); their policy entries set their severity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from upgrade_gate.judge.rules import bandwidth, devices, evidence, firmware, fleet, nic, pcie, software, topology
+from upgrade_gate.judge.rules import (
+    bandwidth,
+    devices,
+    evidence,
+    fields,
+    firmware,
+    fleet,
+    host,
+    nic,
+    pcie,
+    software,
+    topology,
+)
 from upgrade_gate.judge.rules.base import RuleSpec, spec
 from upgrade_gate.model import RuleId
 
@@ -32,12 +45,14 @@ _ALL: tuple[RuleSpec, ...] = (
     *devices.SPECS,
     *firmware.SPECS,
     *software.SPECS,
+    *host.SPECS,
     *pcie.SPECS,
     *topology.SPECS,
     *nic.SPECS,
     *bandwidth.SPECS,
     *evidence.SPECS,
     *fleet.SPECS,
+    *fields.SPECS,
     *CHECKLIST_SPECS,
 )
 

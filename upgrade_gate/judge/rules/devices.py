@@ -13,6 +13,11 @@ Design decisions:
   both exist and differ; it is reported once as `device.replaced`, not as missing plus added.
 - The denylist is keyed by serial; a GPU whose serial or unique id is listed blocks wherever it turns
   up, with the reason recorded when it was denied.
+- A GPU is its serial AND its unique id (`judge.identity`): a matched GPU whose other id changed, or
+  stopped being reported, is `device.identity_changed` (a board swap behind the same ASIC, a re-flashed
+  FRU, a corrupted identity: exactly what the denylist relies on). Two devices printing the same
+  serial or unique id (partitions of one device excepted) are `device.duplicate_id`, baseline or not.
+- Every lookup is a dictionary built once per node: the rules stay O(n log n) in the GPU count.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge.identity import GpuPair, normalise_id, rocr_uuid
+from upgrade_gate.judge.identity import GpuPair, canonical_uid, duplicate_ids, normalise_id, rocr_uuid
 from upgrade_gate.judge.rules.base import NodeContext, finding, spec
 from upgrade_gate.model import Finding, Gpu, GpuSerial, Severity
 
@@ -44,6 +49,7 @@ def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     base_by_index = {g.index: g for g in ctx.baseline.gpus}
     cand_by_index = {g.index: g for g in ctx.candidate.gpus}
     replaced = _replaced_slots(ctx.pairs)
+    pair_of = _pairs_by_baseline(ctx.pairs)
     moved: list[str] = []
     for index in sorted(base_by_index):
         was = base_by_index[index]
@@ -52,7 +58,7 @@ def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             continue  # missing devices are device.missing's business
         if was.bdf == now.bdf and was.bdf in replaced:
             continue  # same index, same slot, new board: device.replaced's business
-        pair = _pair_of(ctx.pairs, was)
+        pair = pair_of.get(id(was))
         same_device = pair is not None and pair.candidate is now
         if not same_device or was.bdf != now.bdf:
             moved.append(f"index {index} was {_describe(was)}, now {_describe(now)}")
@@ -72,8 +78,8 @@ def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     )
 
 
-def _pair_of(pairs: tuple[GpuPair, ...], gpu: Gpu) -> GpuPair | None:
-    return next((p for p in pairs if p.baseline is gpu), None)
+def _pairs_by_baseline(pairs: tuple[GpuPair, ...]) -> dict[int, GpuPair]:
+    return {id(p.baseline): p for p in pairs if p.baseline is not None}
 
 
 def _order_pin(ctx: NodeContext) -> str:
@@ -81,8 +87,9 @@ def _order_pin(ctx: NodeContext) -> str:
     assert ctx.baseline is not None
     uuids: list[str] = []
     indices: list[str] = []
+    pair_of = _pairs_by_baseline(ctx.pairs)
     for gpu in sorted(ctx.baseline.gpus, key=lambda g: g.index):
-        pair = _pair_of(ctx.pairs, gpu)
+        pair = pair_of.get(id(gpu))
         now = pair.candidate if pair is not None else None
         if now is None:
             continue
@@ -157,6 +164,48 @@ def check_replaced(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
+def check_identity_changed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """A matched GPU whose serial or unique id differs from the baseline, or is no longer reported."""
+    for pair in ctx.pairs:
+        was, now = pair.baseline, pair.candidate
+        if was is None or now is None or not pair.kind.verified:
+            continue
+        for field, before, after in (
+            ("serial", normalise_id(was.serial), normalise_id(now.serial)),
+            ("unique_id", canonical_uid(was.unique_id), canonical_uid(now.unique_id)),
+        ):
+            if before is None or before == after:
+                continue
+            what = "is no longer reported" if after is None else f"changed: {before} -> {after}"
+            yield finding(
+                ctx,
+                entry,
+                f"GPU {pair.label} (index {now.index}, {now.bdf or 'unknown BDF'}): {field} {what}; a GPU is its "
+                "serial and unique id together (board swap, re-flashed FRU or corrupted identity)",
+                device=pair.label,
+                path=f"gpus[{pair.label}].{field}",
+                expected=before,
+                actual=after,
+                evidence="amdsmi_static",
+            )
+
+
+def check_duplicate_ids(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Two devices of the candidate print the same serial or unique id."""
+    for kind, value, gpus in duplicate_ids(ctx.candidate.gpus):
+        where = ", ".join(f"index {g.index} ({g.bdf or 'unknown BDF'})" for g in gpus)
+        yield finding(
+            ctx,
+            entry,
+            f"{kind} {value} is printed by {len(gpus)} GPUs that are not partitions of one device: {where}",
+            device=f"{kind}={value}",
+            path=f"gpus[{kind}={value}]",
+            expected="one device per id",
+            actual=[str(g.bdf) for g in gpus],
+            evidence="amdsmi_static",
+        )
+
+
 def check_unverified(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """GPUs matched only by slot or index, or with no immutable id at all."""
     if ctx.baseline is not None:
@@ -190,8 +239,10 @@ def check_unverified(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 def check_denylisted(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """A GPU whose serial (or unique id) is on the store's denylist."""
+    uids = {canonical_uid(s): s for s in ctx.denylist if canonical_uid(s) is not None}
     for gpu in ctx.candidate.gpus:
-        for ident in (normalise_id(gpu.serial), normalise_id(gpu.unique_id)):
+        uid = canonical_uid(gpu.unique_id)
+        for ident in (normalise_id(gpu.serial), uids.get(uid) if uid is not None else None):
             if ident is not None and GpuSerial(ident) in ctx.denylist:
                 yield finding(
                     ctx,
@@ -217,6 +268,18 @@ SPECS = (
     spec("device.missing", "a baseline GPU is absent", check_missing, needs_baseline=True),
     spec("device.added", "a GPU the baseline did not have", check_added, needs_baseline=True),
     spec("device.replaced", "same slot (BDF), different serial", check_replaced, needs_baseline=True),
+    spec(
+        "device.identity_changed",
+        "a matched GPU's serial or unique id changed or is no longer reported (a GPU is both)",
+        check_identity_changed,
+        needs_baseline=True,
+    ),
+    spec(
+        "device.duplicate_id",
+        "two GPUs that are not partitions of one device print the same serial or unique id",
+        check_duplicate_ids,
+        plan_can_accept=False,
+    ),
     spec(
         "identity.unverified",
         "a GPU matched by BDF/index only, or without any immutable id",

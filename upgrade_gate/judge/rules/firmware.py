@@ -30,10 +30,15 @@ def _planned(ctx: NodeContext, block: str) -> FirmwareChange | None:
     return next((fw for fw in ctx.plan.change.firmware if glob_match(fw.block, block)), None)
 
 
-def _label(ctx: NodeContext, gpu: Gpu) -> str:
-    pair = next((p for p in ctx.pairs if p.candidate is gpu), None)
-    if pair is not None:
-        return pair.label
+def _labels(ctx: NodeContext) -> dict[int, str]:
+    """Candidate GPU (by object id) -> its pair label, built once (a scan per GPU was quadratic)."""
+    return {id(p.candidate): p.label for p in ctx.pairs if p.candidate is not None}
+
+
+def _label(labels: dict[int, str], gpu: Gpu) -> str:
+    found = labels.get(id(gpu))
+    if found is not None:
+        return found
     return f"bdf={gpu.bdf}" if gpu.bdf is not None else f"index={gpu.index}"
 
 
@@ -45,8 +50,9 @@ def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         if pair.candidate is not None and pair.baseline is not None:
             before_of[id(pair.candidate)] = pair.baseline
     seen_blocks: set[str] = set()
+    labels = _labels(ctx)
     for gpu in sorted(ctx.candidate.gpus, key=lambda g: g.index):
-        label = _label(ctx, gpu)
+        label = _label(labels, gpu)
         was = before_of.get(id(gpu))
         blocks = set(gpu.firmware) | (set(was.firmware) if was is not None else set())
         seen_blocks |= set(gpu.firmware)
@@ -116,8 +122,9 @@ def check_vbios(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """GPU VBIOS vs the baseline and the plan."""
     planned = ctx.plan.change.vbios if ctx.plan is not None else None
     before_of = {id(p.candidate): p.baseline for p in ctx.pairs if p.candidate is not None}
+    labels = _labels(ctx)
     for gpu in sorted(ctx.candidate.gpus, key=lambda g: g.index):
-        label = _label(ctx, gpu)
+        label = _label(labels, gpu)
         was = before_of.get(id(gpu))
         before = was.vbios if was is not None else None
         path = f"gpus[{label}].vbios"

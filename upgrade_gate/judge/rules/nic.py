@@ -7,6 +7,9 @@ Design decisions:
 - Count: CVF phase 3 counts NICs by PCI id (`PHASE3_AMD_NIC_PCI_IDS`, default `1dd8:1002`) against
   `PHASE3_EXPECTED_NIC_COUNT`. The same count is taken from the PCIe links of the snapshot, for nodes
   whose class runs phase 3 and that have NICs (in the baseline, the candidate or the PCIe list).
+  A class whose count the policy declares (`nics.expected_count`) is held to it whatever it shows:
+  none at all blocks a class that declares NICs, and any NIC (RDMA device or PCI id) blocks a class
+  declared NIC-less (0), which otherwise passes without them.
 - Port state: `PORT_ACTIVE` (ibv_devinfo), `ACTIVE` (rdma link) and `Active` (ibstat) all mean
   active; anything else, or unknown, blocks. A lower link rate than the baseline's blocks too.
 - GIDs: fewer than `PHASE3_MIN_GID_COUNT`, unknown, or fewer than the baseline's port blocks (a lost
@@ -74,6 +77,10 @@ def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     t = ctx.policy.thresholds
     ids = {i.lower() for i in t.nic_pci_ids}
     counted = sorted({str(lk.bdf) for lk in ctx.candidate.pcie if (lk.vendor_device or "").lower() in ids})
+    declared = ctx.policy.expected_nics(ctx.node_class)
+    if declared is not None:
+        yield from _declared_count(ctx, entry, declared, counted)
+        return
     has_nics = bool(
         counted or ctx.candidate.nics or _base_nics(ctx) or ctx.candidate.node.labels.get(_NIC_LABEL) == "true"
     )
@@ -86,6 +93,37 @@ def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             path="nics",
             expected=t.expected_nic_count,
             actual=len(counted),
+            evidence="lspci",
+        )
+
+
+def _declared_count(ctx: NodeContext, entry: RuleEntry, declared: int, counted: list[str]) -> Iterable[Finding]:
+    cls = ctx.node_class or "*"
+    rdma = len(ctx.candidate.nics)
+    if declared == 0:
+        if rdma or counted:
+            yield finding(
+                ctx,
+                entry,
+                f"class {cls} is declared without RDMA NICs (policy nics.expected_count: 0) but {rdma} RDMA "
+                f"device(s) and {len(counted)} NIC(s) by PCI id were found",
+                path="nics",
+                expected=0,
+                actual=max(rdma, len(counted)),
+                evidence="ibv_devinfo",
+            )
+        return
+    t = ctx.policy.thresholds
+    found = max(rdma, len(counted))
+    if len(counted) != declared and rdma != declared:
+        yield finding(
+            ctx,
+            entry,
+            f"class {cls} declares {declared} RDMA NICs (policy nics.expected_count) but {rdma} RDMA device(s) "
+            f"and {len(counted)} NIC(s) with PCI id {', '.join(t.nic_pci_ids)} were found",
+            path="nics",
+            expected=declared,
+            actual=found,
             evidence="lspci",
         )
 

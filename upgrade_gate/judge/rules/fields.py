@@ -1,0 +1,109 @@
+"""`field.unplanned`: any compared snapshot field that changed outside the plan blocks.
+
+The generic "value changed outside the plan" judgement behind the coverage table (`judge.coverage`):
+the judge runs it after every other rule, over the same plan-marked diff the `diff` command prints.
+Each unexpected change at a field the table marks `compared` blocks, unless a finding already speaks
+for it: one of the field's named rule at that path (any severity: a policy that softened the rule is
+obeyed), or any blocking finding at that path. Changes at `checked` and `informational` fields are
+left to their rules and reasons; a field the table does not know (a new one nobody decided on) is
+treated as compared: fail closed.
+
+A named rule switched off by the policy for the node's class is respected: its fields are then not
+judged here either. A plan `accept` path (or a planned change) makes the change expected, so it never
+reaches this rule; the policy's `ignore_paths` leave it out of the diff altogether.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.coverage import UNPLANNED, CoverageKind, coverage_of
+from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
+from upgrade_gate.model import Change, ChangeOp, Finding, RuleId, Severity
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+
+def _overlaps(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return long.startswith(short) and long[len(short)] in ".["
+
+
+def _device(path: str) -> str | None:
+    """The label in the first brackets of a path (`gpus[serial=X].numa_node` -> `serial=X`)."""
+    if "[" not in path:
+        return None
+    inner = path.split("[", 1)[1]
+    return inner.split("]", 1)[0]
+
+
+def _covered(change: Change, rule: str, found: Sequence[Finding]) -> bool:
+    device = _device(change.path)
+    # GPU findings name the pair label (`serial=X`), NIC/PCIe ones the bare name or BDF (`ionic_0`).
+    names = {device, device.split("=", 1)[-1]} if device is not None else set()
+    for f in found:
+        at_path = f.path is not None and _overlaps(f.path, change.path)
+        same_device = f.device is not None and f.device in names
+        if f.rule == rule and (at_path or f.device is None or same_device):
+            return True
+        if f.severity is Severity.BLOCK and (at_path or same_device):
+            return True
+    return False
+
+
+def _short(value: object) -> str:
+    text = show(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def unplanned_findings(
+    ctx: NodeContext, entry: RuleEntry, changes: Iterable[Change], found: Sequence[Finding]
+) -> Iterable[Finding]:
+    """Blocking findings for the unexpected changes at compared fields nothing else spoke for."""
+    for change in changes:
+        if change.expected:
+            continue
+        covered = coverage_of(change.path)
+        rule = UNPLANNED
+        field = change.path
+        if covered is not None:
+            field, cov = covered
+            if cov.kind is not CoverageKind.COMPARED:
+                continue
+            rule = cov.rule or UNPLANNED
+        if rule != UNPLANNED:
+            named = ctx.policy.rule_for(RuleId(rule), ctx.node_class)
+            if named is None or not named.enabled:
+                continue  # the policy switched the field's own rule off for this class
+            if _covered(change, rule, found):
+                continue
+        if change.op is ChangeOp.ADDED:
+            what = f"appeared ({_short(change.candidate)})"
+        elif change.op is ChangeOp.REMOVED:
+            what = f"vanished (was {_short(change.baseline)})"
+        else:
+            what = f"changed: {_short(change.baseline)} -> {_short(change.candidate)}"
+        yield finding(
+            ctx,
+            entry,
+            f"{change.path} {what} outside the plan ({field})",
+            device=_device(change.path),
+            path=change.path,
+            expected=change.baseline,
+            actual=change.candidate,
+            evidence="diff",
+        )
+
+
+SPECS = (
+    spec(
+        UNPLANNED,
+        "a compared snapshot field (see judge.coverage) changed outside the plan and no other rule spoke for it",
+        None,
+        needs_baseline=True,
+    ),
+)
