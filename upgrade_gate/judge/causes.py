@@ -197,12 +197,13 @@ def _order(pool: Pool, baseline: Snapshot | None, candidate: Snapshot | None) ->
     taken = pool.take(is_order)
     before = shown.expected if isinstance(shown.expected, list) else []
     after = shown.actual if isinstance(shown.actual, list) else []
-    basis = "" if main is not None else " from its class"
     what = moved_summary(before, after) if before and after else shown.message
+    cls = candidate.node.node_class if candidate is not None else None
+    head = "GPU enumeration order changed" if main is not None else f"GPU order departs from class {cls or '?'}"
     pool.add(
         "device.order",
         taken,
-        f"GPU enumeration order changed{basis}: {what}",
+        f"{head}: {what}",
         category=CauseCategory.DRIVER,
         owner=owner_of("device.order_changed"),
         next_step=(_order_pin(baseline, candidate) or main.hint) if main is not None else None,

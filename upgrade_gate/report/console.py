@@ -54,7 +54,8 @@ def _cause_line(node: str, cause: Cause, name_width: int, width: int) -> Text:
 
 
 def _who(cause: Cause) -> str:
-    return f"{cause.category.value}, {one_line(cause.owner)}"
+    rules = f"; {', '.join(cause.rules)}" if cause.rules else ""
+    return f"{cause.category.value}, {one_line(cause.owner)}{rules}"
 
 
 def _step_lines(who: str, step: str, width: int) -> list[str]:
@@ -62,7 +63,7 @@ def _step_lines(who: str, step: str, width: int) -> list[str]:
     lines: list[str] = []
     parts = one_line(step).split("; ")
     if cell_len(f"{_INDENT}{who}: next: {parts[0]}") > width:
-        lines.append(_INDENT + who)
+        lines.append(_fit(_INDENT + who, width))
     for part in parts:
         lead = (
             f"{_INDENT}{who}: next: "
@@ -140,7 +141,7 @@ def _node_block(
             for line in _step_lines(_who(cause), cause.next_step, ctx.width):
                 console.print(Text(line, style="green"))
         else:
-            console.print(Text(_INDENT + _who(cause), style="dim"))
+            console.print(Text(_fit(_INDENT + _who(cause), ctx.width), style="dim"))
 
 
 def _passing(nodes: list[NodeReport], width: int) -> str:
