@@ -183,6 +183,17 @@ class KernelEvent:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RocmLibrary:
+    """One shared library of the node's ROCm tree (probe `rocm_libs`), keyed by soname."""
+
+    soname: str
+    path: str  # the real file, host root stripped
+    symbols_sha256: str  # hash of the exported symbol set (name@version binding type)
+    symbol_count: int
+    file_sha256: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Measurement:
     """A metric with its samples and the settings that produced it.
 
@@ -283,6 +294,7 @@ class Snapshot:
     phases: tuple[PhaseResult, ...] = ()
     probes: tuple[ProbeStatus, ...] = ()
     evidence_issues: tuple[EvidenceIssue, ...] = ()  # conflicting or error-text evidence (blocks)
+    libraries: tuple[RocmLibrary, ...] | None = None  # None: not recorded (older capture, probe failed)
 
 
 def measurements_of(snapshot: Snapshot) -> tuple[Measurement, ...]:

@@ -85,6 +85,9 @@ def register(app: typer.Typer) -> None:
     window.command("promote")(window_promote_cmd)
     window.command("rollback")(window_rollback_cmd)
     window.command("status")(window_status_cmd)
+    from upgrade_gate.cli import rollout_cmds
+
+    rollout_cmds.register(window)
     app.add_typer(window, name="window")
 
 
@@ -115,8 +118,26 @@ def _actor(by: str | None) -> Actor:
         who = by or os.environ.get("USER") or getpass.getuser()
     except OSError:
         who = "unknown"
-    now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    return Actor(by=who, at=now)
+    return Actor(by=who, at=clock_now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def clock_now() -> datetime:
+    """The one clock of the window commands: now, or `UPGRADE_GATE_NOW` (ISO 8601) for replays and tests."""
+    fixed = os.environ.get("UPGRADE_GATE_NOW")
+    if fixed:
+        try:
+            value = datetime.fromisoformat(fixed.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"UPGRADE_GATE_NOW={fixed!r}: not an ISO 8601 time") from None
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def now_from_actor(actor: Actor) -> datetime:
+    """The actor's time as a datetime."""
+    from upgrade_gate.fleet.rollout import parse_time
+
+    return parse_time(actor.at)
 
 
 def _run_id() -> str:
@@ -341,12 +362,18 @@ def window_validate_cmd(
 def window_promote_cmd(
     window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
     by: str | None = _BY,
+    skip_soak: bool = typer.Option(False, "--skip-soak", help="Promote before the soak completed (needs --reason)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why the soak is cut short (recorded)."),
 ) -> ExitCode:  # fmt: skip
-    """After a PASS: save the new baselines tagged with the target version, untaint and uncordon."""
+    """After a PASS (and the plan's soak): save the new baselines tagged with the target, untaint, uncordon."""
     from upgrade_gate.fleet.window import promote_window
 
+    if skip_soak and not (reason or "").strip():
+        raise UsageError("--skip-soak needs --reason TEXT (it is recorded in the window's history)")
+    if reason is not None and not skip_soak:
+        raise UsageError("--reason goes with --skip-soak")
     with _client(kubeconfig, context) as client, _store(store) as st:
-        record = promote_window(client, st, window_id, actor=_actor(by))
+        record = promote_window(client, st, window_id, actor=_actor(by), skip_soak_reason=reason if skip_soak else None)
     base = record.doc["baseline"]
     typer.echo(f"window {record.id}: promoted; baselines saved at {base['commit'][:12]} tagged {base['tag']}; "
                f"{', '.join(record.canaries)} schedulable again")  # fmt: skip
@@ -410,3 +437,7 @@ def _print_record(record: WindowRecord) -> None:
         typer.echo(f"  baselines: {doc['baseline']['commit'][:12]} tagged {doc['baseline']['tag']}")
     for h in doc["history"]:
         typer.echo(f"  {h['at']}  {h['action']:<9} {h['by']}" + (f"  ({h['note']})" if h.get("note") else ""))
+    from upgrade_gate.fleet.window_rollout import rollout_lines
+
+    for line in rollout_lines(doc, clock_now()):
+        typer.echo(f"  {line}")

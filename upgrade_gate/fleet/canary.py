@@ -88,9 +88,15 @@ def select_canaries(
     *,
     class_label: str = NODE_CLASS,
     busy: Mapping[str, Sequence[str]] | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> CanarySelection:
-    """Pick canaries per class (see the module docstring); ConfigError for an impossible explicit list."""
+    """Pick canaries per class (see the module docstring); ConfigError for an impossible explicit list.
+
+    `held` (node -> window id) are nodes other open windows hold: they are not candidates, and they
+    count against their class's share, so all windows of a class together stay within its cap.
+    """
     busy = busy or {}
+    held = held or {}
     by_class: dict[str, list[KubeNode]] = {}
     excluded: list[tuple[NodeName, str]] = []
     for node in sorted(nodes, key=lambda n: n.name):
@@ -107,15 +113,18 @@ def select_canaries(
     shares: list[ClassShare] = []
     for cls, members in sorted(by_class.items()):
         eligible: list[KubeNode] = []
+        taken = sorted({held[n.name] for n in members if n.name in held})
         for node in members:
-            why = ineligible_reason(node)
+            why = f"held by open window {held[node.name]}" if node.name in held else ineligible_reason(node)
             if why is None:
                 eligible.append(node)
             else:
                 excluded.append((node.name, why))
                 if node.name in explicit:
                     raise ConfigError(f"plan canaries.nodes: {node.name} cannot be a canary: {why}")
-        allowed = allowed_count(len(members), settings)
+        cap = allowed_count(len(members), settings)
+        in_use = sum(1 for n in members if n.name in held)
+        allowed = max(0, cap - in_use)
         if explicit:
             picked = [n for n in eligible if n.name in explicit]
             if len(picked) > allowed:
@@ -131,7 +140,10 @@ def select_canaries(
             pods = tuple(busy.get(node.name, ()))
             canaries.append(Canary(node=node.name, node_class=cls, idle=not pods, busy_pods=pods))
         for node in eligible:
-            if node not in picked:
+            if node not in picked and in_use:
+                excluded.append((node.name, f"class {cls} disruption cap {cap}: {in_use} node(s) held by open "
+                                            f"window(s) {', '.join(taken)}"))  # fmt: skip
+            elif node not in picked:
                 excluded.append((node.name, f"not needed: class {cls} share is {allowed}"))
         shares.append(
             ClassShare(node_class=cls, size=len(members), eligible=len(eligible), allowed=allowed, chosen=len(picked))

@@ -52,18 +52,28 @@ from upgrade_gate.fleet.labels import (
     sanitize_label_value,
 )
 from upgrade_gate.fleet.objects import KubeNode, Taint
+from upgrade_gate.fleet.rollout import (
+    begin_soak,
+    held_nodes,
+    parse_time,
+    record_wave_done,
+    skip_soak,
+    soak_enabled,
+    soak_status,
+)
 from upgrade_gate.fleet.window_state import (
     State,
     WindowRecord,
     WindowStateError,
     event,
     find_window,
+    list_windows,
     load_candidate,
     load_window,
     save_candidate,
     save_window,
 )
-from upgrade_gate.judge.plan import ChangePlan, plan_from_dict, read_document
+from upgrade_gate.judge.plan import ChangePlan, format_duration, plan_from_dict, read_document
 from upgrade_gate.judge.policy import Policy
 from upgrade_gate.model import (
     ClassReference,
@@ -152,11 +162,13 @@ def plan_window(
         for node in nodes:
             if not node.unschedulable and node.labels.get(class_label):
                 busy[node.name] = client.gpu_pods_on_node(node.name)
-    selection = select_canaries(nodes, plan.canaries, class_label=class_label, busy=busy)
+    held = held_nodes([w.doc for w in list_windows(store)], None, exclude=wid)
+    selection = select_canaries(nodes, plan.canaries, class_label=class_label, busy=busy, held=held)
     if not selection.canaries:
+        reasons = sorted({why for _, why in selection.excluded})
         raise InputError(
             f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching {selector!r} "
-            f"(node class label {class_label})"
+            f"(node class label {class_label})" + (f": {'; '.join(reasons[:5])}" if reasons else "")
         )
     doc: dict[str, Any] = {
         "schema_version": "1",
@@ -303,9 +315,13 @@ def validate_window(
     for snap in candidates.values():
         save_candidate(store, window_id, snap)
     passed = report.verdict is Verdict.PASS and not any(errors.values())
-    state = State.VALIDATED if passed else State.BLOCKED
+    soak = passed and soak_enabled(plan)
+    state = (State.SOAKING if soak else State.VALIDATED) if passed else State.BLOCKED
     per_node = {r.node: r.verdict for r in report.nodes}
     doc = dict(record.doc, state=str(state))
+    doc.pop("soak", None)
+    if soak:
+        begin_soak(doc, plan.soak, at=actor.at)
     doc["validation"] = {
         "verdict": "PASS" if passed else "BLOCK",
         "at": actor.at,
@@ -326,7 +342,12 @@ def validate_window(
     for name, node in found.items():
         if node is not None and not any("vanished" in e for e in errors[name]):
             client.patch_node_labels(name, {WINDOW_STATE: str(state)})
-    event(doc, action="validate", by=actor.by, at=actor.at, note=f"verdict {doc['validation']['verdict']}")
+    wave = int(doc.get("rollout", {}).get("wave", 0))
+    note = f"verdict {doc['validation']['verdict']}" + (f" (wave {wave})" if wave else "")
+    if soak:
+        every = format_duration(plan.soak.every_s)
+        note += f"; soaking {format_duration(plan.soak.duration_s)}, observed every {every}"
+    event(doc, action="validate", by=actor.by, at=actor.at, note=note)
     saved = save_window(store, doc, f"window {window_id}: {state}")
     return Validation(
         record=saved, report=report, results=results, errors=errors, candidates=candidates,
@@ -369,20 +390,48 @@ def judge_inputs(
 # --------------------------------------------------------------------------- promote / rollback
 
 
-def promote_window(client: KubeClient, store: BaselineStore, window_id: str, *, actor: Actor) -> WindowRecord:
-    """Save the judged snapshots as baselines (tagged), untaint and uncordon; record `promoted`."""
+def promote_window(
+    client: KubeClient,
+    store: BaselineStore,
+    window_id: str,
+    *,
+    actor: Actor,
+    skip_soak_reason: str | None = None,
+) -> WindowRecord:
+    """Save the judged snapshots as baselines (tagged), untaint and uncordon; record `promoted`.
+
+    From `soaking`, only once the soak is complete (see `fleet.rollout`), or with `skip_soak_reason`.
+    """
     from upgrade_gate.store.gitstore import TagExistsError
 
     record = load_window(store, window_id)
     record.check("promote")
     plan = window_plan(record)
     doc = dict(record.doc)
+    if record.state is State.SOAKING:
+        status = soak_status(doc, parse_time(actor.at))
+        assert status is not None, "a soaking window records its soak"
+        if skip_soak_reason is not None and not status.failed:
+            if not skip_soak_reason.strip():
+                raise InputError("--reason: say why the soak is cut short")
+            skip_soak(doc, by=actor.by, at=actor.at, reason=skip_soak_reason)
+            event(doc, action="skip-soak", by=actor.by, at=actor.at, note=f"{status.summary()}; {skip_soak_reason}")
+            record = save_window(store, doc, f"window {window_id}: soak skipped")
+            doc = dict(record.doc)
+        elif status.blockers():
+            raise WindowStateError(
+                f"window {window_id} is soaking: {'; '.join(status.blockers())}; promote when the soak is complete "
+                "(`window observe` records observations), or `promote --skip-soak --reason TEXT`"
+            )
     if "baseline" not in doc:
         try:
             snaps = [load_candidate(store, window_id, n) for n in record.canaries]
         except NotFoundError as exc:
             raise WindowStateError(f"window {window_id}: a judged snapshot is missing ({exc}); validate again") from exc
         tag = target_tag(plan)
+        wave = int(doc.get("rollout", {}).get("wave", 0))
+        if wave:
+            tag = f"{tag}+{window_id}.wave{wave}"
         message = f"window {window_id}: promote {plan.id} on {', '.join(record.canaries)}"
         try:
             sha = store.save(snaps, tag=tag, message=message)
@@ -405,6 +454,7 @@ def promote_window(client: KubeClient, store: BaselineStore, window_id: str, *, 
             annotations={CORDONED_BY: None},
         )
     doc["state"] = str(State.PROMOTED)
+    record_wave_done(doc, plan, at=actor.at)
     event(doc, action="promote", by=actor.by, at=actor.at, note=f"baselines tagged {doc['baseline']['tag']}")
     return save_window(store, doc, f"window {window_id}: promoted")
 
