@@ -19,6 +19,15 @@ Claims run in a fixed order, each taking the findings its fault explains from th
 5. firmware and VBIOS findings of a node (baseline or class) are one cause, software ones per field;
 6. everything else: one cause per rule (per probe tool for evidence, per aspect for the odd one out).
 Fleet findings: the failed checklist items of one checklist are one cause.
+
+Design decisions:
+- Claims read a finding's rule, path, device and expected/actual values, never its message: the path is
+  the finding's address in the grammar the diff and the plan globs share (`gpus[serial=X].firmware.PM`,
+  `measurements[key=mesh/all_reduce/busbw/1024]`), so a reworded message cannot regroup anything.
+- Folding never hides: a folded finding keeps its severity (the fallback's absent readings still block
+  until the rules say otherwise), the cause counts it, `--verbose` and every report file list it.
+- Snapshots are read where a finding cannot say enough: the missing GPUs (identity matching, as the rules
+  do), the `ROCR_VISIBLE_DEVICES` pin in baseline order, which probe stood in for which.
 """
 
 from __future__ import annotations
