@@ -252,3 +252,27 @@ def test_metric_labels_escape_quotes_and_newlines() -> None:
     from upgrade_gate.report.prometheus import _label
 
     assert _label('a"b\nc\\') == 'a\\"b\\nc\\\\'
+
+
+def test_window_page_draws_each_canarys_observations_against_its_baseline() -> None:
+    from upgrade_gate.report.window_html import render_window_html
+
+    doc: dict[str, object] = {
+        "id": "w1",
+        "state": "soaking",
+        "change_id": "rocm-6.2.0",
+        "canaries": [{"node": "n1", "class": "c"}],
+        "history": [{"at": _iso(T0), "action": "validate", "by": "op", "state": "soaking", "note": "<b>x</b>"}],
+    }
+    plan = plan_from_dict(_plan(soak={"duration": "72h", "every": "6h"}), source="p")
+    begin_soak(doc, plan.soak, at=_iso(T0))
+    for hour, bw in ((6, 300.0), (12, 290.0), (18, 281.0)):
+        causes = [] if hour < 18 else ["<script>"]
+        metrics = {"n1": {"mesh/all_reduce/avg_busbw": bw, "kernel_events": 0.0}}
+        add_observation(
+            doc, at=_iso(T0 + timedelta(hours=hour)), by="cron", nodes={"n1": (hour < 18, causes)}, metrics=metrics
+        )
+    page = render_window_html(doc, {"n1": {"mesh/all_reduce/avg_busbw": 305.0, "kernel_events": 0.0}})
+    assert page.count("<svg") == 2  # bus bandwidth and kernel events over time
+    assert "baseline" in page and "&lt;script&gt;" in page and "<script>" not in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page

@@ -45,7 +45,7 @@ def list_libraries(roots: Sequence[Path], *, cache_dir: Path | None, workers: in
     """The listing document of every shared library under `roots` (InputError for a bad root)."""
     entries: list[dict[str, Any]] = []
     for root in roots:
-        tree = read_library_tree(root, cache_dir=cache_dir, workers=workers)
+        tree = read_library_tree(root, cache_dir=cache_dir, workers=workers, allow_empty=True)
         for key, item in tree.libraries.items():
             entries.append(
                 {

@@ -264,8 +264,10 @@ def read_library_tree(
     cache_dir: Path | None,
     workers: int | None = None,
     memo: dict[tuple[int, ...], ElfAbi] | None = None,
+    allow_empty: bool = False,
 ) -> LibraryTree:
-    """Every host shared library under `root`; InputError when there is none (nothing to compare)."""
+    """Every host shared library under `root`; InputError when there is none (nothing to compare),
+    unless `allow_empty` (the snapshot's listing records "none", which the gate compares with the baseline)."""
     files, aliases, not_elf = library_files(root)
     abis, hits = scan(files, cache_dir=cache_dir, workers=workers, memo=memo)
     libraries: dict[str, ElfFile] = {}
@@ -279,7 +281,7 @@ def read_library_tree(
             duplicates.append(str(path))
             continue
         libraries[item.key] = item
-    if not libraries:
+    if not libraries and not allow_empty:
         raise InputError(f"{root}: no shared library (lib*.so*) found in this tree")
     return LibraryTree(
         root=str(root),

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import shutil
 from pathlib import Path
 
 from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, GpuSpec, NicSpec, NodeSpec
@@ -257,27 +256,5 @@ def write_host_facts(host: Path, spec: NodeSpec) -> None:
     lib = host / "opt" / "rocm" / "lib"
     lib.mkdir(parents=True)
     real = rccl_library_name(spec.rocm_version)
-    # rccl_library reads the name only: the versioned file is a placeholder, not an ELF file. rocm_libs
-    # (`upgrade-gate abi-list`) lists the ELF files of the tree, and a tree without one is an error there:
-    # one small real shared object stands in under a fixed name, an extension module of this Python (the
-    # same bytes and name for every fake node and ROCm version on a host, so baselines and candidates agree).
-    (lib / real).write_bytes(b"placeholder: the fake node has no ROCm libraries\n")
-    shutil.copyfile(_stand_in_library(), lib / STAND_IN_LIBRARY)
+    (lib / real).write_bytes(b"")  # the probe reads the name; no ELF magic, so the ELF reader skips it
     (lib / "librccl.so.1").symlink_to(real)
-
-
-STAND_IN_LIBRARY = "libfakenode_standin.so.1"
-"""The one ELF shared object in a fake node's /opt/rocm/lib (see `_write_host_tree`)."""
-
-
-def _stand_in_library() -> Path:
-    """A small ELF shared object every CPython install has: one of its own extension modules."""
-    import glob
-    import sysconfig
-
-    folder = sysconfig.get_config_var("DESTSHARED") or ""
-    for name in ("_json", "_bisect", "_heapq", "_random"):
-        found = sorted(glob.glob(f"{glob.escape(folder)}/{name}.*.so"))
-        if found:
-            return Path(found[0])
-    raise RuntimeError(f"no CPython extension module under {folder!r} to stand in for a ROCm library")

@@ -8,7 +8,11 @@ Rules (DESIGN.md "Fail closed": canary selection never disrupts more than a capp
   With the defaults a class of 8 gets one canary (10% of 8 rounds down to 0, and at least one).
 - Eligible: schedulable (a node someone already cordoned is never taken: it is being drained or repaired
   by someone else, and uncordoning it at promote would undo their work), not already a canary of
-  another window, not tainted NoSchedule/NoExecute by anyone else, and not NotReady.
+  another window, not NotReady, and every NoSchedule/NoExecute taint tolerated by the tolerations the
+  Jobs carry (`JobSettings.tolerations`, plus `--tolerate`): fleets keep permanent taints (a dedicated
+  GPU pool) that their Jobs tolerate, while `node.kubernetes.io/not-ready` on a new node is not.
+- Every node passed over is listed with its reason (the window records them; `window plan` prints
+  them when no canary could be chosen).
 - `prefer_idle`: nodes with no non-DaemonSet pod asking for GPUs come first (the caller finds those pods
   with `KubeClient.gpu_pods_on_node`); within a group, by name, so a plan is reproducible.
 - Explicit `canaries.nodes` in the plan replace the choice, but each must exist, have a class and be
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ConfigError
 from upgrade_gate.fleet.labels import CANARY, NODE_CLASS
+from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.judge.plan import CanarySettings
 from upgrade_gate.model import NodeName
@@ -60,17 +65,19 @@ class CanarySelection:
     excluded: tuple[tuple[NodeName, str], ...]
 
 
-def ineligible_reason(node: KubeNode) -> str | None:
+def ineligible_reason(node: KubeNode, tolerations: Sequence[Toleration] = JobSettings().tolerations) -> str | None:
     """Why a node cannot be a canary, or None."""
     if node.unschedulable:
         return "already cordoned (someone else's maintenance)"
     if CANARY in node.labels:
         return f"already a canary of change {node.labels[CANARY]}"
-    for taint in node.taints:
-        if taint.effect in _BLOCKING_EFFECTS:
-            return f"tainted {taint}"
     if node.ready is False:
         return "NotReady"
+    for taint in node.taints:
+        if taint.effect in _BLOCKING_EFFECTS and not any(
+            t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations
+        ):
+            return f"tainted {taint}, which the Jobs do not tolerate (--tolerate to add a toleration)"
     return None
 
 
@@ -89,6 +96,7 @@ def select_canaries(
     class_label: str = NODE_CLASS,
     busy: Mapping[str, Sequence[str]] | None = None,
     held: Mapping[str, str] | None = None,
+    tolerations: Sequence[Toleration] = JobSettings().tolerations,
 ) -> CanarySelection:
     """Pick canaries per class (see the module docstring); ConfigError for an impossible explicit list.
 
@@ -115,7 +123,9 @@ def select_canaries(
         eligible: list[KubeNode] = []
         taken = sorted({held[n.name] for n in members if n.name in held})
         for node in members:
-            why = f"held by open window {held[node.name]}" if node.name in held else ineligible_reason(node)
+            why = (
+                f"held by open window {held[node.name]}" if node.name in held else ineligible_reason(node, tolerations)
+            )
             if why is None:
                 eligible.append(node)
             else:

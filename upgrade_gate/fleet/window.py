@@ -6,8 +6,9 @@ cluster, and writes the record back, so any operator can continue a window anoth
 What each step does to the canary nodes (by merge patch; taints read-modify-write, see `fleet.kube`):
 - start: annotation `upgrade-gate/cordoned-by=<window id>` first (so a crash after the cordon still
   tells whose cordon it is), cordon, taint `upgrade-gate/canary=<change>:NoSchedule`, labels
-  `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`. Idempotent: repeating it
-  after a crash finishes the job.
+  `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`, then the canaries' GPU pods
+  are evicted through the Eviction API (`fleet.drain`; `--no-drain` skips it). Idempotent: repeating
+  it after a crash or a drain that timed out finishes the job.
 - validate: capture and CVF phases through the executor (Jobs tolerate the canary taint and are pinned
   with nodeName, so they run on the cordoned node), CVF labels/annotations written as CVF does, then
   the judge against each canary's baseline and its class reference from the store. PASS ->
@@ -32,12 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.errors import InputError, NotFoundError
 from upgrade_gate.fleet.canary import CanarySelection, select_canaries
+from upgrade_gate.fleet.cronjobs import soak_cronjob, soak_cronjob_name
+from upgrade_gate.fleet.drain import drain_node
 from upgrade_gate.fleet.errors import KubeNotFoundError
 from upgrade_gate.fleet.executor import (
     ExecutorSettings,
     capture_nodes,
     load_cluster_config,
     run_phases,
+    stop_leftovers,
     write_cvf_labels,
 )
 from upgrade_gate.fleet.jobs import NodeRunResult
@@ -51,6 +55,7 @@ from upgrade_gate.fleet.labels import (
     WINDOW_STATE,
     sanitize_label_value,
 )
+from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode, Taint
 from upgrade_gate.fleet.rollout import (
     begin_soak,
@@ -149,6 +154,7 @@ def plan_window(
     namespace: str,
     class_label: str = NODE_CLASS,
     selector: str | None = NFD_AMD_GPU + "=true",
+    tolerations: Sequence[Toleration] = JobSettings().tolerations,
 ) -> tuple[WindowRecord, CanarySelection]:
     """Choose the canaries per class and record the window as `planned`."""
     plan, raw, digest = load_plan_document(plan_path)
@@ -163,12 +169,14 @@ def plan_window(
             if not node.unschedulable and node.labels.get(class_label):
                 busy[node.name] = client.gpu_pods_on_node(node.name)
     held = held_nodes([w.doc for w in list_windows(store)], None, exclude=wid)
-    selection = select_canaries(nodes, plan.canaries, class_label=class_label, busy=busy, held=held)
+    selection = select_canaries(
+        nodes, plan.canaries, class_label=class_label, busy=busy, tolerations=tolerations, held=held
+    )
     if not selection.canaries:
-        reasons = sorted({why for _, why in selection.excluded})
+        why = "".join(f"\n  {node}: {reason}" for node, reason in selection.excluded)
         raise InputError(
             f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching {selector!r} "
-            f"(node class label {class_label})" + (f": {'; '.join(reasons[:5])}" if reasons else "")
+            f"(node class label {class_label})" + (f"; passed over:{why}" if why else "")
         )
     doc: dict[str, Any] = {
         "schema_version": "1",
@@ -206,8 +214,17 @@ def _nodes(client: KubeClient, names: Sequence[NodeName]) -> dict[NodeName, Kube
     return out
 
 
-def start_window(client: KubeClient, store: BaselineStore, window_id: str, *, actor: Actor) -> WindowRecord:
-    """Cordon, taint and label the canaries; record `started`."""
+def start_window(
+    client: KubeClient,
+    store: BaselineStore,
+    window_id: str,
+    *,
+    actor: Actor,
+    drain: bool = True,
+    drain_timeout_s: float = 300.0,
+    poll_s: float = 2.0,
+) -> WindowRecord:
+    """Cordon, taint and label the canaries, then evict their GPU pods (unless `drain` is off); record `started`."""
     record = load_window(store, window_id)
     record.check("start")
     value = change_label(record.doc["change_id"])
@@ -228,8 +245,14 @@ def start_window(client: KubeClient, store: BaselineStore, window_id: str, *, ac
         )
         client.cordon(name)
         client.add_taint(name, Taint(key=CANARY, value=value, effect="NoSchedule"))
+    evicted: list[str] = []
+    if drain:  # after the cordon and taint, so that nothing new lands while the GPU pods leave
+        for name in nodes:
+            evicted += drain_node(client, name, timeout_s=drain_timeout_s, poll_s=poll_s)
+    note = "cordoned and tainted " + ", ".join(nodes)
+    note += (f"; evicted {', '.join(evicted)}" if evicted else "; no GPU pods to evict") if drain else "; --no-drain"
     doc = dict(record.doc, state=str(State.STARTED))
-    event(doc, action="start", by=actor.by, at=actor.at, note="cordoned and tainted " + ", ".join(nodes))
+    event(doc, action="start", by=actor.by, at=actor.at, note=note)
     return save_window(store, doc, f"window {window_id}: started")
 
 
@@ -262,8 +285,12 @@ def validate_window(
     progress: Progress | None = None,
     checklists: Sequence[Checklist] = (),
     attestations: Mapping[str, str] | None = None,
+    soak_cronjob_enabled: bool = True,
 ) -> Validation:
-    """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`."""
+    """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`.
+
+    A PASS under a plan with a soak records `soaking` and (unless `soak_cronjob_enabled` is off) creates the
+    CronJob that observes the canaries (`fleet.cronjobs`)."""
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.snapshot.build import build_snapshot
 
@@ -278,6 +305,8 @@ def validate_window(
             errors[name].append(f"node vanished: {name} no longer exists")
     nodes = [n for n in found.values() if n is not None]
     config = load_cluster_config(client, settings.jobs.namespace)
+    # a validate that died (API outage, killed operator) may have left Jobs holding the canaries' GPUs
+    stop_leftovers(client, settings.jobs.namespace, [n.name for n in nodes], poll_s=settings.poll_s)
     bundles = capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture) if nodes else {}
     snapshots: dict[NodeName, Snapshot] = {}
     for name, bundle in bundles.items():
@@ -322,6 +351,11 @@ def validate_window(
     doc.pop("soak", None)
     if soak:
         begin_soak(doc, plan.soak, at=actor.at)
+        if soak_cronjob_enabled:
+            client.apply_cronjob(
+                soak_cronjob(window_id, plan.soak.every_s, settings.jobs, command=settings.upgrade_gate_argv),
+                settings.jobs.namespace,
+            )
     doc["validation"] = {
         "verdict": "PASS" if passed else "BLOCK",
         "at": actor.at,
@@ -453,6 +487,7 @@ def promote_window(
             labels={CANARY: None, CHANGE_ID: value, WINDOW_STATE: str(State.PROMOTED)},
             annotations={CORDONED_BY: None},
         )
+    client.delete_cronjob(soak_cronjob_name(window_id), str(doc["namespace"]))
     doc["state"] = str(State.PROMOTED)
     record_wave_done(doc, plan, at=actor.at)
     event(doc, action="promote", by=actor.by, at=actor.at, note=f"baselines tagged {doc['baseline']['tag']}")
@@ -472,6 +507,7 @@ def rollback_window(
             client.patch_node_metadata(
                 name, labels={WINDOW_STATE: str(State.ROLLED_BACK)}, annotations={ROLLBACK_REASON: reason}
             )
+    client.delete_cronjob(soak_cronjob_name(window_id), str(record.doc["namespace"]))
     doc = dict(record.doc, state=str(State.ROLLED_BACK), rollback_reason=reason)
     event(doc, action="rollback", by=actor.by, at=actor.at, note=reason)
     return save_window(store, doc, f"window {window_id}: rolled back")

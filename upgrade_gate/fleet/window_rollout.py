@@ -112,7 +112,10 @@ def observe_window(
         for name in record.canaries
     }
     metrics: dict[str, dict[str, float]] = {
-        name: {m.key: sorted(m.samples)[len(m.samples) // 2] for m in _measurements(snap) if m.key in _KEY_METRICS}
+        name: {
+            **{m.key: sorted(m.samples)[len(m.samples) // 2] for m in _measurements(snap) if m.key in _KEY_METRICS},
+            "kernel_events": float(len(snap.events)),
+        }
         for name, snap in candidates.items()
     }
     doc = dict(record.doc)
