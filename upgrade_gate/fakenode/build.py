@@ -3,8 +3,7 @@
 Layout under `root`:
 - `bin/`: one stub per tool (rocminfo, amd-smi, rocm-smi, lspci, ibv_devinfo, rdma, uname, dmesg,
   rvs, agfhc, all_reduce_perf, all_gather_perf, ib_write_bw, mpirun) and a link to the host's real
-  `grep` (file-read probes run `grep -H .` over the host-root tree); `upgrade-gate` itself (the
-  `rocm_libs` probe runs `upgrade-gate abi-list`, as on a real node where the gate is installed);
+  `grep` (file-read probes run `grep -H .` over the host-root tree);
 - `lib/_replay/`: a copy of `upgrade_gate.fakenode._replay`, the stdlib-only code the stubs run;
 - `replay/<tool>.marshal`: what each tool answers (see `_replay.main`; `<tool>.json` is the same table
   for people, the tools read the marshal form because importing json costs start-up time);
@@ -131,7 +130,6 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
         (data_dir / f"{tool}.marshal").write_bytes(marshal.dumps(table))
         (data_dir / f"{tool}.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
         _write_stub(bin_dir / tool, tool, lib_dir, data_dir)
-    _write_self(bin_dir / "upgrade-gate")
     _write_host_tree(host_root, spec)
     _write_self(bin_dir / "upgrade-gate")
     return FakeNode(spec=spec, faults=faults, root=root, bin_dir=bin_dir, host_root=host_root)
@@ -249,23 +247,6 @@ def _perftest_params(spec: NodeSpec) -> dict[str, Any]:
         "client": load_template("perftest-ib_write_bw-client.txt"),
         "server": load_template("perftest-ib_write_bw-server.txt"),
     }
-
-
-def _write_self(path: Path) -> None:
-    """`upgrade-gate` itself, as installed on a real node that runs `capture`: the `rocm_libs` probe runs
-    `upgrade-gate abi-list`. It imports this very package (from where it was imported), not another copy."""
-    import upgrade_gate
-
-    package_parent = Path(upgrade_gate.__file__).resolve().parent.parent
-    path.write_text(
-        f"#!{sys.executable}\n"
-        "import sys\n"
-        f"sys.path.insert(0, {str(package_parent)!r})\n"
-        "from upgrade_gate.cli.main import main\n"
-        "main()\n",
-        encoding="utf-8",
-    )
-    path.chmod(0o755)
 
 
 def _write_stub(path: Path, tool: str, lib_dir: Path, data_dir: Path) -> None:
