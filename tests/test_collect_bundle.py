@@ -21,7 +21,7 @@ from upgrade_gate.collect.bundle import (
     load_bundle,
     write_bundle,
 )
-from upgrade_gate.collect.members import BundleLimits
+from upgrade_gate.collect.members import DEFAULT_LIMITS, BundleLimits
 from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import BundleError, EnvironmentFailure, ExitCode, NotFoundError, SchemaError
 from upgrade_gate.model import NodeName
@@ -127,7 +127,7 @@ def test_load_bundle_refuses_huge_header_before_reading_content(tmp_path: Path) 
     info.size = 100 * 1024**3
     path = tmp_path / "bomb.tar.gz"
     path.write_bytes(gzip.compress(info.tobuf(tarfile.PAX_FORMAT) + b"\0" * 1024))
-    _refused(path, "over the 67108864-byte member limit")
+    _refused(path, f"over the {DEFAULT_LIMITS.max_member_bytes}-byte member limit")
 
 
 def test_load_bundle_refuses_member_not_in_manifest(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from upgrade_gate.collect.probes import (
     DEFAULT_TIMEOUT_S,
     GREP_ARGV,
+    READLINK_ARGV,
     probe_catalogue,
     probe_names,
 )
@@ -45,6 +46,10 @@ PINNED = {
     "rocm_version": (GREP_ARGV, "sysfs-grep"),
     "kernel": (("uname", "-r"), "uname-r"),
     "dmesg": (("dmesg",), "dmesg"),
+    "bios": (GREP_ARGV, "host-files"),
+    "kernel_cmdline": (GREP_ARGV, "host-files"),
+    "os_release": (GREP_ARGV, "host-files"),
+    "rccl_library": (READLINK_ARGV, "readlink-rccl"),
 }
 
 
@@ -122,3 +127,35 @@ def test_catalogue_relative_host_root_becomes_absolute(tmp_path: Path, monkeypat
 
 def test_catalogue_timeout_override_applies_to_every_probe(tmp_path: Path) -> None:
     assert {p.timeout_s for p in probe_catalogue(tmp_path, timeout_s=2.5)} == {2.5}
+
+
+def test_host_fact_probes_read_dmi_cmdline_os_release_and_the_rccl_soname(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    dmi = root / "sys/devices/virtual/dmi/id"
+    dmi.mkdir(parents=True)
+    for name, value in (("bios_vendor", "AMI"), ("bios_version", "2.1"), ("bios_date", "03/15/2024")):
+        (dmi / name).write_text(value + "\n")
+    (root / "sys/class/dmi").mkdir(parents=True)
+    os.symlink("../../devices/virtual/dmi/id", root / "sys/class/dmi/id")  # as on a real host
+    (root / "proc").mkdir()
+    (root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro iommu=pt\n")
+    (root / "usr/lib").mkdir(parents=True)
+    (root / "usr/lib/os-release").write_text("ID=ubuntu\n")
+    (root / "etc").mkdir()
+    os.symlink("../usr/lib/os-release", root / "etc/os-release")
+    lib = root / "opt/rocm/lib"
+    lib.mkdir(parents=True)
+    (lib / "librccl.so.1.0.70200").write_bytes(b"")
+    os.symlink("librccl.so.1.0.70200", lib / "librccl.so.1")
+    probes = {p.name: p for p in probe_catalogue(root)}
+    assert probes["bios"].argv[3:] == tuple(f"{root}/sys/class/dmi/id/bios_{f}" for f in ("vendor", "version", "date"))
+    assert probes["kernel_cmdline"].argv[3:] == (f"{root}/proc/cmdline",)
+    assert probes["os_release"].argv[3:] == (f"{root}/etc/os-release", f"{root}/usr/lib/os-release")
+    assert probes["rccl_library"].argv == (*READLINK_ARGV, f"{root}/opt/rocm/lib/librccl.so.1")
+    assert all(probes[n].required and probes[n].skip_reason is None for n in ("bios", "os_release", "rccl_library"))
+
+
+def test_host_fact_probes_without_files_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    probes = {p.name: p for p in probe_catalogue(tmp_path)}
+    assert probes["bios"].skip_reason is not None and "sys/class/dmi/id/bios_version" in probes["bios"].skip_reason
+    assert probes["rccl_library"].skip_reason == f"no files matched {tmp_path}/opt/rocm/lib/librccl.so.1"

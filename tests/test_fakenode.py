@@ -128,7 +128,9 @@ def test_fakenode_firmware_and_versions_agree(healthy: tuple[FakeNode, dict[str,
     fw = json.loads(results["amdsmi_firmware"].stdout)
     assert {e["fw_id"]: e["fw_version"] for e in fw[0]["fw_list"]}["PSP_SOSDRV"] == "00.36.01.50"
     card0 = json.loads(results["rocmsmi"].stdout)["card0"]
-    assert card0["SOS firmware version"] == "00.36.01.50"
+    # Same number, each tool's real format: rocm-smi prints SOS as 0x%08x (rocm_smi.py showFwInfo),
+    # amd-smi as hex digit pairs (amdsmi_interface.py amdsmi_get_fw_info).
+    assert card0["SOS firmware version"] == "0x00360150"
     assert "Packet Processor uCode:: 166" in results["rocminfo"].stdout
     assert json.loads(results["amdsmi_version"].stdout)[0]["rocm_version"] == "6.1.3"
     assert results["rocm_version"].stdout.endswith("/opt/rocm/.info/version:6.1.3-122\n")

@@ -47,6 +47,9 @@ PARSED = {
     "static-json-list-schema-strix-halo-gfx1151-rocm6.3.1-go-test.json": "amd-smi-static",
     "list-json-strix-halo-gfx1151-rocm6.3.1-go-test.json": "amd-smi-list",
     "topology-mi355x-8gpu-9-tables-no-legend-rocm7.0.2-oci-pollara.txt": "amd-smi-topology",
+    "version-26.0.2-inbox-driver-proc-version-rocm7.0.2.txt": "amd-smi-version",
+    "version-json-26.2.2-no-render-group-file-error-from-source.txt": "amd-smi-version",
+    "static-json-strix-halo-no-render-group-banner-from-source.txt": "amd-smi-static",
 }
 
 # fixture -> (parser key, message fragment): outputs that must be rejected, not misread

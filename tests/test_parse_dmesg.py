@@ -70,9 +70,13 @@ def test_dmesg_mi50_reset_failure_with_ctime_timestamps() -> None:
     fatal = [(e.kind, e.line_no) for e in result.events if e.severity == "fatal"]
     assert fatal == [
         ("amdgpu.ras_uncorrectable_interrupt", 3),
+        ("amdgpu.gpu_reset_begin", 4),  # every reset blocks (issue 10 item 3)
+        ("amdgpu.asic_reset", 15),
+        ("amdgpu.gpu_reset_succeeded", 17),
         ("amdgpu.ip_resume_failed", 24),
         ("amdgpu.gpu_reset_failed", 25),
         ("amdgpu.gpu_reset_failed", 28),
+        ("amdgpu.gpu_reset_begin", 29),
     ]
     assert {e.bdf for e in result.events if e.bdf is not None} == {"0000:e3:00.0"}
     assert result.events[0].text.startswith("amdgpu 0000:e3:00.0: amdgpu: uncorrectable")  # no timestamp
@@ -127,7 +131,7 @@ def test_dmesg_joined_message_is_matched_as_one() -> None:
         (
             "[  100.000001] amdgpu 0000:c1:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=1234, emitted seq=1236",
             "amdgpu.ring_timeout",
-            "error",
+            "fatal",
         ),
         (
             "[  100.000001] amdgpu 0000:c1:00.0: amdgpu: ring sdma0 timeout, but soft recovered",
@@ -245,3 +249,77 @@ def test_dmesg_pattern_table_errors_name_the_entry(text: str, message: str) -> N
 def test_dmesg_registry_key_uses_default_table() -> None:
     result = PARSERS["dmesg"](_read("mlx5-pcie-link-degraded-x8.txt"))
     assert result == parse_dmesg(_read("mlx5-pcie-link-degraded-x8.txt"))
+
+
+# --------------------------------------------------------------------------- issue 10: dead or hung GPUs
+
+
+def test_dmesg_mi210_fatal_init_and_probe_failure_are_fatal_per_gpu() -> None:
+    """Real dmesg of 2x MI210 on amdgpu 6.16.13 (ROCm/legacy-rocm-build #6281): both GPUs never came up."""
+    result = parse_dmesg(_read("mi210x2-fatal-init-probe-failed-error-12-amdgpu6.16.13.txt"))
+    got = [(e.kind, e.severity, e.bdf, e.line_no) for e in result.events]
+    assert got == [
+        ("amdgpu.fatal_init", "fatal", "0000:c3:00.0", 7),
+        ("amdgpu.probe_failed", "fatal", "0000:c3:00.0", 8),
+        ("amdgpu.fatal_init", "fatal", "0000:83:00.0", 11),
+        ("amdgpu.probe_failed", "fatal", "0000:83:00.0", 12),
+    ]
+
+
+def test_dmesg_newer_kernel_probe_failure_wording_is_fatal() -> None:
+    result = parse_dmesg(_read("mi50-fatal-init-probe-with-driver-failed-kernel6.12.txt"))
+    assert [(e.kind, e.severity, e.bdf) for e in result.events] == [
+        ("amdgpu.fatal_init", "fatal", "0000:03:00.0"),
+        ("amdgpu.probe_failed", "fatal", "0000:03:00.0"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "rdna3-ring-gfx-timeout-ring-reset-failed-mode2.txt",
+        "navi10-kernel7.0-ring-reset-failed-baco-no-amdgpu-prefix.txt",
+        "journal-error-ring-gfx-timeout-baco-reset-cosmic-comp.txt",
+    ],
+)
+def test_dmesg_ring_timeouts_and_resets_are_fatal(name: str) -> None:
+    """gfx_0.0.0 ring timeouts (old `*ERROR*` and new device-prefixed forms) and every reset line block."""
+    events = parse_dmesg(_read(name)).events
+    fatal = {e.kind for e in events if e.severity == "fatal"}
+    assert {"amdgpu.ring_timeout", "amdgpu.gpu_reset_begin", "amdgpu.asic_reset", "amdgpu.gpu_reset_succeeded"} <= fatal
+
+
+def test_dmesg_ring_reset_failed_is_its_own_event() -> None:
+    events = parse_dmesg(_read("navi10-kernel7.0-ring-reset-failed-baco-no-amdgpu-prefix.txt")).events
+    failed = [e for e in events if e.kind == "amdgpu.ring_reset_failed"]
+    assert [(e.severity, e.bdf, e.line_no) for e in failed] == [("fatal", "0000:28:00.0", 8)]
+
+
+# --------------------------------------------------------------------------- issue 10: garbage is no log
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("[    8.798469] [drm] amdgpu kernel modesetting enabled.\n\x00\x00\x00\x00\n", "NUL byte"),
+        ("\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00", "control byte"),
+        (b"[    8.798469] amdgpu\xff\xfe\xfa\n".decode("utf-8", errors="replace"), "non-UTF-8 byte"),
+        ("[    8.798469] ok line\n[    8.80] \x01\x02\x03\x04 junk\n", "control byte"),
+    ],
+)
+def test_dmesg_refuses_binary_garbage(text: str, what: str) -> None:
+    with pytest.raises(ParseError, match=what) as info:
+        parse_dmesg(text)
+    assert "not a kernel log" in info.value.message
+
+
+def test_dmesg_garbage_names_the_first_bad_line() -> None:
+    text = _read("mi210x2-fatal-init-probe-failed-error-12-amdgpu6.16.13.txt") + "\x00" * 64 + "\n"
+    with pytest.raises(ParseError) as info:
+        parse_dmesg(text)
+    assert info.value.line_no == 13
+
+
+def test_dmesg_tabs_and_ansi_colours_are_not_garbage() -> None:
+    text = "[    0.218503] rcu: \tRCU restricting CPUs from NR_CPUS=256 to nr_cpu_ids=2.\n\x1b[31mred\x1b[0m\n"
+    assert parse_dmesg(text).message_count == 2

@@ -18,7 +18,9 @@ class ExitCode(IntEnum):
     USAGE = 2
     BAD_INPUT = 3
     ENVIRONMENT = 4
-    INTERRUPTED = 130
+    INTERNAL = 70  # an unexpected exception: a bug in upgrade-gate (BSD sysexits' EX_SOFTWARE)
+    INTERRUPTED = 130  # SIGINT (128 + 2)
+    TERMINATED = 143  # SIGTERM (128 + 15)
 
 
 class GateError(Exception):

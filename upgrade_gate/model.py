@@ -44,6 +44,25 @@ class Software:
     rocm_build: str | None = None  # as the version file prints it, "6.2.0-66"
     amdsmi_version: str | None = None
     hip_runtime_version: str | None = None
+    rccl_library: str | None = None  # file librccl.so.1 resolves to, "librccl.so.1.0.70200" (ships with ROCm)
+    na_reasons: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Host:
+    """Host facts the incident names as causes: firmware (BIOS), kernel command line, OS release.
+
+    A snapshot saved before these were captured has every field None and no reasons (`captured` False).
+    """
+
+    captured: bool = False  # False: the snapshot predates host facts (none of the probes was asked for)
+    bios_vendor: str | None = None  # /sys/class/dmi/id/bios_vendor
+    bios_version: str | None = None  # /sys/class/dmi/id/bios_version
+    bios_date: str | None = None  # /sys/class/dmi/id/bios_date, as printed ("01/25/2019")
+    kernel_cmdline: str | None = None  # /proc/cmdline less BOOT_IMAGE=/initrd= (the kernel image's path)
+    os_id: str | None = None  # os-release ID ("ubuntu")
+    os_version_id: str | None = None  # os-release VERSION_ID ("22.04")
+    os_pretty_name: str | None = None  # os-release PRETTY_NAME
     na_reasons: dict[str, str] = field(default_factory=dict)
 
 
@@ -195,6 +214,25 @@ class ProbeStatus:
     required: bool = True  # a required probe that failed blocks; an optional one warns
     fallback_for: tuple[str, ...] = ()  # the failed probes this one stood in for
     skipped: bool = False  # nothing to read (e.g. no SR-IOV capable device): ok, recorded, not run
+    notes: tuple[str, ...] = ()  # what the parser skipped or noticed (a recognised preamble), one line each
+
+
+class IssueKind(StrEnum):
+    """Why a fact of the snapshot cannot be taken at face value."""
+
+    CONFLICT = "conflict"  # sources that answered disagree (driver version, port state)
+    ERROR_VALUE = "error-value"  # the only answers were error texts, banners or undecodable bytes
+    ABSENT_IN_SOURCE = "absent-in-source"  # one source reports a device or port another does not
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvidenceIssue:
+    """A fact the snapshot builder could not trust: the judge blocks on every one (evidence.missing)."""
+
+    kind: IssueKind
+    subject: str  # snapshot path of the fact: "software.driver_version", "nics[name=ionic_0].ports[1].state"
+    message: str  # one line naming the sources and what each printed
+    values: dict[str, str] = field(default_factory=dict)  # source (probe name) -> value as printed
 
 
 class PhaseStatus(StrEnum):
@@ -233,15 +271,18 @@ class Snapshot:
     taken_at: str  # ISO 8601 UTC
     tool_version: str
     software: Software
+    host: Host = field(default_factory=Host)
     gpus: tuple[Gpu, ...] = ()
     gpu_links: tuple[GpuLink, ...] = ()
     pcie: tuple[PcieLink, ...] = ()
     nics: tuple[Nic, ...] = ()
     sriov: tuple[SriovFunction, ...] = ()
     events: tuple[KernelEvent, ...] = ()
+    event_patterns: str | None = None  # digest of the pattern table that classified `events` (None: unknown)
     measurements: tuple[Measurement, ...] = ()
     phases: tuple[PhaseResult, ...] = ()
     probes: tuple[ProbeStatus, ...] = ()
+    evidence_issues: tuple[EvidenceIssue, ...] = ()  # conflicting or error-text evidence (blocks)
 
 
 def measurements_of(snapshot: Snapshot) -> tuple[Measurement, ...]:

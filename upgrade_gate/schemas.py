@@ -13,6 +13,7 @@ disagree, the document is rejected with fastjsonschema's message: never accepted
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from importlib import resources
 from typing import Any
@@ -58,11 +59,18 @@ def validate(name: str, document: Any, *, source: str) -> None:
     except fastjsonschema.JsonSchemaException as exc:
         fast_message = str(exc)
     validator = _validator(name)
-    error = next(iter(sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path])), None)
+    # At most the first 100 errors, and messages cut short: a hostile document must not make the
+    # error itself expensive (jsonschema renders the whole failing instance into its message).
+    errors = itertools.islice(validator.iter_errors(document), 100)
+    error = next(iter(sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])), None)
     if error is None:
-        raise SchemaError(f"{source}: {name} schema: {fast_message}")
+        raise SchemaError(f"{source}: {name} schema: {_short(fast_message)}")
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    raise SchemaError(f"{source}: {name} schema: ${path}: {error.message}")
+    raise SchemaError(f"{source}: {name} schema: {_short('$' + path)}: {_short(error.message)}")
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
 
 
 def schema_names() -> tuple[str, ...]:

@@ -36,6 +36,7 @@ from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError,
 
 if TYPE_CHECKING:
     from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
+    from upgrade_gate.parse.dmesg import PatternTable
     from upgrade_gate.report.interface import ReportFormat
     from upgrade_gate.store.gitstore import BaselineStore
 
@@ -49,8 +50,9 @@ def register(app: typer.Typer) -> None:
 # --------------------------------------------------------------------------- inputs
 
 
-def load_candidate(path: Path) -> Snapshot:
-    """A snapshot file (`.json`) or a capture bundle (directory, `.tar.gz`, `.tgz`)."""
+def load_candidate(path: Path, patterns: PatternTable | None = None) -> Snapshot:
+    """A snapshot file (`.json`) or a capture bundle (directory, `.tar.gz`, `.tgz`; its kernel log
+    classified with `patterns`, the policy's fatal-error map)."""
     name = path.name.lower()
     if name.endswith(".json"):
         from upgrade_gate.snapshot.io import load_snapshot
@@ -61,7 +63,7 @@ def load_candidate(path: Path) -> Snapshot:
             raise NotFoundError(f"{path}: no such file")
         from upgrade_gate.snapshot.build import snapshot_from_bundle
 
-        return snapshot_from_bundle(path)
+        return snapshot_from_bundle(path, patterns=patterns)
     if not path.exists():
         raise NotFoundError(f"{path}: no such file or directory")
     raise InputError(f"{path}: expected a snapshot (.json) or a capture bundle (directory, .tar.gz)")
@@ -226,7 +228,7 @@ def gate_cmd(
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
     loaded_policy = load_policy(policy, cvf, cvf_source=str(cvf_config))
     loaded_checklists = [load_checklist(c) for c in checklists]
-    snaps = [load_candidate(p) for p in candidates]
+    snaps = [load_candidate(p, loaded_policy.kernel_events.table) for p in candidates]
     names = sorted({s.node.name for s in snaps} | set(loaded_plan.canaries.nodes if loaded_plan else ()))
     with _open_store(store) as st:
         baselines, references, denylist = _from_store(st, ref, names, snaps)

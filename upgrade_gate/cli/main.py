@@ -9,8 +9,13 @@ inside command bodies so that `upgrade-gate --help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import typer
@@ -45,7 +50,7 @@ def build_app() -> typer.Typer:
         help=(
             "Keep GPU clusters safe through driver, ROCm and firmware changes: snapshot nodes, validate "
             "canaries with the CVF phases, and gate the change (exit 0 PASS, 1 BLOCK, 2 usage, 3 bad "
-            "input, 4 environment)."
+            "input, 4 environment, 70 internal error, 130 SIGINT, 143 SIGTERM)."
         ),
         no_args_is_help=True,
         add_completion=False,
@@ -55,7 +60,9 @@ def build_app() -> typer.Typer:
 
     @app.callback()
     def _root(
-        debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+        debug: bool = typer.Option(
+            False, "--traceback", "--debug", help=f"Show the stack of any error (or set {TRACEBACK_ENV}=1)."
+        ),
         version: bool = typer.Option(
             False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
@@ -67,36 +74,124 @@ def build_app() -> typer.Typer:
     return app
 
 
+class Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler, so every `finally` on the way out runs."""
+
+
+class Interrupted(BaseException):
+    """Raised by the SIGINT handler instead of KeyboardInterrupt, which typer turns into a silent Exit(130)."""
+
+
+TRACEBACK_ENV = "UPGRADE_GATE_TRACEBACK"
+"""Set to 1 to print the stack of any error (same as `--traceback`)."""
+
+
 def run(argv: list[str] | None = None) -> int:
-    """Run the CLI and return the exit code instead of exiting (used by tests and `main`)."""
+    """Run the CLI and return the exit code instead of exiting (used by tests and `main`).
+
+    Every exception ends in a documented code with a one-line message: GateError its own, OSError 4
+    (a file that cannot be written is the environment's fault), SIGINT 130, SIGTERM 143, anything
+    else 70 (a bug). On every way out the process groups of started tools are killed. Commands given
+    `--json` or `--report json:...` also print the error as a JSON document on stdout.
+    """
+    from upgrade_gate.collect.runner import kill_children
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    json_errors = _wants_json(args)
+    previous = _install_handlers()
+    try:
+        return _run(args, json_errors)
+    finally:
+        kill_children()
+        _restore_handlers(previous)
+
+
+def _run(args: list[str], json_errors: bool) -> int:
+    _state["debug"] = False
     app = build_app()
     try:
-        result: Any = app(args=argv, prog_name="upgrade-gate", standalone_mode=False)
+        result: Any = app(args=args, prog_name="upgrade-gate", standalone_mode=False)
     except GateError as exc:
-        if _state["debug"]:
-            import traceback
-
-            traceback.print_exc()
-        print(f"upgrade-gate: error: {exc}", file=sys.stderr)
-        return int(exc.exit_code)
+        return _fail(exc, str(exc), int(exc.exit_code), json_errors)
     except typer.Exit as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # typer turns Ctrl-C into a silent Exit(130)
+            return _fail(exc, "interrupted (SIGINT)", int(ExitCode.INTERRUPTED), json_errors, kind="Interrupted")
         return int(exc.exit_code)
-    except typer.Abort:
-        print("upgrade-gate: interrupted", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
+    except (typer.Abort, KeyboardInterrupt, Interrupted) as exc:
+        return _fail(exc, "interrupted (SIGINT)", int(ExitCode.INTERRUPTED), json_errors, kind="Interrupted")
+    except Terminated as exc:
+        return _fail(exc, "terminated (SIGTERM)", int(ExitCode.TERMINATED), json_errors, kind="Terminated")
     except TyperException as exc:  # typer >= 0.28 vendors click: usage errors, bad parameters
         show = getattr(exc, "show", None)
+        if json_errors:
+            fmt = getattr(exc, "format_message", None)
+            _print_json(fmt() if callable(fmt) else str(exc), "UsageError", int(ExitCode.USAGE))
         if callable(show):
             show()
         else:
             print(f"upgrade-gate: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    except KeyboardInterrupt:
-        print("upgrade-gate: interrupted", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
+    except OSError as exc:  # a report, snapshot or bundle that cannot be written; a full disk
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(exc, f"{where}{exc.strerror or exc}", int(ExitCode.ENVIRONMENT), json_errors)
+    except Exception as exc:  # a bug: never let it read as PASS (0) or BLOCK (1)
+        detail = " ".join(str(exc).split())[:300]
+        message = f"internal error: {type(exc).__name__}: {detail} (a bug; rerun with --traceback and report it)"
+        return _fail(exc, message, int(ExitCode.INTERNAL), json_errors)
     if result is None:
         return int(ExitCode.PASS)
     return int(result)
+
+
+def _fail(exc: BaseException, message: str, code: int, json_errors: bool, *, kind: str | None = None) -> int:
+    if _state["debug"] or os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exception(exc)
+    if json_errors:
+        _print_json(message, kind or type(exc).__name__, code)
+    print(f"upgrade-gate: error: {message}", file=sys.stderr)
+    return code
+
+
+def _print_json(message: str, kind: str, code: int) -> None:
+    with contextlib.suppress(OSError):  # stdout itself is gone: the exit code still says what happened
+        print(json.dumps({"error": message, "type": kind, "exit_code": code}, sort_keys=True), flush=True)
+
+
+def _wants_json(args: list[str]) -> bool:
+    """True when the command prints JSON: `--json`, or a `--report json:...` output."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--json" or arg.startswith("--report=json:"):
+            return True
+        if arg == "--report" and i + 1 < len(args) and args[i + 1].startswith("json:"):
+            return True
+    return False
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    # Ignore repeats: a second Ctrl-C or SIGTERM must not cut the cleanup (killing children) short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated() if signum == signal.SIGTERM else Interrupted()
+
+
+def _install_handlers() -> dict[int, Any] | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            continue  # started with the signal ignored (nohup, a background job): keep it so
+        previous[sig] = signal.signal(sig, _on_signal)
+    return previous
+
+
+def _restore_handlers(previous: dict[int, Any] | None) -> None:
+    for sig, handler in (previous or {}).items():
+        signal.signal(sig, handler)
 
 
 def main() -> None:

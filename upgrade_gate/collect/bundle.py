@@ -31,19 +31,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.collect.members import (
     DEFAULT_LIMITS,
+    Admit,
     BundleFiles,
     BundleLimits,
     read_dir_files,
     read_tar_files,
 )
-from upgrade_gate.collect.probes import Probe
+from upgrade_gate.collect.probes import GREP_ARGV, Probe, skippable_probe_names
 from upgrade_gate.collect.runner import CommandResult
-from upgrade_gate.errors import BundleError, EnvironmentFailure, NotFoundError
+from upgrade_gate.errors import BundleError, EnvironmentFailure, InputError, NotFoundError
 from upgrade_gate.model import NodeName
 
 MANIFEST = "manifest.json"
@@ -156,6 +157,7 @@ def manifest_of(bundle: Bundle) -> dict[str, Any]:
                 "note": r.note,
                 "skipped": r.skipped,
             }
+            | ({"output_over": r.result.output_over} if r.result.output_over is not None else {})
             for r in bundle.records
         ],
     }
@@ -175,22 +177,66 @@ def _check_unique(data: dict[str, Any], *, source: str) -> None:
             seen.add(token)
 
 
+def _manifest_data(raw: bytes, *, source: str) -> dict[str, Any]:
+    manifest_src = f"{source}/{MANIFEST}"
+    try:
+        data = docio.loads_json(raw.decode("utf-8"), source=manifest_src)
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{manifest_src}: not UTF-8: {exc.reason} at byte {exc.start}") from exc
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{manifest_src}: not JSON: {exc.msg} at line {exc.lineno}") from exc
+    except InputError as exc:
+        raise BundleError(str(exc)) from exc
+    schemas.validate("manifest", data, source=manifest_src)
+    _check_unique(data, source=manifest_src)
+    _check_skipped(data, source=manifest_src)
+    return cast(dict[str, Any], data)
+
+
+def _named(data: dict[str, Any]) -> tuple[set[str], set[str]]:
+    named = {MANIFEST} | {p[k] for p in data["probes"] for k in ("stdout", "stderr")}
+    parents = {"."} | {"/".join(n.split("/")[:i]) for n in named for i in range(1, n.count("/") + 1)}
+    return named, parents
+
+
+def _admit(source: str) -> Admit:
+    def admit(raw: bytes) -> tuple[frozenset[str], frozenset[str]]:
+        named, parents = _named(_manifest_data(raw, source=source))
+        return frozenset(named), frozenset(parents)
+
+    return admit
+
+
+def _check_skipped(data: dict[str, Any], *, source: str) -> None:
+    """The manifest is not trusted: `skipped` only where the probe catalogue allows it.
+
+    Only a file-read probe may be skipped, and only as capture skips one: its globs matched nothing,
+    so its argv is the bare grep prefix, it did not run (exit 0, not timed out, not missing) and its
+    output files are empty (checked in `_record`). A command probe marked skipped would hide its output.
+    """
+    file_probes = skippable_probe_names()
+    for i, p in enumerate(data["probes"]):
+        if not p["skipped"]:
+            continue
+        if p["name"] not in file_probes:
+            raise BundleError(
+                f"{source}: $.probes[{i}]: probe {p['name']!r} is marked skipped, but only a file-read probe "
+                "whose globs matched nothing can be skipped: a forged or corrupt bundle"
+            )
+        if tuple(p["argv"]) != GREP_ARGV or p["exit_code"] != 0 or p["timed_out"] or p["missing"]:
+            raise BundleError(
+                f"{source}: $.probes[{i}]: probe {p['name']!r} is marked skipped but has an argv or exit status "
+                "of a probe that ran: a forged or corrupt bundle"
+            )
+
+
 def bundle_from_files(content: BundleFiles, *, source: str) -> Bundle:
     """Validate the manifest in `content` and build the Bundle; every member must be accounted for."""
     raw = content.files.get(MANIFEST)
     if raw is None:
         raise BundleError(f"{source}: no {MANIFEST} in bundle")
-    manifest_src = f"{source}/{MANIFEST}"
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise BundleError(f"{manifest_src}: not UTF-8: {exc.reason} at byte {exc.start}") from exc
-    except json.JSONDecodeError as exc:
-        raise BundleError(f"{manifest_src}: not JSON: {exc.msg} at line {exc.lineno}") from exc
-    schemas.validate("manifest", data, source=manifest_src)
-    _check_unique(data, source=manifest_src)
-    named = {MANIFEST} | {p[k] for p in data["probes"] for k in ("stdout", "stderr")}
-    parents = {"."} | {"/".join(n.split("/")[:i]) for n in named for i in range(1, n.count("/") + 1)}
+    data = _manifest_data(raw, source=source)
+    named, parents = _named(data)
     for name in sorted(content.files):
         if name not in named:
             raise BundleError(f"{source}: refused member {name!r}: not named in the manifest")
@@ -200,7 +246,8 @@ def bundle_from_files(content: BundleFiles, *, source: str) -> Bundle:
     missing = sorted(named - set(content.files))
     if missing:
         raise BundleError(f"{source}: {missing[0]!r} is named in the manifest but missing from the bundle")
-    records = tuple(_record(p, content.files) for p in data["probes"])
+    files = dict(content.files)  # each member's bytes are dropped once decoded: peak memory ~ one copy
+    records = tuple(_record(p, files, source=source) for p in data["probes"])
     return Bundle(
         node=NodeName(data["node"]),
         hostname=data["hostname"],
@@ -211,16 +258,20 @@ def bundle_from_files(content: BundleFiles, *, source: str) -> Bundle:
     )
 
 
-def _record(p: dict[str, Any], files: dict[str, bytes]) -> ProbeRecord:
+def _record(p: dict[str, Any], files: dict[str, bytes], *, source: str) -> ProbeRecord:
     # Tool output is evidence: never fail on a stray byte (same rule as LocalRunner).
+    stdout, stderr = files.pop(p["stdout"]), files.pop(p["stderr"])
+    if p["skipped"] and (stdout or stderr):
+        raise BundleError(f"{source}: probe {p['name']!r} is marked skipped but has output: a forged or corrupt bundle")
     result = CommandResult(
         argv=tuple(p["argv"]),
         returncode=p["exit_code"],
-        stdout=files[p["stdout"]].decode("utf-8", errors="replace"),
-        stderr=files[p["stderr"]].decode("utf-8", errors="replace"),
+        stdout=stdout.decode("utf-8", errors="replace"),
+        stderr=stderr.decode("utf-8", errors="replace"),
         duration_s=float(p["duration_s"]),
         timed_out=p["timed_out"],
         missing=p["missing"],
+        output_over=p.get("output_over"),
     )
     return ProbeRecord(
         name=p["name"],
@@ -245,9 +296,9 @@ def is_tarball_path(path: Path) -> bool:
 def load_bundle(path: Path, *, limits: BundleLimits = DEFAULT_LIMITS) -> Bundle:
     """Read and validate the bundle at `path` (a folder or a tarball), without extracting anything."""
     if path.is_dir():
-        content = read_dir_files(path, limits)
+        content = read_dir_files(path, limits, admit=_admit(str(path)))
     elif path.is_file():
-        content = read_tar_files(path, limits)
+        content = read_tar_files(path, limits, admit=_admit(str(path)))
     elif path.exists():
         raise BundleError(f"{path}: not a bundle folder or tarball")
     else:

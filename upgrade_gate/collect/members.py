@@ -13,6 +13,17 @@ Design decisions:
   manifest; this module only returns the regular files (name -> bytes) and the directory names.
 - A leading `./` (as `tar -C DIR .` writes) is stripped, so a bundle directory re-packed with plain tar
   still loads.
+- Headers are bounded before they are materialised: tarfile reads a pax extended header or a GNU long
+  name whole into memory, so `_BoundedTarInfo` refuses one whose size field is over `MAX_PAX_BYTES` /
+  `MAX_LONGNAME_BYTES` (a 1 MB .tar.gz claiming a 1 GiB pax header cost 3.1 GB and two minutes), GNU
+  sparse members, and more header records than `3 * max_members` (chained pax headers).
+- When the caller passes `admit` (the bundle reader does), the manifest decides as early as possible:
+  from the moment `manifest.json` has been read, a member it does not name is refused at its header,
+  before its content is decompressed. Members that come before the manifest (a re-packed folder) are
+  not read on the first pass, only noted; once the manifest admits them, a second pass reads them.
+- Limits are set so that the worst bundle the reader accepts stays well under 256 MiB of memory: a
+  probe's output is capped at capture (8 MiB, `collect.runner`), a member may hold 32 MiB (tool output
+  that is not UTF-8 grows up to 3x when the replacement characters are re-encoded), 96 MiB in all.
 """
 
 from __future__ import annotations
@@ -21,8 +32,10 @@ import os
 import stat
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from upgrade_gate.errors import BundleError
 
@@ -33,9 +46,23 @@ MiB = 1024 * 1024
 class BundleLimits:
     """Size limits applied while reading a bundle."""
 
-    max_member_bytes: int = 64 * MiB
-    max_total_bytes: int = 512 * MiB
+    max_member_bytes: int = 32 * MiB
+    max_total_bytes: int = 96 * MiB
     max_members: int = 4096
+
+
+MAX_PAX_BYTES = 64 * 1024
+"""Largest pax extended header read (ours hold a path of at most 80 bytes; tar's own are tiny)."""
+
+MAX_LONGNAME_BYTES = 4096
+"""Largest GNU long name / long link read (PATH_MAX)."""
+
+MANIFEST_NAME = "manifest.json"
+
+_HEADER_BUDGET = 3 * 4096 + 16  # header records while opening, before the limits are attached
+
+Admit = Callable[[bytes], tuple[frozenset[str], frozenset[str]]]
+"""Given the manifest's bytes, the (file names, folder names) it admits; raises BundleError if invalid."""
 
 
 DEFAULT_LIMITS = BundleLimits()
@@ -64,60 +91,137 @@ def member_name(raw: str, *, source: str) -> str:
     return name
 
 
-def read_tar_files(path: Path, limits: BundleLimits = DEFAULT_LIMITS) -> BundleFiles:
-    """Read every member of the tarball at `path` into memory after checking it is safe."""
+def read_tar_files(path: Path, limits: BundleLimits = DEFAULT_LIMITS, *, admit: Admit | None = None) -> BundleFiles:
+    """Read every member of the tarball at `path` into memory after checking it is safe.
+
+    With `admit`, members the manifest does not name are refused as soon as their header is read.
+    """
     source = str(path)
     try:
         with _open_tar(path, source) as tar:
-            return _read_tar(tar, source, limits)
+            tar._ug_header_budget = 3 * limits.max_members + 16  # type: ignore[attr-defined]
+            reader = _TarReader(source, limits, admit)
+            reader.read(tar)
+        if reader.deferred:  # members seen before the manifest, now admitted: read them
+            with _open_tar(path, source) as tar:
+                reader.read_deferred(tar)
+        return BundleFiles(files=reader.files, dirs=frozenset(reader.dirs))
+    except RecursionError as exc:
+        raise BundleError(f"{source}: refused: tar headers nested too deep") from exc
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise BundleError(f"{source}: not a readable tar archive: {detail}") from exc
 
 
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A TarInfo that refuses oversized extended headers before tarfile reads them into memory."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> Any:
+        source = getattr(tarfile_, "_ug_source", None) or str(tarfile_.name or "bundle")
+        budget = getattr(tarfile_, "_ug_header_budget", _HEADER_BUDGET) - 1
+        tarfile_._ug_header_budget = budget  # type: ignore[attr-defined]
+        if budget < 0:
+            raise BundleError(f"{source}: refused: too many tar header records")
+        if self.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE) and self.size > MAX_PAX_BYTES:
+            raise BundleError(f"{source}: refused: a pax extended header of {self.size} bytes (limit {MAX_PAX_BYTES})")
+        if self.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK) and self.size > MAX_LONGNAME_BYTES:
+            raise BundleError(f"{source}: refused: a GNU long name of {self.size} bytes (limit {MAX_LONGNAME_BYTES})")
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise BundleError(f"{source}: refused member {self.name!r}: GNU sparse file, not a regular file")
+        return super()._proc_member(tarfile_)  # type: ignore[misc]
+
+
 def _open_tar(path: Path, source: str) -> tarfile.TarFile:
     try:
-        return tarfile.open(path, mode="r:*")
+        tar = tarfile.open(path, mode="r:*", tarinfo=_BoundedTarInfo)  # noqa: SIM115 - the caller closes it
+    except BundleError:
+        raise
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         # tarfile's message lists every compression it tried, over several lines
         raise BundleError(f"{source}: not a readable tar archive (plain, gzip, bzip2 or xz)") from exc
+    tar._ug_source = source  # type: ignore[attr-defined]
+    return tar
 
 
-def _read_tar(tar: tarfile.TarFile, source: str, limits: BundleLimits) -> BundleFiles:
-    files: dict[str, bytes] = {}
-    dirs: set[str] = set()
-    total = 0
-    count = 0
-    for member in tar:
-        count += 1
-        if count > limits.max_members:
-            raise BundleError(f"{source}: refused member {member.name!r}: more than {limits.max_members} members")
-        name = member_name(member.name, source=source)
-        if member.isdir():
-            dirs.add(name)
-            continue
-        if not member.isreg():
-            raise BundleError(f"{source}: refused member {member.name!r}: {_tar_kind(member)}, not a regular file")
-        if member.size > limits.max_member_bytes:
-            raise BundleError(
-                f"{source}: refused member {member.name!r}: {member.size} bytes is over the "
-                f"{limits.max_member_bytes}-byte member limit"
-            )
-        total += member.size
-        if total > limits.max_total_bytes:
-            raise BundleError(
-                f"{source}: refused member {member.name!r}: bundle is over the {limits.max_total_bytes}-byte limit"
-            )
-        if name in files or name in dirs:
-            raise BundleError(f"{source}: refused member {member.name!r}: duplicate name")
+class _TarReader:
+    """One bounded pass (or two, see the module docstring) over a tarball's members."""
+
+    def __init__(self, source: str, limits: BundleLimits, admit: Admit | None) -> None:
+        self.source = source
+        self.limits = limits
+        self.admit = admit
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = set()
+        self.deferred: set[str] = set()
+        self.admitted: tuple[frozenset[str], frozenset[str]] | None = None
+        self.total = 0
+        self.count = 0
+
+    def _refuse(self, raw: str, why: str) -> BundleError:
+        return BundleError(f"{self.source}: refused member {raw!r}: {why}")
+
+    def _check_admitted(self, name: str, raw: str, is_dir: bool) -> None:
+        assert self.admitted is not None
+        files, dirs = self.admitted
+        if is_dir and name not in dirs:
+            raise self._refuse(raw, "folder not named in the manifest")
+        if not is_dir and name not in files:
+            raise self._refuse(raw, "not named in the manifest")
+
+    def read(self, tar: tarfile.TarFile) -> None:
+        limits = self.limits
+        for member in tar:
+            self.count += 1
+            if self.count > limits.max_members:
+                raise self._refuse(member.name, f"more than {limits.max_members} members")
+            name = member_name(member.name, source=self.source)
+            if self.admitted is not None:
+                self._check_admitted(name, member.name, member.isdir())
+            if member.isdir():
+                self.dirs.add(name)
+                continue
+            if not member.isreg():
+                raise self._refuse(member.name, f"{_tar_kind(member)}, not a regular file")
+            if member.size > limits.max_member_bytes:
+                raise self._refuse(
+                    member.name, f"{member.size} bytes is over the {limits.max_member_bytes}-byte member limit"
+                )
+            self.total += member.size
+            if self.total > limits.max_total_bytes:
+                raise self._refuse(member.name, f"bundle is over the {limits.max_total_bytes}-byte limit")
+            if name in self.files or name in self.dirs or name in self.deferred:
+                raise self._refuse(member.name, "duplicate name")
+            if self.admit is not None and self.admitted is None and name != MANIFEST_NAME:
+                self.deferred.add(name)  # before the manifest: not read now (see the module docstring)
+                continue
+            self.files[name] = self._content(tar, member)
+            if self.admit is not None and name == MANIFEST_NAME:
+                self.admitted = self.admit(self.files[name])
+                for seen in sorted(self.deferred):
+                    self._check_admitted(seen, seen, False)
+                for seen in sorted(self.dirs):
+                    self._check_admitted(seen, seen, True)
+
+    def read_deferred(self, tar: tarfile.TarFile) -> None:
+        tar._ug_header_budget = 3 * self.limits.max_members + 16  # type: ignore[attr-defined]
+        for member in tar:
+            if not member.isreg():
+                continue
+            name = member_name(member.name, source=self.source)
+            if name in self.deferred:
+                self.files[name] = self._content(tar, member)
+                self.deferred.discard(name)
+                if not self.deferred:
+                    return
+
+    def _content(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
         handle = tar.extractfile(member)
         if handle is None:  # pragma: no cover - isreg() members always have content
-            raise BundleError(f"{source}: refused member {member.name!r}: no content")
+            raise self._refuse(member.name, "no content")
         data = handle.read(member.size + 1)
         if len(data) != member.size:
-            raise BundleError(f"{source}: refused member {member.name!r}: truncated or oversized content")
-        files[name] = data
-    return BundleFiles(files=files, dirs=frozenset(dirs))
+            raise self._refuse(member.name, "truncated or oversized content")
+        return data
 
 
 def _tar_kind(member: tarfile.TarInfo) -> str:
@@ -132,13 +236,22 @@ def _tar_kind(member: tarfile.TarInfo) -> str:
     return f"tar member type {member.type!r}"
 
 
-def read_dir_files(root: Path, limits: BundleLimits = DEFAULT_LIMITS) -> BundleFiles:
-    """Read every file under the bundle directory `root` into memory, refusing links and specials."""
+def read_dir_files(root: Path, limits: BundleLimits = DEFAULT_LIMITS, *, admit: Admit | None = None) -> BundleFiles:
+    """Read every file under the bundle directory `root` into memory, refusing links and specials.
+
+    With `admit`, the manifest is read first and a file or folder it does not name is refused before
+    it is read.
+    """
     source = str(root)
     files: dict[str, bytes] = {}
     dirs: set[str] = set()
     total = 0
     count = 0
+    admitted: tuple[frozenset[str], frozenset[str]] | None = None
+    if admit is not None and os.path.lexists(os.path.join(root, MANIFEST_NAME)):
+        admitted = admit(
+            _read_nofollow(os.path.join(root, MANIFEST_NAME), MANIFEST_NAME, source, limits.max_member_bytes)
+        )
     for top, subdirs, names in os.walk(root, followlinks=False, onerror=_raise_walk_error):
         subdirs.sort()
         rel_top = os.path.relpath(top, root)
@@ -149,11 +262,15 @@ def read_dir_files(root: Path, limits: BundleLimits = DEFAULT_LIMITS) -> BundleF
                 raise BundleError(f"{source}: refused member {rel!r}: more than {limits.max_members} members")
             full = os.path.join(top, entry)
             st = os.lstat(full)
-            if stat.S_ISDIR(st.st_mode):
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if not is_dir and not stat.S_ISREG(st.st_mode):
+                raise BundleError(f"{source}: refused member {rel!r}: {_mode_kind(st.st_mode)}, not a regular file")
+            if admitted is not None and rel not in admitted[is_dir]:
+                what = "folder not named" if is_dir else "not named"
+                raise BundleError(f"{source}: refused member {rel!r}: {what} in the manifest")
+            if is_dir:
                 dirs.add(rel)
                 continue
-            if not stat.S_ISREG(st.st_mode):
-                raise BundleError(f"{source}: refused member {rel!r}: {_mode_kind(st.st_mode)}, not a regular file")
             if st.st_size > limits.max_member_bytes:
                 raise BundleError(
                     f"{source}: refused member {rel!r}: {st.st_size} bytes is over the "

@@ -5,7 +5,8 @@ builder; change them only together with PROBES.md.
 
 Design decisions:
 - A file-read probe is `grep -H . FILE...` over the files its globs match under the host root, so
-  the bundle holds grep's real `path:value` lines and the sysfs parser reads one format. Globs are
+  the bundle holds grep's real `path:value` lines and the sysfs parser reads one format. The one
+  exception is `rccl_library`, `readlink -f -- FILE`: the library's real file name is the evidence. Globs are
   expanded here, in Python (sorted, per glob in catalogue order), never by a shell.
 - A file-read probe whose globs match no file at all is not run (grep with no file operand would read
   stdin). `probe_catalogue` returns it with argv `grep -H .` and `skip_reason` set to
@@ -37,6 +38,9 @@ DEFAULT_TIMEOUT_S = 30.0
 
 GREP_ARGV = ("grep", "-H", ".")
 """Prefix of every file-read probe: grep's `path:value` form, one line per non-empty line."""
+
+READLINK_ARGV = ("readlink", "-f", "--")
+"""Prefix of the RCCL library probe: the real file behind the soname, one absolute path per line."""
 
 AMDSMI_FALLBACK_TARGETS = ("amdsmi_list", "amdsmi_static", "amdsmi_firmware", "amdsmi_topology")
 
@@ -71,6 +75,7 @@ class _FileSpec:
     parser: str = "sysfs-grep"
     required: bool = True
     timeout_s: float = DEFAULT_TIMEOUT_S
+    argv: tuple[str, ...] = GREP_ARGV  # the command the matched files are appended to
 
 
 _CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
@@ -122,6 +127,22 @@ _CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
     _FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
     _CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
     _CommandSpec(name="dmesg", argv=("dmesg",), parser="dmesg"),
+    # Host facts the incident names as causes (a BIOS update re-enumerates PCIe). No DMI (a VM) or no
+    # ROCm: no file matches, the probe is skipped with that reason and the values are None with it.
+    _FileSpec(
+        name="bios",
+        globs=tuple(f"sys/class/dmi/id/{f}" for f in ("bios_vendor", "bios_version", "bios_date")),
+        parser="host-files",
+    ),
+    _FileSpec(name="kernel_cmdline", globs=("proc/cmdline",), parser="host-files"),
+    _FileSpec(name="os_release", globs=("etc/os-release", "usr/lib/os-release"), parser="host-files"),
+    # The soname programs load; readlink -f names the real file (librccl.so.1.0.<ROCm build>).
+    _FileSpec(
+        name="rccl_library",
+        globs=("opt/rocm/lib/librccl.so.1",),
+        parser="readlink-rccl",
+        argv=READLINK_ARGV,
+    ),
 )
 
 
@@ -145,6 +166,11 @@ def probe_names() -> tuple[str, ...]:
     return tuple(spec.name for spec in _CATALOGUE)
 
 
+def skippable_probe_names() -> frozenset[str]:
+    """Probes the catalogue allows to be skipped: the file-read ones (skipped when no file matched)."""
+    return frozenset(spec.name for spec in _CATALOGUE if isinstance(spec, _FileSpec))
+
+
 def _command_probe(spec: _CommandSpec) -> Probe:
     return Probe(
         name=spec.name,
@@ -166,7 +192,7 @@ def _file_probe(spec: _FileSpec, root: Path) -> Probe:
         skip = f"no files matched {shown}"
     return Probe(
         name=spec.name,
-        argv=(*GREP_ARGV, *files),
+        argv=(*spec.argv, *files),
         parser=spec.parser,
         timeout_s=spec.timeout_s,
         required=spec.required,

@@ -11,7 +11,8 @@ Layout under `root`:
 - `host/`: the sysfs and /opt files the probes read with `--host-root`: `sys/devices/pci0000:00/<bdf>`
   per GPU and NIC (NIC PFs carry `sriov_numvfs` / `sriov_totalvfs` and `infiniband/<dev>/fw_ver`),
   `sys/bus/pci/devices/<bdf>` and `sys/class/infiniband/<dev>` as relative symlinks into it like on a
-  real host, `sys/module/amdgpu/version`, `opt/rocm/.info/version`.
+  real host, `sys/module/amdgpu/version`, `opt/rocm/.info/version`, and the host facts
+  (`sys/class/dmi/id/bios_*`, `proc/cmdline`, `etc/os-release`, `opt/rocm/lib/librccl.so.1`).
 
 Design decisions:
 - The stub's shebang is the current `sys.executable` with `-I -S` (isolated, no site): a fake tool
@@ -56,8 +57,11 @@ TOOLS = (
     "ib_write_bw",
     "mpirun",
     "grep",
+    "readlink",
 )
-"""Every executable a fake node can have ("grep" is the host's real one)."""
+"""Every executable a fake node can have ("grep" and "readlink" are the host's real ones)."""
+
+_HOST_TOOLS = ("grep", "readlink")  # linked to the host's binaries: the file-read probes run them
 
 ROCMSMI_ARGV = (
     "--showproductname",
@@ -99,9 +103,10 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
     unknown = set(faults.tools) - set(TOOLS)
     if unknown:
         raise ValueError(f"faults for unknown tools {sorted(unknown)}; known: {', '.join(TOOLS)}")
-    grep_fault = faults.tools.get("grep")
-    if grep_fault is not None and grep_fault.kind is not FaultKind.MISSING:
-        raise ValueError("grep is the host's real one; only a MISSING fault applies to it")
+    for host_tool in _HOST_TOOLS:
+        host_fault = faults.tools.get(host_tool)
+        if host_fault is not None and host_fault.kind is not FaultKind.MISSING:
+            raise ValueError(f"{host_tool} is the host's real one; only a MISSING fault applies to it")
     root = Path(os.path.abspath(root))
     bin_dir, data_dir, lib_dir, host_root = root / "bin", root / "replay", root / "lib", root / "host"
     for path in (bin_dir, data_dir, lib_dir, host_root):
@@ -113,11 +118,11 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
     for tool in TOOLS:
         if tool in faults.missing():
             continue
-        if tool == "grep":
-            real = shutil.which("grep")
+        if tool in _HOST_TOOLS:
+            real = shutil.which(tool)
             if real is None:
-                raise RuntimeError("the host has no grep; file-read probes of a fake node need it")
-            (bin_dir / "grep").symlink_to(real)
+                raise RuntimeError(f"the host has no {tool}; file-read probes of a fake node need it")
+            (bin_dir / tool).symlink_to(real)
             continue
         table = dict(tables[tool])
         fault = faults.tools.get(tool)
@@ -275,3 +280,4 @@ def _write_host_tree(host: Path, spec: NodeSpec) -> None:
     info = host / "opt" / "rocm" / ".info"
     info.mkdir(parents=True)
     (info / "version").write_text(f"{spec.rocm_version}-{spec.rocm_build}\n", encoding="utf-8")
+    render_host.write_host_facts(host, spec)

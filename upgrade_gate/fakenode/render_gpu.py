@@ -33,6 +33,7 @@ from typing import Any
 
 from upgrade_gate.fakenode.spec import GpuSpec, NodeSpec
 from upgrade_gate.fakenode.templates import fill, load_json_template, load_template
+from upgrade_gate.parse.firmware_names import amdsmi_number, rocmsmi_format
 
 _ROCM_SMI_FW_NAMES = {
     "CP_MEC1": "MEC",
@@ -50,6 +51,13 @@ _ROCM_SMI_FW_NAMES = {
     "VCN": "VCN",
 }
 """amd-smi FW_ID -> rocm-smi block name ("<name> firmware version")."""
+
+
+def _rocmsmi_version(block: str, printed: str) -> str:
+    """amd-smi's version string of `block` as rocm-smi prints the same number (rocm_smi.py showFwInfo)."""
+    number = amdsmi_number(block, printed)
+    return printed if number is None else rocmsmi_format(_ROCM_SMI_FW_NAMES[block], number)
+
 
 XGMI_WEIGHT = 15  # amd-smi topology doc example for 8x MI300X (corpus amd-smi/topology-...-weight15.txt)
 XGMI_NUMA_BW = "50000-50000"
@@ -219,7 +227,7 @@ def render_rocmsmi(spec: NodeSpec) -> str:
             "Serial Number": gpu.serial,
             "PCI Bus": gpu.bdf.upper(),
         }
-        firmware = {_ROCM_SMI_FW_NAMES[b]: v for b, v in gpu.firmware if b in _ROCM_SMI_FW_NAMES}
+        firmware = {_ROCM_SMI_FW_NAMES[b]: _rocmsmi_version(b, v) for b, v in gpu.firmware if b in _ROCM_SMI_FW_NAMES}
         for name in sorted(firmware):
             card[f"{name} firmware version"] = firmware[name]
         parts = gpu.vbios.split("-")

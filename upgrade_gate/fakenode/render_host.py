@@ -11,6 +11,10 @@ Formats (sources in tests/fixtures/fakenode/PROVENANCE.md):
   corpus ConnectX-6 `-vv` capture (whose `-v` capability lines are kept verbatim), GIDs printed like
   rdma-core's devinfo.c `print_formated_gid` (RoCE v1: 8 hex groups; RoCE v2: inet_ntop form).
 - `rdma link show`: the corpus bnxt_re capture's line format, trailing space included.
+- host facts: `/sys/class/dmi/id/bios_{vendor,version,date}` one value each (sysfs-firmware-dmi); a
+  `/proc/cmdline` like the real one of ROCm/legacy-rocm-build #4533 (`BOOT_IMAGE=/vmlinuz-<kernel> ...`);
+  `/etc/os-release` as Ubuntu 22.04.4 / 24.04.1 ship it (os-release(5) layout); `/opt/rocm/lib/librccl.so.1`
+  a relative symlink to `librccl.so.1.0.<ROCm as 60103>`, ROCm's file naming (e.g. librccl.so.1.0.70200).
 - `dmesg`: per GPU the benign corpus lines (ECC active, PCIE GART, PTB) with the timestamps of plain
   `dmesg`; the injectable event is the corpus MI300X ACA/MODE1 reset excerpt with its BDFs mapped onto
   the node's GPUs by position.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 
 from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, DMESG_FATAL_INIT, GpuSpec, NicSpec, NodeSpec
 from upgrade_gate.fakenode.templates import fill, fill_sequence, load_template
@@ -235,3 +240,43 @@ def _aca_event(spec: NodeSpec) -> str:
 def render_uname_r(spec: NodeSpec) -> str:
     """`uname -r`."""
     return spec.kernel + "\n"
+
+
+OS_RELEASES = {
+    "ubuntu-22.04": (
+        'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
+        'VERSION="22.04.4 LTS (Jammy Jellyfish)"\nVERSION_CODENAME=jammy\nID=ubuntu\nID_LIKE=debian\n'
+        'HOME_URL="https://www.ubuntu.com/"\nUBUNTU_CODENAME=jammy\n'
+    ),
+    "ubuntu-24.04": (
+        'PRETTY_NAME="Ubuntu 24.04.1 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\n'
+        'VERSION="24.04.1 LTS (Noble Numbat)"\nVERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\n'
+        'HOME_URL="https://www.ubuntu.com/"\nUBUNTU_CODENAME=noble\nLOGO=ubuntu-logo\n'
+    ),
+}
+"""os-release files a fake node can carry, by key."""
+
+
+def rccl_library_name(rocm_version: str) -> str:
+    """ROCm's file name of librccl for a release: 7.2.0 -> librccl.so.1.0.70200."""
+    major, minor, patch = (int(x) for x in [*rocm_version.split("."), "0", "0"][:3])
+    return f"librccl.so.1.0.{major * 10000 + minor * 100 + patch}"
+
+
+def write_host_facts(host: Path, spec: NodeSpec) -> None:
+    """The host-fact files of `spec` under the host root `host`."""
+    dmi = host / "sys" / "class" / "dmi" / "id"
+    dmi.mkdir(parents=True)
+    for name in ("bios_vendor", "bios_version", "bios_date"):
+        (dmi / name).write_text(f"{getattr(spec, name)}\n", encoding="utf-8")
+    proc = host / "proc"
+    proc.mkdir()
+    (proc / "cmdline").write_text(f"BOOT_IMAGE=/vmlinuz-{spec.kernel} {spec.kernel_params}\n", encoding="utf-8")
+    etc = host / "etc"
+    etc.mkdir()
+    (etc / "os-release").write_text(OS_RELEASES[spec.os_release], encoding="utf-8")
+    lib = host / "opt" / "rocm" / "lib"
+    lib.mkdir(parents=True)
+    real = rccl_library_name(spec.rocm_version)
+    (lib / real).write_bytes(b"\x7fELF")  # the probe reads the name, never the library
+    (lib / "librccl.so.1").symlink_to(real)

@@ -172,6 +172,12 @@ class NodeSpec:
     rvs_failed_gpus: tuple[int, ...] = ()  # positions in `gpus` whose RVS gst misses its target
     agfhc_failed_tests: tuple[str, ...] = ()  # AGFHC test names that fail ("hbm_bw", ...)
     dmesg_events: tuple[str, ...] = ()
+    # Host facts (render_host.write_host_facts): DMI BIOS files, /proc/cmdline, os-release.
+    bios_vendor: str = "American Megatrends International, LLC."
+    bios_version: str = "2.1"
+    bios_date: str = "03/15/2024"
+    kernel_params: str = "root=/dev/mapper/ubuntu--vg-ubuntu--lv ro amd_iommu=on iommu=pt"
+    os_release: str = "ubuntu-22.04"  # a key of render_host.OS_RELEASES
 
     def __post_init__(self) -> None:
         if sorted(self.enumeration_order) != list(range(len(self.gpus))):

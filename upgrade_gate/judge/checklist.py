@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
 from upgrade_gate.judge.plan import ChangePlan, read_document
 from upgrade_gate.judge.policy import Policy
@@ -86,10 +86,8 @@ class ChecklistInputs:
 def load_checklist(name_or_path: str) -> Checklist:
     """A shipped checklist by name (`pre-change`, `canary`, `observe`) or a checklist file."""
     if name_or_path in SHIPPED:
-        import yaml
-
         ref = resources.files("upgrade_gate") / "checklists" / f"{name_or_path}.yaml"
-        return checklist_from_dict(yaml.safe_load(ref.read_text(encoding="utf-8")), source=f"{name_or_path} (shipped)")
+        return checklist_from_dict(docio.load_yaml(ref.read_text(encoding="utf-8")), source=f"{name_or_path} (shipped)")
     path = Path(name_or_path)
     if not path.exists():
         raise NotFoundError(f"{name_or_path}: no such checklist (shipped: {', '.join(SHIPPED)}) or file")

@@ -66,6 +66,7 @@ _PHASE = "phase results are judged on the candidate alone (phase.failed, evidenc
 _PROBE = "probe health is judged on the candidate alone, against the baseline's probe list"
 _BW = "bandwidth is judged statistically (bandwidth.regression/threshold), like with like"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
+_ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
 
 COVERAGE: Mapping[str, Coverage] = {
     # ------------------------------------------------------------------ document and node
@@ -84,6 +85,17 @@ COVERAGE: Mapping[str, Coverage] = {
     "software.amdsmi_version": compared("software.rocm"),
     "software.hip_runtime_version": compared(),
     "software.na_reasons": _NA,
+    "software.rccl_library": compared("software.rccl"),
+    # ------------------------------------------------------------------ host facts the incident names
+    "host.bios_vendor": compared("host.bios"),
+    "host.bios_version": compared("host.bios"),
+    "host.bios_date": compared("host.bios"),
+    "host.kernel_cmdline": compared("host.kernel_cmdline"),
+    "host.os_id": compared("host.os_release"),
+    "host.os_version_id": compared("host.os_release"),
+    "host.os_pretty_name": compared("host.os_release"),
+    "host.captured": checked("host.bios", "a baseline from before host facts were captured warns once per rule"),
+    "host.na_reasons": _NA,
     # ------------------------------------------------------------------ GPUs
     "gpus[]": compared("device.missing"),
     "gpus[].index": compared("device.order_changed"),
@@ -143,6 +155,13 @@ COVERAGE: Mapping[str, Coverage] = {
     "sriov[].totalvfs": compared(),
     # ------------------------------------------------------------------ events, measurements, phases, probes
     "events[]": checked("dmesg.fatal", _EVENT),
+    "event_patterns": informational("which pattern table classified the events; the events themselves are judged"),
+    "evidence_issues[]": checked("evidence.missing", _ISSUE),
+    "evidence_issues[].kind": checked("evidence.missing", _ISSUE),
+    "evidence_issues[].subject": checked("evidence.missing", _ISSUE),
+    "evidence_issues[].message": checked("evidence.missing", _ISSUE),
+    "evidence_issues[].values": checked("evidence.missing", _ISSUE),
+    "probes[].notes": informational("what a probe's preamble said (MPI/UCX warnings skipped); causes are judged"),
     "events[].kind": checked("dmesg.fatal", _EVENT),
     "events[].severity": checked("dmesg.fatal", _EVENT),
     "events[].bdf": checked("dmesg.fatal", _EVENT),

@@ -112,6 +112,8 @@ def snapshot_views(baseline: Snapshot, candidate: Snapshot) -> tuple[dict[str, A
     pairs = match_gpus(baseline.gpus, candidate.gpus)
     left = _sections(baseline, {p.label: p.baseline for p in pairs if p.baseline is not None})
     right = _sections(candidate, {p.label: p.candidate for p in pairs if p.candidate is not None})
+    if not (baseline.host.captured and candidate.host.captured):
+        del left["host"], right["host"]  # a side that predates host facts has nothing to compare (rules.host)
     out_left: dict[str, Any] = {}
     out_right: dict[str, Any] = {}
     for section in left:
@@ -134,13 +136,14 @@ def snapshot_views(baseline: Snapshot, candidate: Snapshot) -> tuple[dict[str, A
     return out_left, out_right
 
 
-_SINGLE = frozenset({"node", "software"})
+_SINGLE = frozenset({"node", "software", "host"})
 
 
 def _sections(snap: Snapshot, gpus: dict[str, Gpu]) -> dict[str, Any]:
     return {
         "node": snap.node,
         "software": snap.software,
+        "host": snap.host,
         "gpus": gpus,
         "gpu_links": {f"a={link.a},b={link.b}": link for link in snap.gpu_links},
         "pcie": {str(link.bdf): link for link in snap.pcie},

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
 from upgrade_gate.model import Change, NodeName
 
@@ -138,7 +138,7 @@ def read_document(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: unreadable: {exc}") from exc
     try:
-        return yaml.safe_load(text)
+        return docio.load_yaml(text, source=str(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -273,6 +273,7 @@ _SOFTWARE = {
     "software.rocm_build": "rocm",
     "software.amdsmi_version": "rocm",
     "software.hip_runtime_version": "rocm",
+    "software.rccl_library": "rocm",
     "software.driver_version": "driver",
     "software.kernel": "kernel",
 }

@@ -32,6 +32,8 @@ Design decisions:
   behaviour: PHASE3_EXPECTED_NIC_COUNT applies to nodes that show NICs.
 - Parameters are checked against each rule's declared `ParamSpec`s on load: an unknown parameter or a
   wrong type is a ConfigError naming the file and `$.rules[i].params.<name>`.
+- `kernel_events.patterns` is the site's fatal-error map over the shipped kernel-log patterns (new
+  patterns, per-family re-grades, baseline-rate tolerance): see `judge.kernel_events`.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
+from upgrade_gate.judge.kernel_events import KernelEventPolicy, build_kernel_events, shipped_kernel_events
 from upgrade_gate.judge.plan import read_document
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, ParamSpec
 from upgrade_gate.model import RuleId, Severity
@@ -140,6 +143,7 @@ class Policy:
     nic_counts: dict[str, int] = field(default_factory=dict)  # node class (or "*") -> RDMA NICs expected
     ignore_paths: tuple[str, ...] = ()
     source: str = DEFAULT_POLICY_SOURCE
+    kernel_events: KernelEventPolicy = field(default_factory=shipped_kernel_events)  # the fatal-error map
 
     def expected_nics(self, node_class: str | None) -> int | None:
         """The RDMA NIC count the policy declares for `node_class` (None: not declared)."""
@@ -202,10 +206,9 @@ def load_policy(
 
 
 def _default_document() -> dict[str, Any]:
-    import yaml
 
     text = (resources.files("upgrade_gate") / "data" / "default-policy.yaml").read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
+    doc = docio.load_yaml(text, source=DEFAULT_POLICY_SOURCE)
     _validate(doc, DEFAULT_POLICY_SOURCE)
     return cast(dict[str, Any], doc)
 
@@ -271,6 +274,11 @@ def build_policy(
             not_applicable[cls] = tuple(sorted(set(phases)))
         nic_counts.update((doc.get("nics") or {}).get("expected_count") or {})
         ignore.extend(doc.get("ignore_paths", ()))
+    kernel_entries = [
+        (f"{where}: policy: $.kernel_events.patterns[{i}]", raw)
+        for where, doc in layers
+        for i, raw in enumerate((doc.get("kernel_events") or {}).get("patterns", ()))
+    ]
     name = str(user.get("name", "custom")) if user is not None else str(default.get("name", "default"))
     return Policy(
         name=name,
@@ -280,6 +288,7 @@ def build_policy(
         nic_counts=nic_counts,
         ignore_paths=tuple(dict.fromkeys(ignore)),
         source=source,
+        kernel_events=build_kernel_events(kernel_entries),
     )
 
 

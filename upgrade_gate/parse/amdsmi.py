@@ -48,6 +48,7 @@ from upgrade_gate.parse.amdsmi_types import (
 )
 from upgrade_gate.parse.amdsmi_values import Fields
 from upgrade_gate.parse.amdsmi_xgmi import parse_xgmi_text
+from upgrade_gate.parse.preamble import parse_after_preamble
 
 _STATIC_SECTIONS = frozenset(
     {"asic", "bus", "vbios", "ifwi", "limit", "driver", "board", "ras", "partition", "numa", "vram"}
@@ -88,7 +89,7 @@ def _records(text: str, *, tool: str) -> tuple[str, list[Record], AmdSmiVersion 
 # --------------------------------------------------------------------------- version
 
 
-def parse_amdsmi_version(text: str) -> AmdSmiVersion:
+def _parse_version(text: str) -> AmdSmiVersion:
     """`amd-smi version` (one `a: b | c: d` line) or `amd-smi version --json`."""
     tool = "amd-smi-version"
     if looks_like_json(text):
@@ -110,7 +111,7 @@ def parse_amdsmi_version(text: str) -> AmdSmiVersion:
 # --------------------------------------------------------------------------- list
 
 
-def parse_amdsmi_list(text: str) -> AmdSmiList:
+def _parse_list(text: str) -> AmdSmiList:
     """`amd-smi list` (text or --json): index, BDF, UUID and KFD/node/partition ids per GPU."""
     tool = "amd-smi-list"
     form, records, version, _, _ = _records(text, tool=tool)
@@ -203,7 +204,7 @@ def _static_gpu(index: int, fields: Fields) -> AmdSmiStaticGpu:
     )
 
 
-def parse_amdsmi_static(text: str) -> AmdSmiStatic:
+def _parse_static(text: str) -> AmdSmiStatic:
     """`amd-smi static` (text, old JSON list or amd-smi >= 26 `gpu_data`): identity and config per GPU."""
     form, records, _, truncated, cpus = _records(text, tool="amd-smi-static")
     gpus = tuple(_static_gpu(index, fields) for index, fields in records)
@@ -221,7 +222,7 @@ def _fw_entries(fields: Fields) -> list[Fields] | None:
     return fields.entries("fw_list")
 
 
-def parse_amdsmi_firmware(text: str) -> AmdSmiFirmware:
+def _parse_firmware(text: str) -> AmdSmiFirmware:
     """`amd-smi firmware` (text or --json): FW_ID -> FW_VERSION per GPU, versions as printed."""
     form, records, _, _, _ = _records(text, tool="amd-smi-firmware")
     gpus = []
@@ -253,21 +254,56 @@ def parse_amdsmi_firmware(text: str) -> AmdSmiFirmware:
 # --------------------------------------------------------------------------- tables
 
 
-def parse_amdsmi_topology(text: str) -> AmdSmiTopology:
+def _parse_topology(text: str) -> AmdSmiTopology:
     """`amd-smi topology` (text tables or --json links): every ordered pair of distinct GPUs."""
     if looks_like_json(text):
         return topology_from_json(text, tool="amd-smi-topology")
     return parse_topology_text(text, tool="amd-smi-topology")
 
 
-def parse_amdsmi_partition(text: str) -> AmdSmiPartition:
+def _parse_partition(text: str) -> AmdSmiPartition:
     """`amd-smi partition` (text): current compute/memory partitions and profiles."""
     return parse_partition_text(text, tool="amd-smi-partition")
 
 
-def parse_amdsmi_xgmi(text: str) -> AmdSmiXgmi:
+def _parse_xgmi(text: str) -> AmdSmiXgmi:
     """`amd-smi xgmi` (text): link metrics, link status and port status; N/A is unknown."""
     return parse_xgmi_text(text, tool="amd-smi-xgmi")
+
+
+def parse_amdsmi_version(text: str) -> AmdSmiVersion:
+    """`amd-smi version` (one `a: b | c: d` line) or `amd-smi version --json`, after any known preamble."""
+    return parse_after_preamble(text, _parse_version)
+
+
+def parse_amdsmi_list(text: str) -> AmdSmiList:
+    """`amd-smi list` (text or --json): index, BDF, UUID and KFD/node/partition ids per GPU."""
+    return parse_after_preamble(text, _parse_list)
+
+
+def parse_amdsmi_static(text: str) -> AmdSmiStatic:
+    """`amd-smi static` (text, old JSON list or amd-smi >= 26 `gpu_data`): identity and config per GPU."""
+    return parse_after_preamble(text, _parse_static)
+
+
+def parse_amdsmi_firmware(text: str) -> AmdSmiFirmware:
+    """`amd-smi firmware` (text or --json): FW_ID -> FW_VERSION per GPU, versions as printed."""
+    return parse_after_preamble(text, _parse_firmware)
+
+
+def parse_amdsmi_topology(text: str) -> AmdSmiTopology:
+    """`amd-smi topology` (text tables or --json links): every ordered pair of distinct GPUs."""
+    return parse_after_preamble(text, _parse_topology)
+
+
+def parse_amdsmi_partition(text: str) -> AmdSmiPartition:
+    """`amd-smi partition` (text): current compute/memory partitions and profiles."""
+    return parse_after_preamble(text, _parse_partition)
+
+
+def parse_amdsmi_xgmi(text: str) -> AmdSmiXgmi:
+    """`amd-smi xgmi` (text): link metrics, link status and port status; N/A is unknown."""
+    return parse_after_preamble(text, _parse_xgmi)
 
 
 PARSERS: dict[str, Callable[[str], object]] = {

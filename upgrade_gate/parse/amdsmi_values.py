@@ -15,6 +15,9 @@ Design notes:
   are binary (the library divides bytes by 1024 twice: 196592 MB on a 192 GiB MI300X), so sizes
   convert to MiB with factors of 1024.
 - Errors name the tool, the line (text form; 0 for JSON) and the dotted path of the value.
+- A number, quantity or BDF printed as an error text (`AMDSMI_STATUS_NOT_SUPPORTED - ...`, a
+  permission banner; `sanity.error_text`) is not available like N/A, not a format error that would
+  lose the whole record. Strings are kept as printed; the snapshot builder rejects error texts.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Mapping
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
 from upgrade_gate.parse.common import is_na, normalize_bdf
+from upgrade_gate.parse.sanity import error_text
 
 Where = Mapping[str, tuple[int, str]]  # dotted path -> (line number, raw line) for text input
 
@@ -146,7 +150,7 @@ class Fields:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, str):
-            if is_na(value):
+            if is_na(value) or error_text(value) is not None:
                 self._na.append(field)
                 return None
             if _INT_RE.match(value.strip()):
@@ -164,7 +168,7 @@ class Fields:
                 return float(number), unit
             raise self.error(key, "expected a {value, unit} object")
         if isinstance(value, str):
-            if is_na(value):
+            if is_na(value) or error_text(value) is not None:
                 self._na.append(field)
                 return None
             match = _QUANTITY_RE.match(value.strip())
@@ -186,6 +190,9 @@ class Fields:
         """A PCI address normalised to lower-case dddd:bb:dd.f, None when absent or N/A."""
         value = self.text(key, field)
         if value is None:
+            return None
+        if error_text(value) is not None:
+            self._na.append(field)
             return None
         dotted = f"{self._path}.{key}" if self._path else key
         line_no, _ = self._where.get(dotted, (0, value))

@@ -16,6 +16,7 @@ import re
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
+from upgrade_gate.parse.sanity import name_problem
 
 # Real CSI sequences (ESC [ params final-byte), two-byte ESC sequences, and their caret-notation
 # remnants ("^[[3m", or "^[3m" where the copy lost the bracket).
@@ -61,6 +62,18 @@ def normalize_bdf(
     if dev > 0x1F:
         raise ParseError(tool, line_no, raw, "PCI device number above 0x1f")
     return Bdf(f"{dom_txt}:{bus:02x}:{dev:02x}.{int(fn or '0')}")
+
+
+def check_name(name: str, *, tool: str, line_no: int, excerpt: str) -> str:
+    """`name` (a device or interface name) when it decoded cleanly; ParseError otherwise.
+
+    A name holding U+FFFD (bytes that were not UTF-8) or control characters is evidence of a broken
+    probe: taking it would turn `ionic_0` into an unknown new device and the real one into a vanished one.
+    """
+    problem = name_problem(name)
+    if problem is not None:
+        raise ParseError(tool, line_no, excerpt, problem)
+    return name
 
 
 def bdf_from_parts(domain: int, bus: int, dev: int, fn: int) -> Bdf:

@@ -17,11 +17,17 @@ Design notes and tool quirks:
   gate does not judge Xids. A site that wants them adds patterns to its own table.
 - `dmesg: read kernel buffer failed: ...` (dmesg_restrict for non-root) or an empty log is no evidence at
   all: ParseError, never "no events".
+- Garbage is not a clean log. util-linux dmesg escapes unprintable bytes itself (`\\x..`), so a NUL,
+  another C0 control character (tab, newline, carriage return and ESC excepted) or U+FFFD (a byte that
+  was not UTF-8, replaced when the output was decoded) means the bytes are not dmesg's output: a
+  truncated or corrupted capture, a binary written over the file. ParseError naming the first such line,
+  because a scan that matched nothing in garbage proves nothing.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from upgrade_gate import docio
 from upgrade_gate.errors import ConfigError, ParseError
 from upgrade_gate.model import Bdf, KernelEvent
 from upgrade_gate.parse.common import normalize_bdf, strip_ansi
@@ -46,6 +53,7 @@ _CTIME_TS_RE = re.compile(
 _DEVICE_PREFIX_RE = re.compile(r"^[\w.-]+ (?P<bdf>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):")
 _ANY_BDF_RE = re.compile(r"(?<![0-9a-fA-F:])(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\b")
 _DMESG_ERROR_RE = re.compile(r"^dmesg: ")
+_NOT_TEXT_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +79,36 @@ class PatternTable:
     version: int
     patterns: tuple[DmesgPattern, ...]
 
+    @property
+    def digest(self) -> str:
+        """What classified a log: the table version and a hash of every (id, regex) in order.
+
+        Severities and families are left out: the judge re-grades those from the policy, so only a
+        change of what matches makes a snapshot's events stale.
+        """
+        text = "\n".join(f"{p.id}\t{p.regex.pattern}" for p in self.patterns)
+        return f"v{self.version}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+# GPU families as the pattern table names them, by the gfx target rocminfo / amd-smi print.
+_FAMILIES = {
+    "gfx906": "mi50",  # MI50 / MI60 (Vega 20)
+    "gfx908": "mi100",
+    "gfx90a": "mi200",  # MI210 / MI250 / MI250X
+    "gfx940": "mi300",
+    "gfx941": "mi300",
+    "gfx942": "mi300",  # MI300X / MI300A / MI308X / MI325X
+    "gfx950": "mi350",  # MI350X / MI355X
+}
+
+
+def family_of(gfx_target: str | None) -> str | None:
+    """The pattern table's family name of a gfx target ("gfx942" -> "mi300"); the target itself if unnamed."""
+    if gfx_target is None:
+        return None
+    target = gfx_target.strip().lower()
+    return _FAMILIES.get(target, target or None)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DmesgResult:
@@ -91,7 +129,7 @@ def _table_error(where: str, message: str) -> ConfigError:
 def load_patterns(text: str, *, source: str = "dmesg_patterns.yaml") -> PatternTable:
     """Build a pattern table from YAML text; ConfigError naming the entry at fault."""
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = docio.load_yaml(text, source=source)
     except yaml.YAMLError as exc:
         raise _table_error(source, f"not YAML ({exc.__class__.__name__})") from exc
     if not isinstance(data, Mapping) or not isinstance(data.get("patterns"), list):
@@ -166,8 +204,30 @@ def _bdf_of(message: str, line_no: int) -> Bdf | None:
         return None  # free text that only looks like an address (device number above 0x1f)
 
 
+def _refuse_garbage(text: str) -> None:
+    """ParseError at the first line holding bytes that dmesg never prints (see the module docstring)."""
+    match = _NOT_TEXT_RE.search(text)
+    if match is None:
+        return
+    line_no = text.count("\n", 0, match.start()) + 1
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.start())
+    line = text[start : end if end >= 0 else len(text)]
+    bad = sum(1 for _ in _NOT_TEXT_RE.finditer(text))
+    char = match.group(0)
+    what = "NUL byte" if char == "\x00" else "non-UTF-8 byte" if char == "\ufffd" else f"control byte {char!r}"
+    raise ParseError(
+        TOOL,
+        line_no,
+        line.encode("unicode_escape").decode("ascii")[:120],
+        f"not a kernel log: {what} ({bad} unprintable character(s) in all); dmesg escapes such bytes itself, "
+        "so this output is corrupt or binary",
+    )
+
+
 def _messages(text: str) -> tuple[list[tuple[int, str]], str]:
     """(first line number, message) pairs with continuation lines joined, and the timestamp style."""
+    _refuse_garbage(text)
     messages: list[tuple[int, str]] = []
     styles: set[str] = set()
     for no, raw in enumerate(strip_ansi(text).splitlines(), 1):

@@ -40,6 +40,7 @@ from typing import Any
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement
 from upgrade_gate.parse.common import is_na, normalize_bdf
+from upgrade_gate.parse.preamble import parse_after_preamble, split_preamble
 from upgrade_gate.parse.rccl_tests_json import merge_json, parse_rccl_tests_json
 from upgrade_gate.parse.rccl_tests_types import (
     TOOL,
@@ -284,10 +285,15 @@ def _parse_text(text: str) -> RcclTestsResult:
 
 
 def parse_rccl_tests(text: str) -> RcclTestsResult:
-    """Parse rccl-tests/nccl-tests stdout, or its `-Z json` file (detected by a leading `[` / `{`)."""
-    if text.lstrip()[:1] in ("[", "{"):
-        return parse_rccl_tests_json(text)
-    return _parse_text(text)
+    """Parse rccl-tests/nccl-tests stdout, or its `-Z json` file (detected by a leading `[` / `{`).
+
+    MPI launcher preambles (UCX log lines, Open MPI help blocks) are skipped first: a UCX line starts
+    with `[<timestamp>]`, which is not the start of a JSON array.
+    """
+    _, body = split_preamble(text)
+    if body.lstrip()[:1] in ("[", "{"):
+        return parse_after_preamble(text, parse_rccl_tests_json)
+    return parse_after_preamble(text, _parse_text)
 
 
 def to_measurements(

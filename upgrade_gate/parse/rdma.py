@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.common import KeyValueBlock, leading_int
+from upgrade_gate.parse.common import KeyValueBlock, check_name, leading_int
 from upgrade_gate.parse.rdma_tables import (
     Ibstat,
     IbstatCa,
@@ -204,7 +204,7 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             m = re.match(r"^hca_id:\s*(\S+)\s*$", line)
             if m is None:
                 raise ParseError(tool, no, line, "unindented line is not 'hca_id:'")
-            devices.append(_Block(m.group(1), no))
+            devices.append(_Block(check_name(m.group(1), tool=tool, line_no=no, excerpt=line), no))
             port = None
             continue
         if not devices:
@@ -292,6 +292,9 @@ def parse_rdma_link(text: str) -> RdmaLinks:
         attrs = _pairs(m.group("rest").split(), tool, no, line)
         if "state" not in attrs:
             raise ParseError(tool, no, line, "link without 'state'")
+        check_name(m.group("dev"), tool=tool, line_no=no, excerpt=line)
+        if "netdev" in attrs:
+            check_name(attrs["netdev"], tool=tool, line_no=no, excerpt=line)
         links.append(
             RdmaLink(
                 device=m.group("dev"),

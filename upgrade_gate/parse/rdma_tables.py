@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.common import KeyValueBlock, leading_int
+from upgrade_gate.parse.common import KeyValueBlock, check_name, leading_int
 
 
 def _int(raw: str, tool: str, line_no: int) -> int:
@@ -218,7 +218,7 @@ def parse_ibstat(text: str) -> Ibstat:
             continue
         ca = re.match(r"^CA '([^']+)'\s*$", line)
         if ca is not None:
-            cas.append(_CaBlock(ca.group(1), no))
+            cas.append(_CaBlock(check_name(ca.group(1), tool=tool, line_no=no, excerpt=line), no))
             continue
         if not cas or not line[0].isspace():
             raise ParseError(tool, no, line, "expected \"CA 'name'\" or an indented attribute")

@@ -20,6 +20,7 @@ PARSER_MODULES = (
     "upgrade_gate.parse.rccl_tests",
     "upgrade_gate.parse.perftest",
     "upgrade_gate.parse.rvs",
+    "upgrade_gate.parse.host",
 )
 
 

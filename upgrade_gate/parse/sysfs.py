@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
-from upgrade_gate.parse.common import bdf_from_parts, normalize_bdf, strip_ansi
+from upgrade_gate.parse.common import bdf_from_parts, check_name, normalize_bdf, strip_ansi
 
 GREP_TOOL = "sysfs-grep"
 KFD_TOOL = "kfd-properties"
@@ -97,6 +97,9 @@ def parse_sysfs_grep(text: str) -> SysfsValues:
         if match is None:
             raise ParseError(GREP_TOOL, no, line, "not a `path:value` line of a known sysfs file")
         path, value = match.group("path"), match.group("value").strip()
+        ib = _IB_FW_RE.search(path)
+        if ib is not None:  # the RDMA device name is part of the path
+            check_name(ib.group("dev"), tool=GREP_TOOL, line_no=no, excerpt=line)
         if path in values:
             raise ParseError(GREP_TOOL, no, line, f"{path} has more than one line")
         if not value:

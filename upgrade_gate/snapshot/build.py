@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
+from upgrade_gate.collect.causes import known_cause
 from upgrade_gate.collect.probes import probe_names
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import (
@@ -42,16 +43,21 @@ from upgrade_gate.model import (
     Software,
     SriovFunction,
 )
-from upgrade_gate.parse import amdsmi, dmesg, lspci, rdma, rocminfo, rocmsmi, sysfs
+from upgrade_gate.parse import amdsmi, dmesg, lspci, preamble, rdma, rocminfo, rocmsmi, sysfs
 from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiTopology, AmdSmiVersion
+from upgrade_gate.parse.firmware_names import rocmsmi_to_amdsmi
 from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
+from upgrade_gate.parse.sanity import error_text, version_problem
+from upgrade_gate.snapshot import crosscheck
 from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
+from upgrade_gate.snapshot.host import host_facts
 
 T = TypeVar("T")
 _RELEASE = re.compile(r"\d+(\.\d+)+")
 
 # Probes that only run when the probe they stand in for failed: absent is normal for them.
 _FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
+_AMDSMI_PROBES = ("amdsmi_static", "amdsmi_list", "amdsmi_firmware", "amdsmi_version", "amdsmi_topology")
 # PCI classes whose links matter to the gate: network, display, processing accelerators, co-processors.
 _LINK_CLASSES = ("02", "03", "12", "0b40")
 
@@ -62,6 +68,7 @@ class _Evidence:
 
     bundle: Bundle
     statuses: dict[str, ProbeStatus] = field(default_factory=dict)
+    causes: dict[str, str] = field(default_factory=dict)  # probe -> what its preamble says about it
 
     def parse(self, name: str, parser: Callable[[str], T]) -> T | None:
         """The parsed output of probe `name`, or None with the reason recorded in its status."""
@@ -74,12 +81,19 @@ class _Evidence:
         if not record.ok:
             self.statuses[name] = _status(record, ok=False, reason=record.reason)
             return None
+        found, _ = preamble.split_preamble(record.result.stdout)
+        notes = tuple(p.note for p in found)
+        if preamble.causes(found):
+            self.causes[name] = "; ".join(preamble.causes(found))
         try:
             value = parser(record.result.stdout)
         except ParseError as exc:
-            self.statuses[name] = _status(record, ok=False, reason=f"unparseable output: {exc}")
+            # A tool that exits 0 yet states why it has nothing (rocm-smi without amdgpu) is named by that.
+            cause = known_cause(record.result.stdout, record.result.stderr)
+            why = f"{cause} (unparseable output: {exc})" if cause else f"unparseable output: {exc}"
+            self.statuses[name] = _status(record, ok=False, reason=why, notes=notes)
             return None
-        self.statuses[name] = _status(record, ok=True, reason=record.note)
+        self.statuses[name] = _status(record, ok=True, reason=record.note, notes=notes)
         return value
 
     def reason(self, *names: str) -> str:
@@ -105,7 +119,7 @@ class _Evidence:
         return tuple(out)
 
 
-def _status(record: ProbeRecord, *, ok: bool, reason: str | None) -> ProbeStatus:
+def _status(record: ProbeRecord, *, ok: bool, reason: str | None, notes: tuple[str, ...] = ()) -> ProbeStatus:
     result = record.result
     return ProbeStatus(
         name=record.name,
@@ -119,11 +133,19 @@ def _status(record: ProbeRecord, *, ok: bool, reason: str | None) -> ProbeStatus
         required=record.required,
         fallback_for=record.fallback_for,
         skipped=record.skipped,
+        notes=notes,
     )
 
 
-def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot:
-    """The schema-valid snapshot of the node a bundle captured."""
+def build_snapshot(
+    bundle: Bundle, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
+    """The schema-valid snapshot of the node a bundle captured.
+
+    `patterns` classifies the kernel log (default: the shipped table); a site's fatal-error map passes
+    its own (`Policy.kernel_events.table`), and the snapshot records which table it was.
+    """
+    table = patterns if patterns is not None else dmesg.load_default_patterns()
     ev = _Evidence(bundle)
     info = ev.parse("rocminfo", rocminfo.parse_rocminfo)
     version = ev.parse("amdsmi_version", amdsmi.parse_amdsmi_version)
@@ -141,7 +163,9 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
     driver_values = ev.parse("driver_version", sysfs.parse_sysfs_grep)
     rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
     kernel = ev.parse("kernel", sysfs.parse_uname_r)
-    log = ev.parse("dmesg", dmesg.parse_dmesg)
+    log = ev.parse("dmesg", lambda text: dmesg.parse_dmesg(text, table))
+    ibstat = ev.parse("ibstat", rdma.parse_ibstat)  # not in every catalogue: a third port-state source
+    issues = crosscheck.Issues()
 
     gpus = assemble_gpus(
         GpuSources(
@@ -149,40 +173,61 @@ def build_snapshot(bundle: Bundle, *, node_class: str | None = None) -> Snapshot
             static=static,
             listing=listing,
             firmware=firmware,
-            rocmsmi=rsmi,
+            rocmsmi=_amdsmi_vocabulary(rsmi),
             pci=pci,
             reason=ev.reason,
         )
+    )
+    amdsmi_cause = next((ev.causes[n] for n in _AMDSMI_PROBES if n in ev.causes), None)
+    gpus = crosscheck.sanitize_gpus(gpus, issues, cause=amdsmi_cause)
+    software = _software(ev, issues, kernel, driver_values, rocm_values, version, static, rsmi)
+    host, rccl_library, rccl_missing = host_facts(ev.parse, ev.reason, present={r.name for r in bundle.records})
+    reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
+    software = replace(software, rccl_library=rccl_library, na_reasons=reasons)
+    nics = crosscheck.check_nics(
+        _nics(ibv, links, ib_values, sriov_values),
+        crosscheck.port_views(ibv, links, ibstat),
+        issues,
+        incomplete=("ibstat",) if ibstat is not None and not ibstat.complete else (),
     )
     return Snapshot(
         node=NodeInfo(name=bundle.node, hostname=bundle.hostname, node_class=node_class),
         taken_at=bundle.taken_at,
         tool_version=bundle.tool_version,
-        software=_software(ev, kernel, driver_values, rocm_values, version, static, rsmi),
+        software=software,
+        host=host,
         gpus=gpus,
         gpu_links=_gpu_links(topology, rsmi_topo, rsmi),
         pcie=_pcie(pci),
-        nics=_nics(ibv, links, ib_values, sriov_values),
+        nics=nics,
         sriov=_sriov(sriov_values),
         events=log.events if log else (),
+        event_patterns=table.digest if log else None,
         probes=ev.probe_statuses(),
+        evidence_issues=tuple(issues.items),
     )
 
 
-def snapshot_from_bundle(path: Path, *, node_class: str | None = None) -> Snapshot:
+def _amdsmi_vocabulary(rsmi: RocmSmiInfo | None) -> RocmSmiInfo | None:
+    """rocm-smi's firmware in amd-smi's block names and formats: the fallback itself must not diff."""
+    if rsmi is None:
+        return None
+    return replace(rsmi, gpus=tuple(replace(g, firmware=rocmsmi_to_amdsmi(g.firmware)) for g in rsmi.gpus))
+
+
+def snapshot_from_bundle(
+    path: Path, *, node_class: str | None = None, patterns: dmesg.PatternTable | None = None
+) -> Snapshot:
     """Load a capture bundle (directory or .tar.gz) and build its snapshot."""
-    return build_snapshot(load_bundle(path), node_class=node_class)
+    return build_snapshot(load_bundle(path), node_class=node_class, patterns=patterns)
 
 
 # --------------------------------------------------------------------------- software
 
 
-def _first(*values: str | None) -> str | None:
-    return next((v for v in values if v), None)
-
-
 def _software(
     ev: _Evidence,
+    issues: crosscheck.Issues,
     kernel: sysfs.KernelRelease | None,
     driver_values: sysfs.SysfsValues | None,
     rocm_values: sysfs.SysfsValues | None,
@@ -190,19 +235,34 @@ def _software(
     static: AmdSmiStatic | None,
     rsmi: RocmSmiInfo | None,
 ) -> Software:
-    driver_file = _optional(sysfs.amdgpu_version, driver_values)
+    # Most trustworthy first: the kernel's own module version, then what amd-smi read per GPU, then
+    # amd-smi's summary line, then rocm-smi. Every GPU of `amd-smi static` is its own answer, so GPUs
+    # that disagree about the driver they run are a conflict too.
+    static_drivers = list(dict.fromkeys(g.driver_version for g in static.gpus if g.driver_version)) if static else []
+    driver_answers: list[tuple[str, str | None]] = [("driver_version", _optional(sysfs.amdgpu_version, driver_values))]
+    driver_answers += [("amdsmi_static", v) for v in static_drivers]
+    driver_answers += [("amdsmi_version", version.amdgpu_version if version else None)]
+    driver_answers += [("rocmsmi", rsmi.driver_version if rsmi else None)]
+    driver, driver_why = crosscheck.pick(
+        "software.driver_version", driver_answers, issues, check=version_problem, causes=ev.causes
+    )
     rocm_file = _optional(sysfs.rocm_version, rocm_values)
-    static_driver = next((g.driver_version for g in static.gpus if g.driver_version), None) if static else None
+    rocm_build, rocm_why = crosscheck.pick(
+        "software.rocm_version",
+        [("rocm_version", rocm_file), ("amdsmi_version", version.rocm_version if version else None)],
+        issues,
+        check=version_problem,
+        causes=ev.causes,
+        key=lambda v: _release(v) or v,
+    )
+    tool = version.tool_version if version else None
+    if error_text(tool) is not None:
+        tool = None
     values = {
         "kernel": kernel.release if kernel else None,
-        "driver_version": _first(
-            driver_file,
-            version.amdgpu_version if version else None,
-            static_driver,
-            rsmi.driver_version if rsmi else None,
-        ),
-        "rocm_version": _release(_first(rocm_file, version.rocm_version if version else None)),
-        "amdsmi_version": version.tool_version if version else None,
+        "driver_version": driver,
+        "rocm_version": _release(rocm_build),
+        "amdsmi_version": tool,
     }
     sources = {
         "kernel": ("kernel",),
@@ -210,12 +270,13 @@ def _software(
         "rocm_version": ("rocm_version", "amdsmi_version"),
         "amdsmi_version": ("amdsmi_version",),
     }
-    reasons = {key: ev.reason(*sources[key]) for key, value in values.items() if value is None}
+    rejected = {"driver_version": driver_why, "rocm_version": rocm_why}
+    reasons = {key: rejected.get(key) or ev.reason(*sources[key]) for key, value in values.items() if value is None}
     return Software(
         kernel=values["kernel"],
         driver_version=values["driver_version"],
         rocm_version=values["rocm_version"],
-        rocm_build=_first(rocm_file, version.rocm_version if version else None),
+        rocm_build=rocm_build,
         amdsmi_version=values["amdsmi_version"],
         na_reasons=reasons,
     )

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from upgrade_gate import codec, schemas
+from upgrade_gate import codec, docio, schemas
 from upgrade_gate.errors import InputError, NotFoundError
 from upgrade_gate.model import Snapshot
 
@@ -44,7 +44,7 @@ def snapshot_from_dict(data: Any, *, source: str) -> Snapshot:
 def loads_snapshot(text: str, *, source: str) -> Snapshot:
     """Parse JSON text into a Snapshot; one-line error naming `source` on failure."""
     try:
-        data = json.loads(text)
+        data = docio.loads_json(text, source=source)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}: not JSON: {exc.msg} at line {exc.lineno}") from exc
     return snapshot_from_dict(data, source=source)

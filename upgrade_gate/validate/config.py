@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from upgrade_gate import docio
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError
 from upgrade_gate.validate import config_values as cv
 from upgrade_gate.validate import cvf
@@ -212,7 +213,7 @@ def load_cvf_config(path: Path) -> CvfConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: unreadable: {exc}") from exc
     try:
-        doc = yaml.safe_load(text)
+        doc = docio.load_yaml(text, source=str(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

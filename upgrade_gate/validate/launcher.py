@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from upgrade_gate.collect.runner import CommandResult, CommandRunner, LocalRunner
+from upgrade_gate.collect.runner import CommandResult, CommandRunner, LocalRunner, forget_child, track_child
 from upgrade_gate.errors import EnvironmentFailure
 from upgrade_gate.model import NodeName
 
@@ -132,6 +132,7 @@ class _LocalBackground:
                 cwd=cwd,
                 start_new_session=True,
             )
+            track_child(self._proc)  # killed with the gate on SIGINT/SIGTERM (collect.runner.kill_children)
         except OSError as exc:  # not found, not executable
             self._error = str(exc)
 
@@ -157,6 +158,7 @@ class _LocalBackground:
             except (ProcessLookupError, PermissionError):
                 proc.kill()
             out, err = proc.communicate()
+        forget_child(proc)
         return CommandResult(
             argv=self._argv,
             returncode=None if timed_out else proc.returncode,

@@ -10,24 +10,30 @@ Design decisions:
     not run, unless the policy says the phase does not apply to the node's class
     (`phases.not_applicable`). CVF passes a node it skipped; upgrade-gate does not. When a CVF
     `SKIP_*` flag switched the phase off, the message names the flag;
-  - a node with neither a baseline nor a class reference: there is nothing to judge it against.
+  - a node with neither a baseline nor a class reference: there is nothing to judge it against;
+  - every `evidence_issues` entry of the candidate: sources that answered and disagree (driver
+    version, NIC port state), a fact whose only answers were error texts, a device one source lists
+    and another does not. The snapshot builder records them (`snapshot.crosscheck`).
   - on a class the policy declares without RDMA NICs (`nics.expected_count: 0`), the NIC probes
     (`nic_probes`: ibv_devinfo, rdma link, sysfs infiniband) failing or absent is reported at info
     level: a host without an RDMA device makes them "fail" on empty output, and nic.missing blocks if
     a NIC shows up anyway.
 - `phase.failed`: any phase result `failed` blocks, with the phase's reasons.
 - `dmesg.fatal`: kernel events are grouped per (pattern, BDF), one finding each with the count and
-  the first line; the severity of each pattern comes from the pattern data file (dmesg parser), and
-  the rule maps `fatal` to block and `error` to warn by default.
+  the first line; each is graded by the fatal-error map (the shipped pattern file under the policy's
+  `kernel_events`, see `judge.kernel_events` and `rules.kernel`), and the rule maps `fatal` to block
+  and `error` to warn by default.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.model import Finding, KernelEvent, PhaseStatus, Severity
+from upgrade_gate.judge.rules.kernel import check_kernel_events
+from upgrade_gate.model import Finding, PhaseStatus, Severity
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -56,7 +62,32 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             evidence="baseline store",
         )
     yield from _probes(ctx, entry)
+    yield from _issues(ctx, entry)
     yield from _phases(ctx, entry)
+
+
+def _device_of(subject: str) -> str | None:
+    """'nics[name=ionic_0].ports[1]' -> 'ionic_0'; 'gpus[3].serial' -> 'gpu[3]'; software -> None."""
+    nic = re.match(r"^nics\[name=([^\]]+)\]", subject)
+    if nic is not None:
+        return nic.group(1)
+    gpu = re.match(r"^gpus\[(\d+)\]", subject)
+    return f"gpu[{gpu.group(1)}]" if gpu is not None else None
+
+
+def _issues(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Evidence the snapshot builder could not trust: sources that disagree, error texts, absences."""
+    for issue in ctx.candidate.evidence_issues:
+        yield finding(
+            ctx,
+            entry,
+            f"evidence {issue.kind.value}: {issue.message}",
+            device=_device_of(issue.subject),
+            path=issue.subject,
+            expected="one trustworthy answer from every source",
+            actual=dict(issue.values) or None,
+            evidence=", ".join(sorted(issue.values)) or None,
+        )
 
 
 def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -151,28 +182,8 @@ def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 
 def check_dmesg(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Fatal (block) and error (warn) kernel events, one finding per pattern and device."""
-    block = set(entry.strings("block_severities"))
-    warn = set(entry.strings("warn_severities"))
-    groups: dict[tuple[str, str], list[KernelEvent]] = {}
-    for event in ctx.candidate.events:
-        if event.severity in block or event.severity in warn:
-            groups.setdefault((event.kind, str(event.bdf) if event.bdf else ""), []).append(event)
-    for (kind, bdf), events in sorted(groups.items()):
-        first = min(events, key=lambda e: e.line_no)
-        severity: Severity | None = None if any(e.severity in block for e in events) else softer(entry.severity)
-        yield finding(
-            ctx,
-            entry,
-            f"dmesg: {kind}{' on ' + bdf if bdf else ''}: {len(events)} line(s), first at line {first.line_no}: "
-            f"{first.text.strip()[:160]}",
-            device=bdf or None,
-            path=f"events[kind={kind}]",
-            expected="no such event",
-            actual=len(events),
-            evidence="dmesg",
-            severity=severity,
-        )
+    """Fatal (block) and error (warn) kernel events through the site's fatal-error map (rules.kernel)."""
+    return check_kernel_events(ctx, entry)
 
 
 SPECS = (

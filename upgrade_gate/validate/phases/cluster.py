@@ -22,7 +22,13 @@ from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phase import GroupContext, Outcome, make_result
-from upgrade_gate.validate.phases.sweeps import check_sweeps, run_sweeps, sweep_measurements
+from upgrade_gate.validate.phases.sweeps import (
+    check_requested,
+    check_sweeps,
+    requested_sweep,
+    run_sweeps,
+    sweep_measurements,
+)
 
 OPS = (("all_reduce", "all_reduce_perf"), ("all_gather", "all_gather_perf"))
 
@@ -90,6 +96,7 @@ class ClusterPhase:
                 out=out,
                 tool=f"mpirun {tool}",
             )
+            check_requested(results, out, tool=f"mpirun {tool}", asked=requested_sweep(config))
             out.measurements.extend(sweep_measurements(results, out, prefix="cluster", op=op, env=env))
             avg = check_sweeps(
                 results,

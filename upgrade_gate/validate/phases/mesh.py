@@ -6,7 +6,8 @@ sweep from the CVF keys (`PHASE2_START_MSG_SIZE` 1K .. `PHASE2_END_MSG_SIZE` 2G,
 gets `PHASE2_JOB_WAIT_TIME` seconds (CVF's per-node Job budget). Measurements:
 `mesh/all_reduce/busbw/<bytes>` per size and `mesh/all_reduce/avg_busbw`, with the sweep settings and
 the NCCL_* / RCCL_* environment in `settings`. The median `# Avg bus bandwidth` is compared with
-`PHASE2_BW_THRESHOLD` (GB/s) and written to the `-measured-bw` annotation.
+`PHASE2_BW_THRESHOLD` (GB/s) and written to the `-measured-bw` annotation. A run whose printed sweep
+header differs from the sweep asked for is an error (sweeps.check_requested), never a pass.
 
 Dated notes:
 - 2026: CVF itself runs `mpirun --np 8 --host localhost ... all_reduce_perf ... -g 1` (one rank per GPU);
@@ -22,7 +23,13 @@ from upgrade_gate.model import PhaseResult
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
-from upgrade_gate.validate.phases.sweeps import check_sweeps, run_sweeps, sweep_measurements
+from upgrade_gate.validate.phases.sweeps import (
+    check_requested,
+    check_sweeps,
+    requested_sweep,
+    run_sweeps,
+    sweep_measurements,
+)
 
 TOOL = "all_reduce_perf"
 
@@ -68,6 +75,7 @@ class MeshPhase:
             out=out,
             tool=TOOL,
         )
+        check_requested(results, out, tool=TOOL, asked=requested_sweep(ctx.config))
         env = ctx.launcher.tool_env(ctx.node)
         out.measurements.extend(sweep_measurements(results, out, prefix="mesh", op="all_reduce", env=env))
         avg = check_sweeps(

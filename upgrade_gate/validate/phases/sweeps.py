@@ -12,16 +12,23 @@ Design decisions:
   error, because their numbers are not comparable.
 - The bandwidth compared with a threshold is the median `# Avg bus bandwidth` over the runs (robust to
   one noisy run); `#wrong` > 0 in any run fails.
+- The sweep a run printed (its `# nThread ... minBytes ... maxBytes ... step: ... iters:` header) must
+  be the sweep the phase asked for (`check_requested`): an output of another sweep (8B..8G when 1K..2G
+  was asked, a replayed or swapped file, a tool that ignored a flag, maxBytes reduced for memory) says
+  nothing about the requested one. That is missing evidence (error), never a pass; so is a run that
+  printed no header at all.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement
 from upgrade_gate.parse.rccl_tests import RcclTestsResult, parse_rccl_tests, to_measurements
+from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, TimedRunner
 
 
@@ -40,6 +47,57 @@ def run_sweeps(
             out.error(f"{tool}: unreadable output: {exc}")
             break
     return results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestedSweep:
+    """What the phase asked rccl-tests to sweep (-b, -e, -f, -n, -w)."""
+
+    min_bytes: int
+    max_bytes: int
+    factor: int
+    iters: int
+    warmup_iters: int
+
+
+def requested_sweep(config: CvfConfig) -> RequestedSweep:
+    """The sweep phases 2 and 5 ask for (the PHASE2_* keys), in the units rccl-tests prints."""
+    return RequestedSweep(
+        min_bytes=config.phase2_start_bytes,
+        max_bytes=config.phase2_end_bytes,
+        factor=config.phase2_step_factor,
+        iters=config.phase2_iter_count,
+        warmup_iters=config.phase2_warmup_iter_count,
+    )
+
+
+def check_requested(results: Sequence[RcclTestsResult], out: Outcome, *, tool: str, asked: RequestedSweep) -> None:
+    """Error for every run whose printed sweep is not the one asked for (see the module docstring)."""
+    for i, result in enumerate(results, 1):
+        s = result.settings
+        if s is None:
+            out.error(f"{tool}: run {i} printed no sweep header (# nThread ... minBytes ...): cannot tell what it ran")
+            continue
+        printed = {
+            "minBytes": s.min_bytes,
+            "maxBytes": s.max_bytes_reduced_to if s.max_bytes_reduced_to is not None else s.max_bytes,
+            "step": f"{s.step}({s.step_kind})",
+            "iters": s.iters,
+            "warmup iters": s.warmup_iters,
+        }
+        wanted = {
+            "minBytes": asked.min_bytes,
+            "maxBytes": asked.max_bytes,
+            "step": f"{asked.factor}(factor)",
+            "iters": asked.iters,
+            "warmup iters": asked.warmup_iters,
+        }
+        wrong = [f"{k} {printed[k]} (asked {wanted[k]})" for k in wanted if printed[k] != wanted[k]]
+        if wrong:
+            why = " after rccl-tests reduced maxBytes for memory" if s.max_bytes_reduced_to is not None else ""
+            out.error(
+                f"{tool}: run {i} swept another sweep than asked{why}: {', '.join(wrong)}; its numbers are not evidence"
+            )
 
 
 def merge_samples(per_run: Iterable[Sequence[Measurement]], out: Outcome) -> tuple[Measurement, ...]:

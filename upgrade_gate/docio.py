@@ -1,0 +1,109 @@
+"""The one reader of YAML and JSON documents: bounded, alias-free, and every number finite.
+
+Every document upgrade-gate reads (plans, policies, checklists, CVF ConfigMaps, the dmesg pattern
+table, manifests, snapshots) goes through `load_yaml` or `loads_json`, drop-in replacements for
+`yaml.safe_load` and `json.loads` that refuse what a hostile or broken document could use to hang
+the gate or switch a check off:
+
+- YAML aliases (`*name`): an alias bomb ("billion laughs") is a few hundred bytes that expands to a
+  structure JSON Schema validation then walks exponentially (a policy took over 60 s and 1.45 GB
+  before it was killed). None of our documents needs an alias, so any alias is refused at the
+  composer, before anything is built, as a `yaml.YAMLError` with its line (callers already turn
+  those into "not YAML at line N").
+- YAML documents over `MAX_YAML_BYTES` (PyYAML's pure-Python parser takes seconds per MiB); nesting
+  deeper than Python's recursion limit (refused, not a crash).
+- Non-finite numbers: YAML's `.nan` / `.inf` and JSON's `NaN` / `Infinity` / `1e400`. A threshold of
+  NaN compares false with everything, so a schema's `exclusiveMinimum` accepts it and a floor
+  silently switches off. Refused as `ConfigError` (exit 3) naming the key path (`$.rules.x.min`).
+
+Design decision: this module sits at the bottom (it imports only `errors` and PyYAML), so every
+stage can use it; it is the only place that constructs a YAML loader.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import yaml
+from yaml.composer import ComposerError
+from yaml.events import AliasEvent
+from yaml.nodes import Node
+
+from upgrade_gate.errors import ConfigError, InputError
+
+MAX_YAML_BYTES = 1024 * 1024
+"""Largest YAML document read (plans, policies and ConfigMaps are a few KiB)."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing aliases before they are resolved."""
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if self.check_event(AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise ComposerError(
+                None,
+                None,
+                f"YAML aliases are refused (*{event.anchor}); write the value out in full",
+                event.start_mark,
+            )
+        node: Node | None = super().compose_node(parent, index)
+        return node
+
+
+def load_yaml(text: str, *, source: str = "document") -> Any:
+    """Parse YAML like `yaml.safe_load`, refusing aliases, oversized or too deep documents, NaN/inf."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{source}: the document is over {MAX_YAML_BYTES // 1024} KiB; refused")
+    loader = _NoAliasLoader(text)
+    try:
+        data = loader.get_single_data()
+    except RecursionError:
+        raise yaml.YAMLError(f"{source}: nested too deep") from None
+    finally:
+        loader.dispose()
+    check_finite(data, source=source)
+    return data
+
+
+def _constant(name: str) -> float:
+    raise ValueError(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def loads_json(text: str | bytes, *, source: str = "document") -> Any:
+    """Parse JSON like `json.loads`; NaN, Infinity and overflowing numbers are refused (InputError).
+
+    Syntax errors still raise `json.JSONDecodeError`, so callers keep their own wording for them.
+    """
+    try:
+        data = json.loads(text, parse_constant=_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise InputError(f"{source}: nested too deep") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # NaN, Infinity, -Infinity, or a number that overflows (1e400)
+        raise InputError(f"{source}: {exc} is not a finite number") from None
+    return data
+
+
+def check_finite(data: Any, *, source: str) -> None:
+    """Raise ConfigError naming the key path of the first NaN or infinite number in `data`."""
+    stack: list[tuple[Any, str]] = [(data, "$")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ConfigError(f"{source}: {path}: {value} is not a finite number")
+        elif isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(value))))

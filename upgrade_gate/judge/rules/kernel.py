@@ -1,0 +1,89 @@
+"""The kernel-event rule (`dmesg.fatal`): the candidate's classified kernel events through the fatal-error map.
+
+Design decisions (the map itself is `judge.kernel_events`):
+- Events are grouped per (kind, BDF): one finding per group, with the count and the first line.
+- Each group is graded by the policy's map for the GPU family of its device (from the candidate's GPU at
+  that BDF, else the node's only family): `fatal` blocks, `error` warns (the rule's `block_severities`
+  / `warn_severities`), anything else is not reported. Fatal init, probe failure, ring timeouts and
+  every reset are `fatal` in the shipped table on every family.
+- `baseline_rate: tolerate` turns a group into an info finding when the baseline has the same kind on
+  the same device at least as many times; the message says so and which policy entry allowed it.
+- A policy that adds or replaces a regex needs the candidate's events classified with that table
+  (`Snapshot.event_patterns`): otherwise one blocking finding says the log was not scanned for the
+  site's patterns, because events the snapshot never classified cannot be judged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.rules.base import NodeContext, finding, softer
+from upgrade_gate.model import Finding, KernelEvent, Severity, Snapshot
+from upgrade_gate.parse.dmesg import family_of
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+
+def _families(snap: Snapshot) -> tuple[dict[str, str], str | None]:
+    by_bdf = {str(g.bdf): f for g in snap.gpus if g.bdf and (f := family_of(g.gfx_target))}
+    found = {f for g in snap.gpus if (f := family_of(g.gfx_target))}
+    return by_bdf, (found.pop() if len(found) == 1 else None)
+
+
+def check_kernel_events(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Fatal (block) and error (warn) kernel events, graded by the site's map (see the module docstring)."""
+    events_map = ctx.policy.kernel_events
+    if events_map.site_regex:
+        wanted = events_map.table.digest
+        if ctx.candidate.event_patterns != wanted:
+            yield finding(
+                ctx,
+                entry,
+                "dmesg: the candidate's kernel log was classified with pattern table "
+                f"{ctx.candidate.event_patterns or 'unknown'}, not this policy's {wanted} (it adds site patterns): "
+                "rebuild the snapshot from its capture bundle (gate does so for bundle candidates)",
+                path="event_patterns",
+                expected=wanted,
+                actual=ctx.candidate.event_patterns,
+                evidence="dmesg",
+            )
+    block = set(entry.strings("block_severities"))
+    warn = set(entry.strings("warn_severities"))
+    by_bdf, node_family = _families(ctx.candidate)
+    groups: dict[tuple[str, str], list[KernelEvent]] = {}
+    for event in ctx.candidate.events:
+        groups.setdefault((event.kind, str(event.bdf) if event.bdf else ""), []).append(event)
+    before = Counter(
+        (e.kind, str(e.bdf) if e.bdf else "") for e in (ctx.baseline.events if ctx.baseline is not None else ())
+    )
+    for (kind, bdf), events in sorted(groups.items()):
+        family = by_bdf.get(bdf, node_family)
+        grade = events_map.grade(kind, family, events[0].severity)
+        if grade.severity not in block and grade.severity not in warn:
+            continue
+        first = min(events, key=lambda e: e.line_no)
+        severity: Severity | None = None if grade.severity in block else softer(entry.severity)
+        message = (
+            f"dmesg: {kind}{' on ' + bdf if bdf else ''}: {len(events)} line(s), first at line {first.line_no}: "
+            f"{first.text.strip()[:160]}"
+        )
+        seen = before[(kind, bdf)]
+        if grade.tolerate_baseline_rate and seen >= len(events):
+            severity = Severity.INFO
+            message += f" (the baseline shows it {seen} time(s): tolerated at that rate by {grade.by})"
+        elif grade.tolerate_baseline_rate:
+            message += f" (more than the baseline's {seen}: {grade.by} tolerates only the baseline's rate)"
+        yield finding(
+            ctx,
+            entry,
+            message,
+            device=bdf or None,
+            path=f"events[kind={kind}]",
+            expected="no such event",
+            actual=len(events),
+            evidence="dmesg",
+            severity=severity,
+        )
