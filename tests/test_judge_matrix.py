@@ -7,9 +7,10 @@ judges that bundle against the shape's baseline in a real git store (saved from 
 healthy node), writing its JSON report, which the test reads back.
 
 Shapes: 8x MI300X SPX (`mi300x_node`), 2x MI300X in CPX = 16 partitions (`mi300x_cpx_node`) and 4x
-MI210 PCIe (`mi210_node`). Partition kinds only exist on the partitioned shape; MI210 has no partition
-modes (its partition kind is a NUMA move instead, see CASES). Kinds whose evidence other work items
-add (BIOS drift: no BIOS field yet) are xfail(strict=False) with the reason.
+MI210 PCIe (`mi210_node`). Partition kinds (a partition lost or swapped) only exist on the partitioned
+shape, and a partition-mode change only on the MI300X shapes: MI210 has no partition modes (its NUMA,
+VRAM and CU changes are judged like everyone's). A kind whose evidence is not captured yet goes into
+XFAIL (xfail, strict=False) with the reason; none is left.
 """
 
 from __future__ import annotations
@@ -213,6 +214,10 @@ CASES: dict[str, Case] = {
     ),
     "driver-drift": Case(lambda s: replace(s, driver_version="6.10.5"), "software.driver", lambda s: None),
     "rocm-drift": Case(lambda s: replace(s, rocm_version="6.4.1"), "software.rocm", lambda s: None),
+    "bios-drift": Case(lambda s: replace(s, bios_version="2.2"), "host.bios", lambda s: None, lambda s: "2.2"),
+    "kernel-cmdline-drift": Case(
+        lambda s: replace(s, kernel_params=s.kernel_params + " amdgpu.mcbp=0"), "host.kernel_cmdline", lambda s: None
+    ),
     "kernel-drift": Case(lambda s: replace(s, kernel="6.8.0-90-generic"), "software.kernel", lambda s: None),
     "probe-missing": Case(
         lambda s: s, "evidence.missing", lambda s: "rocminfo", faults=Faults(tools={"rocminfo": faults.missing()})
@@ -224,14 +229,7 @@ CASES: dict[str, Case] = {
         lambda s: s, "evidence.missing", lambda s: "ibv_devinfo", faults=Faults(tools={"ibv_devinfo": faults.garbage()})
     ),
 }
-XFAIL = {
-    "nic-port-down-rdma-link-only": "port state is read from ibv_devinfo only (issue 10 item 7, another helper's "
-    "multi-source port state): flip when it lands",
-    "fatal-init-event": "'Fatal error during GPU init' / 'probe of ... failed' are no dmesg pattern yet (issue 10 "
-    "item 3, another helper's patterns): flip when they land",
-    "bios-drift": "no host BIOS field in the snapshot yet (issue 10 item 12, another helper's probe): "
-    "flip when it lands",
-}
+XFAIL: dict[str, str] = {}  # kinds whose evidence is not captured yet: none left
 
 MATRIX = [
     pytest.param(kind, shape, marks=pytest.mark.xfail(reason=XFAIL[kind], strict=False) if kind in XFAIL else ())

@@ -52,7 +52,9 @@ def _policy(tmp_path: Path, extra: str = "") -> Policy:
 
 
 def _judge(base: Snapshot, cand: Snapshot, policy: Policy) -> GateReport:
-    return judge(baselines={base.node.name: base}, candidates=[cand], plan=None, policy=policy, now="2026-12-01T00:00:00Z")
+    return judge(
+        baselines={base.node.name: base}, candidates=[cand], plan=None, policy=policy, now="2026-12-01T00:00:00Z"
+    )
 
 
 def _blocking(report: GateReport) -> list[tuple[str, str | None]]:
