@@ -42,6 +42,7 @@ from upgrade_gate.fakenode import (
     mi300x_node,
 )
 from upgrade_gate.snapshot.build import build_snapshot
+from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.gitstore import BaselineStore
 
 SHAPES: dict[str, Callable[[], NodeSpec]] = {
@@ -263,6 +264,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         spec = _vfs(make())
         bundle = _capture(spec, root / f"{shape}-node", root / f"{shape}-bundle")
         snaps.append(build_snapshot(load_bundle(bundle), node_class=spec.node_class))
+        write_snapshot(snaps[-1], root / f"{spec.name}.json")
     path = root / "store"
     with BaselineStore(path) as st:
         st.save(snaps, tag="before")
@@ -288,6 +290,11 @@ def _gate(
     if plan:
         args += ["--plan", str(store.parent / "plan.yaml")]
     code = run(args)
+    # `diff` on the same pair, plan and policy: whatever it calls UNEXPECTED, the gate blocked on
+    diff_args = ["diff", str(store.parent / f"{spec.name}.json"), str(bundle)]
+    diff_args += ["--policy", str(store.parent / "policy.yaml")]
+    diff_code = run([*diff_args, "--plan", str(store.parent / "plan.yaml")] if plan else diff_args)
+    assert diff_code in (0, 1) and (diff_code == 0 or code == 1), f"diff exit {diff_code}, gate exit {code}"
     return code, json.loads(report.read_text(encoding="utf-8"))
 
 
@@ -298,16 +305,22 @@ def _blocking(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_matrix_unchanged_recapture_passes(store: Path, shape: str, tmp_path: Path) -> None:
+def test_matrix_unchanged_recapture_passes(
+    store: Path, shape: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, doc = _gate(store, _vfs(SHAPES[shape]()), tmp_path)
     assert (code, _blocking(doc)) == (0, [])
+    assert "0 unexpected" in capsys.readouterr().out  # and diff agrees: nothing unexpected
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_matrix_planned_change_passes(store: Path, shape: str, tmp_path: Path) -> None:
+def test_matrix_planned_change_passes(
+    store: Path, shape: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = replace(_vfs(SHAPES[shape]()), rocm_version="9.9.0", driver_version="9.9.1")
     code, doc = _gate(store, spec, tmp_path, plan=True)
     assert (code, _blocking(doc)) == (0, [])
+    assert "0 unexpected" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("kind", "shape"), MATRIX)
