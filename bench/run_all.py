@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # `python bench/run_all.py`: make `bench` importa
 from bench.common import PYTHON, REPO, Section, Target, machine, met_word, table
 
 BENCH = REPO / "bench"
-PARTS = ("cli", "snapshot", "judge", "fleet", "phases", "detection")
+PARTS = ("cli", "snapshot", "judge", "fleet", "phases", "detection", "abi")
 
 
 def _section(part: str, quick: bool, workdir: Path) -> Section:
@@ -45,6 +45,7 @@ def _section(part: str, quick: bool, workdir: Path) -> Section:
         "fleet": lambda: importlib.import_module("bench.bench_fleet").run(quick=quick, workdir=workdir),
         "phases": lambda: _phase_overhead(quick),
         "detection": lambda: importlib.import_module("bench.detection").run(quick=quick, workdir=workdir),
+        "abi": lambda: importlib.import_module("bench.bench_abi").run(quick=quick, workdir=workdir),
     }
     try:
         return runners[part]()

@@ -34,9 +34,9 @@ def test_capture_cmd_writes_bundle_and_exits_0_despite_failed_probes(
     assert "FAILED  rocminfo         rocminfo: missing binary" in lines
     assert "FAILED  lspci            lspci: exit code 1: pcilib: error" in lines
     assert any(line.startswith("ok      kernel ") for line in lines)
-    # 19 primaries (15 + the 4 host-fact probes); the stand-in amd-smi output may also trigger both rocm-smi
-    # fallbacks via the parsers
-    assert re.match(rf"wrote {re.escape(str(out))}: (19|21) probes, 2 failed", lines[-1])
+    # 20 primaries (15 + the 4 host-fact probes + rocm_libs); the stand-in amd-smi output may also trigger
+    # both rocm-smi fallbacks via the parsers
+    assert re.match(rf"wrote {re.escape(str(out))}: (20|22) probes, 2 failed", lines[-1])
     bundle = load_bundle(out)
     assert bundle.node == "gpu-7" and bundle.host_root == str(node)
     assert {r.timeout_s for r in bundle.records} == {5.0}

@@ -44,6 +44,7 @@ PINNED = {
     "sysfs_ib": (GREP_ARGV, "sysfs-grep"),
     "driver_version": (GREP_ARGV, "sysfs-grep"),
     "rocm_version": (GREP_ARGV, "sysfs-grep"),
+    "rocm_libs": (("upgrade-gate", "abi-list"), "abi-list"),
     "kernel": (("uname", "-r"), "uname-r"),
     "dmesg": (("dmesg",), "dmesg"),
     "bios": (GREP_ARGV, "host-files"),
@@ -79,7 +80,7 @@ def test_catalogue_matches_probes_md_contract(tmp_path: Path) -> None:
         argv, parser = PINNED[probe.name]
         assert probe.argv[: len(argv)] == argv, probe.name
         assert probe.parser == parser, probe.name
-        assert probe.timeout_s == DEFAULT_TIMEOUT_S
+        assert probe.timeout_s == (300.0 if probe.name == "rocm_libs" else DEFAULT_TIMEOUT_S), probe.name
 
 
 def test_catalogue_fallbacks_are_explicit(tmp_path: Path) -> None:

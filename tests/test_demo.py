@@ -20,13 +20,12 @@ import pytest
 from upgrade_gate import schemas
 from upgrade_gate.cli.main import run
 from upgrade_gate.demo.canaries import canary_count, select_canaries
-from upgrade_gate.demo.summary import blocking_reasons, permutation
 from upgrade_gate.errors import ExitCode
 from upgrade_gate.judge.plan import CanarySettings
 from upgrade_gate.model import NodeName
 from upgrade_gate.store.gitstore import BaselineStore
 
-REVERSED = "0->7 1->6 2->5 3->4 4->3 5->2 6->1 7->0"
+SCREEN = 60  # lines of a laptop terminal
 
 
 @dataclass(frozen=True)
@@ -57,11 +56,24 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     return Ran(code=code, out=out, workdir=workdir)
 
 
-def _replay_argv(out: str) -> list[str]:
-    line = next(ln for ln in out.splitlines() if ln.strip().startswith("upgrade-gate gate "))
-    argv = shlex.split(line)
-    assert argv[0] == "upgrade-gate"
-    return argv[1:]
+def _replay(out: str) -> tuple[Path, list[str]]:
+    """The folder and the `upgrade-gate gate` argv of the printed replay command (backslash-continued)."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("cd ") and ln.rstrip().endswith("&&"))
+    text = lines[start]
+    for ln in lines[start + 1 :]:
+        text += "\n" + ln
+        if not ln.endswith("\\"):
+            break
+    words = shlex.split(text.replace("\\\n", " ").replace("&&\n", "&& "))
+    assert words[0] == "cd" and words[2] == "&&" and words[3] == "upgrade-gate"
+    return Path(words[1]), words[4:]
+
+
+def _run_replay(out: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    folder, argv = _replay(out)
+    monkeypatch.chdir(folder)
+    return run(argv)
 
 
 def test_demo_blocked_exits_1_and_says_it_is_expected(blocked: Ran) -> None:
@@ -70,22 +82,39 @@ def test_demo_blocked_exits_1_and_says_it_is_expected(blocked: Ran) -> None:
     assert f"Everything is in {blocked.workdir}" in blocked.out
 
 
+def test_demo_fits_one_laptop_screen(blocked: Ran, healthy: Ran) -> None:
+    for ran in (blocked, healthy):
+        lines = ran.out.splitlines()
+        assert len(lines) <= SCREEN, ran.out
+        assert max(len(ln) for ln in lines) <= 120 + len(str(ran.workdir)), ran.out
+
+
+def test_demo_each_broken_canary_reads_as_exactly_one_cause(blocked: Ran) -> None:
+    report = json.loads((blocked.workdir / "reports" / "report.json").read_text(encoding="utf-8"))
+    causes = {n["node"]: n["causes"] for n in report["nodes"]}
+    assert [c["key"] for c in causes["gpu-node-01"]] == ["device.order"]
+    assert [c["key"] for c in causes["gpu-node-02"]] == ["bandwidth:mesh/all_reduce"]
+    cause_lines = [ln for ln in blocked.out.splitlines() if re.match(r"^gpu-node-0[12] +BLOCK ", ln)]
+    assert len(cause_lines) == 2
+
+
 def test_demo_blocked_names_the_reversed_node_with_its_permutation(blocked: Ran) -> None:
-    assert (
-        f"gpu-node-01: device.order_changed: GPU enumeration order changed; baseline index -> index now: {REVERSED}"
-        in (blocked.out)
-    )
-    # the console report gives the same permutation by BDF, with the ordering pin
-    assert "index 0 was 0000:05:00.0" in blocked.out and "now 0000:f5:00.0" in blocked.out
-    assert "ROCR_VISIBLE_DEVICES=GPU-" in blocked.out
+    line = next(ln for ln in blocked.out.splitlines() if ln.startswith("gpu-node-01 "))
+    assert "GPU enumeration order changed: 8 of 8 indices moved (reversed)" in line
+    # the permutation as a compact table, then the ordering pin by UUID
+    assert "    index  0        1        2        3        4        5        6        7" in blocked.out
+    assert "    was    05:00.0  15:00.0  65:00.0  75:00.0  85:00.0  95:00.0  e5:00.0  f5:00.0" in blocked.out
+    assert "    now    f5:00.0  e5:00.0  95:00.0  85:00.0  75:00.0  65:00.0  15:00.0  05:00.0" in blocked.out
+    assert "export ROCR_VISIBLE_DEVICES=$U" in blocked.out and "U=GPU-" in blocked.out
 
 
 def test_demo_blocked_names_the_bandwidth_drop_node(blocked: Ran) -> None:
-    line = next(ln for ln in blocked.out.splitlines() if ln.startswith("  - gpu-node-02 ["))
-    assert "bandwidth.regression" in line and "20.0% worse than the baseline" in line
+    line = next(ln for ln in blocked.out.splitlines() if ln.startswith("gpu-node-02 "))
+    assert "intra-node all_reduce bus bandwidth -20% vs its baseline at every size, 1 KiB to 2 GiB" in line
+    assert "upgrade-gate validate --phases 2 --node gpu-node-02" in blocked.out  # the phase to re-run there
     # CVF's phases pass it: its sweep average stays above CVF's absolute PHASE2_BW_THRESHOLD of 100 GB/s
     after = next(ln for ln in blocked.out.splitlines() if ln.strip().startswith("gpu-node-02  ROCm 6.2.0"))
-    assert "phases 0 passed, 1 passed, 2 passed, 3 passed" in after
+    assert "phases 0-3 passed" in after
     avg = float(re.search(r"mesh avg busbw ([0-9.]+) GB/s", after).group(1))  # type: ignore[union-attr]
     assert 100 < avg < 110
 
@@ -110,8 +139,7 @@ def test_demo_blocked_writes_the_four_reports(blocked: Ran) -> None:
     html = (reports / "report.html").read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "BLOCK" in html
     assert "BLOCK" in (reports / "report.md").read_text(encoding="utf-8")
-    for path in (reports / "report.html", reports / "junit.xml", reports / "report.md", reports / "report.json"):
-        assert str(path) in blocked.out
+    assert f"Reports in {reports}/: report.html, junit.xml, report.md, report.json" in blocked.out
 
 
 def test_demo_blocked_leaves_plan_policy_store_and_no_fake_nodes(blocked: Ran) -> None:
@@ -122,8 +150,8 @@ def test_demo_blocked_leaves_plan_policy_store_and_no_fake_nodes(blocked: Ran) -
         assert {tag for e in store.log("gpu-node-01") for tag in e.tags} == {"rocm-6.1.3"}
 
 
-def test_demo_blocked_replay_command_gives_the_same_verdict(blocked: Ran) -> None:
-    assert run(_replay_argv(blocked.out)) == ExitCode.BLOCK
+def test_demo_blocked_replay_command_gives_the_same_verdict(blocked: Ran, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _run_replay(blocked.out, monkeypatch) == ExitCode.BLOCK
 
 
 def test_demo_healthy_exits_0_and_promotes_new_baselines(healthy: Ran) -> None:
@@ -139,8 +167,8 @@ def test_demo_healthy_exits_0_and_promotes_new_baselines(healthy: Ran) -> None:
     assert (healthy.workdir / "fleet" / "gpu-node-01" / "bin" / "rocminfo").exists()  # --keep
 
 
-def test_demo_healthy_replay_command_passes(healthy: Ran) -> None:
-    assert run(_replay_argv(healthy.out)) == ExitCode.PASS
+def test_demo_healthy_replay_command_passes(healthy: Ran, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _run_replay(healthy.out, monkeypatch) == ExitCode.PASS
 
 
 def test_demo_refuses_a_workdir_that_is_not_empty(tmp_path: Path) -> None:
@@ -160,18 +188,15 @@ def test_demo_canary_count_follows_the_plan_share() -> None:
     assert select_canaries(names, CanarySettings(nodes=(NodeName("n2"), NodeName("x")))) == ("n2",)
 
 
-def test_demo_permutation_reads_index_ordered_lists() -> None:
-    assert permutation(["a", "b", "c"], ["c", "b", "a"]) == "0->2 1->1 2->0"
-    assert permutation(["a", "b"], ["a", "x"]) is None
-    assert permutation("ab", "ba") is None
-
-
-def test_demo_blocking_reasons_group_by_node_and_rule(blocked: Ran) -> None:
+def test_demo_reports_group_the_findings_into_causes_without_changing_them(blocked: Ran) -> None:
     from upgrade_gate import codec
     from upgrade_gate.model import GateReport
 
     data = json.loads((blocked.workdir / "reports" / "report.json").read_text(encoding="utf-8"))
-    lines = blocking_reasons(codec.from_jsonable(GateReport, data))
-    assert lines[0].startswith("gpu-node-01: device.order_changed")
-    assert any(ln.startswith("gpu-node-02 [") and "bandwidth.regression" in ln and "more like it" in ln for ln in lines)
-    assert lines[-1].startswith("fleet: checklist.unverified")
+    report = codec.from_jsonable(GateReport, data)
+    for node in report.nodes:  # every finding in exactly one cause
+        assert sorted(i for c in node.causes for i in c.findings) == list(range(len(node.findings)))
+    assert [c.key for c in report.fleet_causes] == ["checklist:canary"]
+    suites = {s.get("name"): s for s in ET.parse(blocked.workdir / "reports" / "junit.xml").getroot().iter("testsuite")}
+    failing = [c.get("name") for c in suites["gpu-node-02"].iter("testcase") if c.find("failure") is not None]
+    assert failing == ["bandwidth:mesh/all_reduce"]

@@ -21,7 +21,10 @@ from kubernetes import client as k8s
 
 from tests.conftest import FIXTURES, REPO, check_golden
 from tests.k8s.apiserver import Rule
-from tests.k8s.cluster import FAST_RETRY, ClusterDouble, rbac_rules
+from tests.k8s.cluster import FAST_RETRY, rbac_rules
+from tests.k8s.realcluster import RealCluster
+from upgrade_gate.fleet.drain import drain_node
+from upgrade_gate.fleet.errors import KubeForbiddenError
 from upgrade_gate.fleet.jobs import run_on_nodes
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.labels import CVF_CONFIGMAP
@@ -29,9 +32,10 @@ from upgrade_gate.fleet.manifests import CAPTURE_ACCESS, JobSettings, JobSpec, M
 from upgrade_gate.fleet.objects import Taint
 from upgrade_gate.model import NodeName
 
-pytest_plugins = ["tests.k8s.fixtures"]  # kube_cluster, kube_client
+pytest_plugins = ["tests.k8s.fixtures"]  # real_cluster
 
 DEPLOY = REPO / "deploy"
+EXAMPLES = DEPLOY / "examples"
 MODELS: dict[str, Any] = {
     "Namespace": k8s.V1Namespace,
     "ServiceAccount": k8s.V1ServiceAccount,
@@ -55,6 +59,20 @@ API_VERSIONS = {
 
 def _docs(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((DEPLOY / name).read_text(encoding="utf-8")) if d]
+
+
+def test_deploy_apply_creates_no_workload() -> None:
+    """`kubectl apply -f deploy/` (not recursive) creates RBAC and the namespace only; the example Job and
+    MPIJob live in deploy/examples/ (issue 11, defect 7: it used to start a real capture Job)."""
+    kinds = {d["kind"] for f in sorted(DEPLOY.glob("*.y*ml")) for d in _docs(f.name)}
+    assert kinds <= {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, kinds
+    assert sorted(p.name for p in EXAMPLES.glob("*.yaml")) == ["job-template.yaml", "mpijob-template.yaml"]
+
+
+def test_deploy_namespace_allows_the_jobs_pod_security() -> None:
+    """The Jobs need hostNetwork and hostPath: the namespace must say `privileged` (issue 11, defect 4)."""
+    (ns,) = [d for d in _docs("rbac.yaml") if d["kind"] == "Namespace"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
 
 @functools.cache
@@ -94,7 +112,11 @@ def _validate(doc: dict[str, Any]) -> None:
     jsonschema.Draft202012Validator(schema).validate(doc)
 
 
-ALL_DOCS = [(f.name, i, d) for f in sorted(DEPLOY.glob("*.yaml")) for i, d in enumerate(_docs(f.name))]
+ALL_DOCS = [
+    (str(f.relative_to(DEPLOY)), i, d)
+    for f in sorted([*DEPLOY.glob("*.yaml"), *EXAMPLES.glob("*.yaml")])
+    for i, d in enumerate(_docs(str(f.relative_to(DEPLOY))))
+]
 
 
 @pytest.mark.parametrize(("file", "index", "doc"), ALL_DOCS, ids=[f"{f}#{i}-{d['kind']}" for f, i, d in ALL_DOCS])
@@ -103,12 +125,12 @@ def test_deploy_manifest_validates_against_openapi_schema(file: str, index: int,
 
 
 def test_deploy_schema_check_is_strict() -> None:
-    (job,) = _docs("job-template.yaml")
+    (job,) = _docs("examples/job-template.yaml")
     typo = copy.deepcopy(job)
     typo["spec"]["template"]["spec"]["containers"][0]["imagePulPolicy"] = "Always"
     with pytest.raises(jsonschema.ValidationError, match="imagePulPolicy"):
         _validate(typo)
-    (mpi,) = _docs("mpijob-template.yaml")
+    (mpi,) = _docs("examples/mpijob-template.yaml")
     bad = copy.deepcopy(mpi)
     bad["spec"]["slotsPerWorkers"] = 8
     with pytest.raises(jsonschema.ValidationError, match="slotsPerWorkers"):
@@ -151,7 +173,10 @@ PHASE5_EXAMPLE = MpiJobSpec(
 
 @pytest.mark.parametrize(
     ("name", "manifest"),
-    [("job-template.yaml", CAPTURE_EXAMPLE.manifest()), ("mpijob-template.yaml", PHASE5_EXAMPLE.manifest())],
+    [
+        ("examples/job-template.yaml", CAPTURE_EXAMPLE.manifest()),
+        ("examples/mpijob-template.yaml", PHASE5_EXAMPLE.manifest()),
+    ],
 )
 def test_deploy_template_matches_what_the_code_creates(
     name: str, manifest: dict[str, Any], update_goldens: bool
@@ -181,16 +206,24 @@ def _granted(rules: list[Rule]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_deploy_rbac_is_sufficient_and_least_privilege(kube_cluster: ClusterDouble) -> None:
+def test_deploy_rbac_is_sufficient_and_least_privilege(real_cluster: RealCluster, tmp_path: Path) -> None:
+    """On the real API server (authorization Node,RBAC) as the upgrade-gate service account: every
+    KubeClient operation succeeds (sufficient) and every rule of deploy/rbac.yaml is used (minimal),
+    read from the API server's own audit log."""
     docs = _docs("rbac.yaml")
     rules = rbac_rules(docs, namespace="upgrade-gate", service_account="upgrade-gate")
     assert rbac_rules(docs, namespace="upgrade-gate", service_account="upgrade-gate-job") == []
-    kube_cluster.api.authorize(rules)
     for n in ("gpu-01", "gpu-02"):
-        kube_cluster.add_node(n)
-    kube_cluster.set_configmap(CVF_CONFIGMAP, "upgrade-gate", {"PHASE2_BW_THRESHOLD": "100"})
-    kube_cluster.set_configmap("other", "upgrade-gate", {})
-    client = KubeClient.from_url(kube_cluster.url, retry=FAST_RETRY)
+        real_cluster.add_node(n)
+    real_cluster.wait_nodes_settled(["gpu-01", "gpu-02"])
+    real_cluster.set_configmap(CVF_CONFIGMAP, "upgrade-gate", {"PHASE2_BW_THRESHOLD": "100"})
+    real_cluster.set_configmap("other", "upgrade-gate", {})
+    real_cluster.cp.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    busy = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "training-0", "namespace": "team-a"},
+            "spec": {"nodeName": "gpu-02", "containers": [{"name": "t", "image": "x", "command": ["sshd"],
+                     "resources": {"limits": {"amd.com/gpu": "8"}}}]}}  # fmt: skip
+    real_cluster.cp.apply(busy)
+    client = KubeClient.from_kubeconfig(str(real_cluster.kubeconfig(tmp_path / "sa.kubeconfig")), retry=FAST_RETRY)
     settings = JobSettings(python=sys.executable)
     # every KubeClient operation the fleet path uses, as the service account
     client.list_nodes("feature.node.kubernetes.io/amd-gpu=true")
@@ -200,23 +233,33 @@ def test_deploy_rbac_is_sufficient_and_least_privilege(kube_cluster: ClusterDoub
     client.cordon("gpu-01")
     client.uncordon("gpu-01")
     assert client.get_configmap(CVF_CONFIGMAP, "upgrade-gate")["PHASE2_BW_THRESHOLD"] == "100"
-    specs = [JobSpec(node=NodeName(n), purpose="capture", run_id="r1", argv=("true",), settings=settings)
+    sleep = (sys.executable, "-c", "import time; time.sleep(1.5)")
+    specs = [JobSpec(node=NodeName(n), purpose="capture", run_id="r1", settings=settings, argv=sleep)
              for n in ("gpu-01", "gpu-02")]  # fmt: skip
-    results = run_on_nodes(client, specs, timeout_s=30, poll_s=0.02, keep_finished=1)
+    results = run_on_nodes(client, specs, timeout_s=60, poll_s=0.1, keep_finished=1)
     assert all(r.status.value == "succeeded" for r in results), [r.reason for r in results]
+    assert client.job_create_failures(specs[0].name, "upgrade-gate") == ()
+    real_cluster.wait_for("the busy pod to run", lambda: client.gpu_pods_on_node("gpu-02"))
+    assert drain_node(client, "gpu-02", timeout_s=30, poll_s=0.1) == ("team-a/training-0",)
     mpi = MpiJobSpec(run_id="r1", nodes=(NodeName("gpu-01"), NodeName("gpu-02")), launcher_argv=("true",),
                      image="i", gpus_per_node=8, settings=settings)  # fmt: skip
     client.create_mpijob(mpi.manifest(), "upgrade-gate")
-    client.wait_mpijob(mpi.name, "upgrade-gate", timeout_s=20, poll_s=0.02)
+    client.wait_mpijob(mpi.name, "upgrade-gate", timeout_s=60, poll_s=0.1)
     client.mpijob_logs(mpi.name, "upgrade-gate")
     client.delete_mpijob(mpi.name, "upgrade-gate")
-
-    denied = [r for r in kube_cluster.api.requests if r.status == 403]
-    assert denied == [], denied  # sufficient
-    used = {(r.group, r.resource, r.verb) for r in kube_cluster.api.requests}
-    assert _granted(rules) == used  # minimal: every grant is exercised
-    with pytest.raises(Exception, match="refuses to get configmaps"):
+    with pytest.raises(KubeForbiddenError, match="refuses to get configmaps"):
         client.get_configmap("other", "upgrade-gate")  # resourceNames pin the CVF ConfigMap
+    client.close()
+
+    events = real_cluster.cp.audit("system:serviceaccount:upgrade-gate:upgrade-gate")
+    denied = {(e["verb"], e["requestURI"]) for e in events if e["responseStatus"]["code"] == 403}
+    assert denied == {("get", "/api/v1/namespaces/upgrade-gate/configmaps/other")}, denied  # sufficient
+    used = set()
+    for e in events:
+        ref = e.get("objectRef") or {}
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        used.add((ref.get("apiGroup", ""), resource, e["verb"]))
+    assert _granted(rules) == used  # minimal: every grant is exercised, nothing else was asked for
 
 
 def test_deploy_job_service_account_has_no_token_and_no_rules() -> None:

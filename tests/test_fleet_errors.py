@@ -33,7 +33,7 @@ def _map(code: int, reason: str = "", message: str = "m", header: str | None = N
 @pytest.mark.parametrize(
     ("code", "reason", "cls", "temporary", "exit_code"),
     [
-        (401, "Unauthorized", fe.KubeForbiddenError, False, ExitCode.ENVIRONMENT),
+        (401, "Unauthorized", fe.KubeUnauthorizedError, False, ExitCode.ENVIRONMENT),
         (403, "Forbidden", fe.KubeForbiddenError, False, ExitCode.ENVIRONMENT),
         (404, "NotFound", fe.KubeNotFoundError, False, ExitCode.BAD_INPUT),
         (409, "AlreadyExists", fe.KubeAlreadyExistsError, False, ExitCode.ENVIRONMENT),

@@ -16,13 +16,15 @@ from tests.test_fleet_window import write_kubeconfig
 from tests.test_validate_support import fast_config
 from upgrade_gate.cli.main import run
 from upgrade_gate.fakenode import FakeNode, Faults, build_fake_node, faults, mi300x_node
-from upgrade_gate.fleet.errors import InvalidNameError
+from upgrade_gate.fleet.errors import InvalidNameError, KubeConnectionError, KubeServerError
 from upgrade_gate.fleet.executor import ExecutorSettings, KubeLauncher, bundle_from_payload, capture_nodes, run_phases
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import JobSettings
 from upgrade_gate.model import NodeName, PhaseStatus
 from upgrade_gate.snapshot.build import build_snapshot
+from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phases import MeshPhase
+from upgrade_gate.validate.pipeline import aborts_run
 
 pytest_plugins = ["tests.k8s.fixtures"]  # kube_cluster, kube_client
 
@@ -130,3 +132,25 @@ def test_fleet_executor_throttling_and_server_errors_are_retried_then_exit_4(
     assert 'patch nodes "gpu-01": API server error (HTTP 500' in err
     assert run(["window", "status", "--id", "rocm-6.1.3-to-6.2.0", "--store", str(tmp_path / "s")]) == 0
     assert "started" in capsys.readouterr().out  # the failed rollback recorded nothing
+
+
+def test_fleet_executor_api_failure_stops_the_run_instead_of_failing_phases(
+    kube_cluster: ClusterDouble, kube_client: KubeClient, tmp_path: Path
+) -> None:
+    """An API server that keeps answering 503 (retries exhausted) is the environment's failure: the
+    pipeline stops with the error (the CLI exits 4) instead of recording `failed` phases (issue 11, defect 2)."""
+    _node(kube_cluster, tmp_path, "gpu-01")
+    nodes = list(kube_client.list_nodes())
+    snaps = {n: build_snapshot(b) for n, b in capture_nodes(kube_client, nodes, SETTINGS, run_id="c1").items()
+             if not isinstance(b, str)}  # fmt: skip
+    kube_cluster.api.inject("create", "jobs", 503, times=50)
+    with pytest.raises(KubeServerError, match="create jobs"):
+        run_phases(kube_client, nodes, phases=[MeshPhase()], config=fast_config(UPGRADE_GATE_SAMPLES="1"),
+                   settings=SETTINGS, run_id="p1", snapshots=snaps)  # fmt: skip
+
+
+def test_fleet_executor_pipeline_aborts_only_on_environment_errors() -> None:
+    """`LauncherError` (a node unreachable or vanished) stays the node's own error; other environment
+    failures (the API, the store) abort the run."""
+    assert aborts_run(KubeConnectionError("x")) and aborts_run(KubeServerError("x"))
+    assert not aborts_run(LauncherError("node vanished: gpu-01")) and not aborts_run(ValueError("bug"))

@@ -99,9 +99,10 @@ def test_jobs_mpijob_manifest() -> None:
     worker = m["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     affinity = worker["template"]["spec"]["affinity"]
-    assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-        "matchFields"
-    ][0]["values"] == ["gpu-01", "gpu-02"]
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    # one term per node: the API server allows one value per metadata.name field selector (issue 11)
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]}
+                     for n in ("gpu-01", "gpu-02")]  # fmt: skip
     assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == (
         "kubernetes.io/hostname"
     )

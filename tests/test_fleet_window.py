@@ -140,8 +140,11 @@ def _taints(cluster: ClusterDouble, name: str) -> list[dict[str, str]]:
     return list(cluster.node(name)["spec"].get("taints") or [])
 
 
-def test_fleet_window_plan_start_validate_promote(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fleet_window_plan_start_validate_promote(
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     st = ["--store", str(env.store)]
+    monkeypatch.setenv("UPGRADE_GATE_NOW", "2026-12-01T00:00:00Z")
     assert env.cli("window", "plan", "--plan", str(PLAN), *st) == 0
     out = capsys.readouterr().out
     # one canary per class of 8 (10% rounds down, at least one): idle gpu-a-02 over busy gpu-a-01,
@@ -167,7 +170,7 @@ def test_fleet_window_plan_start_validate_promote(env: Env, capsys: pytest.Captu
     capsys.readouterr()
     assert env.cli("window", "validate", "--id", WINDOW, *st, *JOB_OPTS) == 0, capsys.readouterr()
     out = capsys.readouterr().out
-    assert f"window {WINDOW}: validated" in out and "validation PASS" in out
+    assert f"window {WINDOW}: soaking" in out and "validation PASS" in out  # the plan's 72 h soak
     for name in canaries:
         meta = env.cluster.node(name)["metadata"]
         labels = meta["labels"]
@@ -177,10 +180,17 @@ def test_fleet_window_plan_start_validate_promote(env: Env, capsys: pytest.Captu
         assert labels["amd.com/cluster-validation-candidate"] == "true"
         assert float(meta["annotations"]["amd.com/gpu-mesh-validation-measured-bw"]) > 100
         assert not any(k.endswith("-failure-reason") for k in meta["annotations"])
-        assert labels["upgrade-gate/window-state"] == "validated"
+        assert labels["upgrade-gate/window-state"] == "soaking"
     mpijobs = env.cluster.api.seen("create", "mpijobs")
     assert len(mpijobs) == 4  # phase 5: all_reduce and all_gather, 2 samples each
 
+    capsys.readouterr()
+    assert env.cli("window", "promote", "--id", WINDOW, *st) == 3  # the soak has just begun
+    assert "0 of at least 2 observations" in capsys.readouterr().err
+    for at in ("2026-12-01T06:00:00Z", "2026-12-04T00:00:00Z"):  # two observations; the second at 72 h
+        monkeypatch.setenv("UPGRADE_GATE_NOW", at)
+        assert env.cli("window", "observe", "--id", WINDOW, *st, *JOB_OPTS) == 0, capsys.readouterr()
+        assert "observation PASS" in capsys.readouterr().out
     assert env.cli("window", "promote", "--id", WINDOW, *st) == 0
     assert "tagged rocm-6.2.0" in capsys.readouterr().out
     for name in canaries:

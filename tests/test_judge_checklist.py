@@ -8,10 +8,19 @@ import pytest
 
 from tests.judge_scenarios import NOW, mi300x_snapshot, reverse_order, upgrade_plan, upgraded
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError
-from upgrade_gate.judge.checklist import SHIPPED, Checklist, checklist_from_dict, load_checklist
+from upgrade_gate.judge.checklist import (
+    SHIPPED,
+    Checklist,
+    ChecklistInputs,
+    checklist_from_dict,
+    counts_under,
+    evaluate_checklists,
+    load_checklist,
+)
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import GateReport, Severity, Snapshot, Verdict
+from upgrade_gate.judge.rules import REGISTRY
+from upgrade_gate.model import Finding, GateReport, NodeName, NodeReport, RuleId, Severity, Snapshot, Verdict
 
 
 def _gate(candidate: Snapshot, checklists: list[Checklist], attest: dict[str, str]) -> GateReport:
@@ -115,3 +124,61 @@ def test_checklist_bad_documents(tmp_path: Path) -> None:
         checklist_from_dict({"name": "x", "title": "t", "items": [{**item, "colour": "red"}]}, source="x.yaml")
     with pytest.raises(NotFoundError, match="no such checklist"):
         load_checklist(str(tmp_path / "missing.yaml"))
+
+
+def _odd(path: str, device: str | None = None) -> Finding:
+    return Finding(
+        rule=RuleId("fleet.odd_one_out"),
+        severity=Severity.BLOCK,
+        node=NodeName("gpu-node-02"),
+        message=f"{path}: odd",
+        device=device,
+        path=path,
+    )
+
+
+def test_checklist_counts_a_finding_only_under_the_items_its_rule_and_path_belong_to() -> None:
+    # the demo's gpu-node-02: 23 bandwidth odd-one-out findings are bandwidth, not device order
+    base, cand = mi300x_snapshot(), upgraded()
+    bandwidth = tuple(_odd(f"measurements[key=mesh/all_reduce/busbw/{1 << n}]") for n in range(10, 32))
+    order = _odd("gpus.order")
+    node = NodeReport(node=cand.node.name, verdict=Verdict.BLOCK, findings=(*bandwidth, order))
+    name = cand.node.name
+    inputs = ChecklistInputs(
+        node_reports=[node],
+        candidates={name: cand},
+        baselines={name: base},
+        evaluated={name: frozenset(REGISTRY)},
+        plan=upgrade_plan(),
+        policy=load_policy(),
+    )
+    canary = load_checklist("canary")
+    rows, _ = evaluate_checklists([canary], inputs, _attest_all([canary]))
+    by_id = {r.item_id: r for r in rows}
+    assert "(1 blocking finding)" in by_id["canary.device-order"].actual
+    assert "22 blocking" not in by_id["canary.device-order"].actual
+    assert "fleet.odd_one_out (22 blocking findings)" in by_id["canary.allreduce-sweep"].actual
+    items = {it.id: it for it in canary.items}
+    assert counts_under(items["canary.device-order"], order)
+    assert not counts_under(items["canary.device-order"], bandwidth[0])
+    assert counts_under(items["canary.allreduce-sweep"], bandwidth[0])
+    assert not counts_under(items["canary.plan-landed"], order)
+
+
+def test_checklist_paths_must_narrow_one_of_the_items_rules() -> None:
+    doc = {
+        "name": "x",
+        "title": "x",
+        "items": [
+            {
+                "id": "x.a",
+                "item": "a",
+                "criterion": "c",
+                "owner": "o",
+                "rules": ["device.order_changed"],
+                "paths": {"fleet.odd_one_out": ["gpus"]},
+            }
+        ],
+    }
+    with pytest.raises(ConfigError, match="not one of the item's rules"):
+        checklist_from_dict(doc, source="t")

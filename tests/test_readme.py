@@ -151,6 +151,7 @@ def test_readme_snapshot_workflow_runs_as_written(tmp_path: Path, monkeypatch: p
         assert code == ExitCode.PASS, f"{line} exited {code}:\n{out.getvalue()}"
     snapshot = load_snapshot(work / "gpu-node-01.json")
     assert [p.status.value for p in snapshot.phases] == ["passed"] * 4
+    assert snapshot.node.node_class == "mi300x-8gpu"  # validate --out keeps the class snapshot --class gave
     with BaselineStore(work / "baselines") as store:
         assert store.nodes("rocm-6.1.3") == ("gpu-node-01",)
         assert len(store.load("gpu-node-01", "rocm-6.1.3").gpus) == 8

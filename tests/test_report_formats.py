@@ -40,14 +40,16 @@ def test_json_report_validates_against_schema() -> None:
     assert data["nodes"][0]["findings"][0]["rule"] == "device.order_changed"
 
 
-def test_junit_report_parses_back_with_one_case_per_node_and_rule() -> None:
+def test_junit_report_parses_back_with_one_case_per_node_and_cause() -> None:
     root = ET.fromstring(render(ReportFormat.JUNIT, ReportContext(report=sample_report())))
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     node_a = suites["gpu-node-01"]
     cases = {c.get("name"): c for c in node_a.iter("testcase")}
-    assert set(cases) == {"device.order_changed", "bandwidth.regression", "sriov.vf_count"}
-    failure = cases["device.order_changed"].find("failure")
+    # one case per cause (device.order, bandwidth.regression), one passing case per quiet rule
+    assert set(cases) == {"device.order", "bandwidth.regression", "sriov.vf_count"}
+    failure = cases["device.order"].find("failure")
     assert failure is not None and "0000:f5:00.0" in (failure.text or "")
+    assert "device.order_changed" in (failure.text or "")  # the cause's findings are in its body
     assert cases["sriov.vf_count"].find("failure") is None
     assert node_a.get("failures") == "2"
     node_b_cases = {c.get("name"): c for c in suites["gpu-node-02"].iter("testcase")}

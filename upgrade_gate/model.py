@@ -183,6 +183,17 @@ class KernelEvent:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RocmLibrary:
+    """One shared library of the node's ROCm tree (probe `rocm_libs`), keyed by soname."""
+
+    soname: str
+    path: str  # the real file, host root stripped
+    symbols_sha256: str  # hash of the exported symbol set (name@version binding type)
+    symbol_count: int
+    file_sha256: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Measurement:
     """A metric with its samples and the settings that produced it.
 
@@ -283,6 +294,7 @@ class Snapshot:
     phases: tuple[PhaseResult, ...] = ()
     probes: tuple[ProbeStatus, ...] = ()
     evidence_issues: tuple[EvidenceIssue, ...] = ()  # conflicting or error-text evidence (blocks)
+    libraries: tuple[RocmLibrary, ...] | None = None  # None: not recorded (older capture, probe failed)
 
 
 def measurements_of(snapshot: Snapshot) -> tuple[Measurement, ...]:
@@ -386,6 +398,39 @@ class ChecklistRow:
     required: bool = True
 
 
+class CauseCategory(StrEnum):
+    """Who a cause belongs to, broadly: the kind of fault behind it."""
+
+    HARDWARE = "hardware"
+    FIRMWARE = "firmware"
+    DRIVER = "driver/ROCm"
+    CONFIGURATION = "configuration"
+    FABRIC = "fabric"
+    EVIDENCE = "evidence/tooling"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cause:
+    """A root cause: findings of one node (or the fleet) that one fault explains, under one headline.
+
+    Causes change what is shown, never what blocks: the verdict is computed from the findings, and a
+    cause's severity is the worst of its own findings. `findings` are indexes into the owning
+    `NodeReport.findings` (or `GateReport.fleet_findings` for fleet causes); every finding belongs to
+    exactly one cause.
+    """
+
+    key: str  # stable within its node, e.g. "device.order", "bandwidth:mesh/all_reduce", "pcie.downgrade"
+    node: NodeName
+    severity: Severity
+    headline: str
+    category: CauseCategory
+    owner: str  # the checklists' vocabulary: "platform on-call", "network on-call", ...
+    rules: tuple[RuleId, ...] = ()
+    findings: tuple[int, ...] = ()
+    next_step: str | None = None
+    details: tuple[str, ...] = ()  # extra lines a person needs at once (e.g. the permutation table)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeReport:
     """The judge's answer for one node."""
@@ -394,6 +439,7 @@ class NodeReport:
     verdict: Verdict
     findings: tuple[Finding, ...] = ()
     changes: tuple[Change, ...] = ()
+    causes: tuple[Cause, ...] = ()  # the findings grouped by root cause (judge.causes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -410,6 +456,7 @@ class GateReport:
     fleet_findings: tuple[Finding, ...] = ()
     checklist: tuple[ChecklistRow, ...] = ()
     rules_evaluated: tuple[RuleId, ...] = ()  # every rule the judge ran, for one JUnit case each
+    fleet_causes: tuple[Cause, ...] = ()  # fleet_findings grouped by root cause
 
     @property
     def findings(self) -> tuple[Finding, ...]:

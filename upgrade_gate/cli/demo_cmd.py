@@ -38,8 +38,7 @@ def demo_cmd(
     """Gate a ROCm 6.1.3 -> 6.2.0 change on an 8-node fake MI300X fleet, offline (exit 1: blocked, as expected)."""
     from upgrade_gate.cli.collect_cmds import parser_check
     from upgrade_gate.demo import run_demo
-    from upgrade_gate.demo.summary import blocking_reasons
-    from upgrade_gate.model import Verdict
+    from upgrade_gate.model import Severity, Verdict
 
     folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="upgrade-gate-demo-"))
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
@@ -48,12 +47,13 @@ def demo_cmd(
     )
     typer.echo("")
     if outcome.verdict is Verdict.BLOCK:
+        nodes = [n.node for n in outcome.report.nodes if any(c.severity is Severity.BLOCK for c in n.causes)]
         typer.echo(
             f"Verdict: BLOCK (exit code {int(ExitCode.BLOCK)}). This is the expected outcome of the demo: the gate"
         )
-        typer.echo("stopped the change on its canaries, before it could reach the other nodes, for these reasons:")
-        for line in blocking_reasons(outcome.report):
-            typer.echo(f"  - {line}")
+        typer.echo(
+            f"stopped the change on its canaries ({', '.join(nodes)}, one cause each) before it reached the others."
+        )
         typer.echo("Run `upgrade-gate demo --healthy` to see the same change pass and promote new baselines.")
     else:
         typer.echo(
@@ -61,6 +61,27 @@ def demo_cmd(
             f"the plan changes; new baselines are tagged {outcome.promoted_tag}."
         )
     typer.echo("Replay the verdict yourself with the same gate, from the files the demo left:")
-    typer.echo("  " + shlex.join(["upgrade-gate", *outcome.replay_argv]))
+    for line in replay_lines(outcome.workdir, outcome.replay_argv):
+        typer.echo(line)
     typer.echo(f"Everything is in {outcome.workdir} ({outcome.seconds:.1f}s).")
     return ExitCode.PASS if outcome.verdict is Verdict.PASS else ExitCode.BLOCK
+
+
+def replay_lines(workdir: Path, argv: tuple[str, ...], width: int = 100) -> list[str]:
+    """`cd WORKDIR && upgrade-gate gate ...` with paths relative to the work folder, as shell lines
+    joined by backslash continuations, each within `width`."""
+    root = str(workdir) + os.sep
+    words = [shlex.quote(a.removeprefix(root)) for a in ("upgrade-gate", *argv)]
+    lines = [f"  cd {shlex.quote(str(workdir))} &&"]
+    current = "   "
+    for i, word in enumerate(words):
+        option = word.startswith("--") and i + 1 < len(words)
+        piece = f"{word} {words[i + 1]}" if option else word
+        if i > 0 and words[i - 1].startswith("--"):
+            continue  # printed with its option
+        if len(current) + 1 + len(piece) > width and current.strip():
+            lines.append(current + " \\")
+            current = "     "
+        current += " " + piece
+    lines.append(current)
+    return lines

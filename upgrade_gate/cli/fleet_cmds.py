@@ -59,6 +59,14 @@ _CONCURRENCY = typer.Option(
 _POLL = typer.Option(2.0, "--poll-interval", min=0.01, help="Seconds between Job status polls.")
 _TIMEOUT = typer.Option(900.0, "--capture-timeout", min=1.0, help="Seconds a capture Job may take.")
 _ENV = typer.Option([], "--env", help="NAME=VALUE for the phase Jobs (e.g. NCCL_ALGO=Ring); repeatable.")
+_CAPTURE_PRIVILEGED = typer.Option(
+    False, "--capture-privileged", help="Capture as a privileged pod without GPUs allocated (a canary whose "
+    "GPUs a workload still holds can be captured; needs the namespace's Pod Security level privileged).",
+)  # fmt: skip
+_TOLERATE = typer.Option(
+    [], "--tolerate", help="KEY[=VALUE][:EFFECT]: a taint the Jobs tolerate (a permanent taint of the fleet); "
+    "such nodes stay eligible as canaries. Repeatable; give the same to `window plan` and `window validate`.",
+)  # fmt: skip
 
 CVF_COLUMNS = (
     "amd.com/gpu-hw-acceptance",
@@ -85,6 +93,9 @@ def register(app: typer.Typer) -> None:
     window.command("promote")(window_promote_cmd)
     window.command("rollback")(window_rollback_cmd)
     window.command("status")(window_status_cmd)
+    from upgrade_gate.cli import rollout_cmds
+
+    rollout_cmds.register(window, fleet)
     app.add_typer(window, name="window")
 
 
@@ -92,8 +103,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _client(kubeconfig: Path | None, context: str | None) -> KubeClient:
+    """The API client: --kubeconfig / $KUBECONFIG / ~/.kube/config, else the pod's service account
+    (the soak and watch CronJobs run in the cluster without a kubeconfig)."""
     from upgrade_gate.fleet.kube import KubeClient
 
+    default = Path.home() / ".kube" / "config"
+    if kubeconfig is None and not default.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return KubeClient.in_cluster()
     return KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig is not None else None, context=context)
 
 
@@ -115,16 +131,46 @@ def _actor(by: str | None) -> Actor:
         who = by or os.environ.get("USER") or getpass.getuser()
     except OSError:
         who = "unknown"
-    now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    return Actor(by=who, at=now)
+    return Actor(by=who, at=clock_now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def clock_now() -> datetime:
+    """The one clock of the window commands: now, or `UPGRADE_GATE_NOW` (ISO 8601) for replays and tests."""
+    fixed = os.environ.get("UPGRADE_GATE_NOW")
+    if fixed:
+        try:
+            value = datetime.fromisoformat(fixed.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"UPGRADE_GATE_NOW={fixed!r}: not an ISO 8601 time") from None
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def now_from_actor(actor: Actor) -> datetime:
+    """The actor's time as a datetime."""
+    from upgrade_gate.fleet.rollout import parse_time
+
+    return parse_time(actor.at)
 
 
 def _run_id() -> str:
     return datetime.now(UTC).strftime("%H%M%S") + os.urandom(2).hex()[:3]
 
 
+def _tolerations(items: list[str]) -> tuple[Any, ...]:
+    """The Jobs' tolerations: upgrade-gate's own plus `--tolerate` ones."""
+    from upgrade_gate.errors import ConfigError
+    from upgrade_gate.fleet.manifests import JobSettings, parse_toleration
+
+    try:
+        return (*JobSettings().tolerations, *(parse_toleration(t) for t in items))
+    except ConfigError as exc:
+        raise UsageError(f"--tolerate: {exc}") from exc
+
+
 def _settings(*, namespace: str, image: str, rccl_image: str, job_python: str, job_command: str,
-              concurrency: int, poll: float, timeout: float, env: list[str]) -> ExecutorSettings:  # fmt: skip
+              concurrency: int, poll: float, timeout: float, env: list[str],
+              tolerate: list[str] | None = None, capture_privileged: bool = False) -> ExecutorSettings:  # fmt: skip
     from upgrade_gate.fleet.executor import ExecutorSettings
     from upgrade_gate.fleet.manifests import JobSettings
 
@@ -138,9 +184,9 @@ def _settings(*, namespace: str, image: str, rccl_image: str, job_python: str, j
     if not argv:
         raise UsageError("--job-command: empty")
     return ExecutorSettings(
-        jobs=JobSettings(namespace=namespace, image=image, python=job_python),
+        jobs=JobSettings(namespace=namespace, image=image, python=job_python, tolerations=_tolerations(tolerate or [])),
         upgrade_gate_argv=argv, rccl_image=rccl_image, env=tuple(pairs), concurrency=concurrency,
-        poll_s=poll, capture_timeout_s=timeout,
+        poll_s=poll, capture_timeout_s=timeout, capture_privileged=capture_privileged,
     )  # fmt: skip
 
 
@@ -249,14 +295,16 @@ def window_plan_cmd(
     plan: Path = typer.Option(..., "--plan", help="Change plan (YAML/JSON) with its `canaries` settings."),
     store: Path = _STORE, window_id: str | None = typer.Option(None, "--id", help="Window id (default: the plan id)."),
     kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, namespace: str = _NAMESPACE,
-    selector: str = _SELECTOR, class_label: str = _CLASS_LABEL, by: str | None = _BY,
+    selector: str = _SELECTOR, class_label: str = _CLASS_LABEL, by: str | None = _BY, tolerate: list[str] = _TOLERATE,
 ) -> ExitCode:  # fmt: skip
     """Choose the canaries per node class (<= 10% by default, idle first) and record the window."""
     from upgrade_gate.fleet.window import plan_window
 
+    tolerations = _tolerations(tolerate)
     with _client(kubeconfig, context) as client, _store(store, create=True) as st:
         record, selection = plan_window(client, st, plan, window_id=window_id, actor=_actor(by), namespace=namespace,
-                                        class_label=class_label, selector=selector or None)  # fmt: skip
+                                        class_label=class_label, selector=selector or None,
+                                        tolerations=tolerations)  # fmt: skip
     typer.echo(f"window {record.id} (change {record.doc['change_id']}): planned")
     for share in selection.classes:
         typer.echo(f"  class {share.node_class}: {share.chosen} of {share.size} node(s) "
@@ -272,13 +320,19 @@ def window_plan_cmd(
 def window_start_cmd(
     window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
     by: str | None = _BY,
+    no_drain: bool = typer.Option(False, "--no-drain", help="Do not evict the canaries' GPU pods."),
+    drain_timeout: float = typer.Option(300.0, "--drain-timeout", min=0.0, help="Seconds to wait for evictions."),
+    poll: float = _POLL,
 ) -> ExitCode:  # fmt: skip
-    """Cordon and taint the canaries (upgrade-gate/canary=<change>:NoSchedule) and record the start."""
+    """Cordon and taint the canaries (upgrade-gate/canary=<change>:NoSchedule), evict their GPU pods
+    through the Eviction API (PodDisruptionBudgets respected; --no-drain skips it), record the start."""
     from upgrade_gate.fleet.window import start_window
 
     with _client(kubeconfig, context) as client, _store(store) as st:
-        record = start_window(client, st, window_id, actor=_actor(by))
+        record = start_window(client, st, window_id, actor=_actor(by), drain=not no_drain,
+                              drain_timeout_s=drain_timeout, poll_s=poll)  # fmt: skip
     typer.echo(f"window {record.id}: started; cordoned and tainted {', '.join(record.canaries)}")
+    typer.echo(f"  {record.doc['history'][-1].get('note', '')}")
     typer.echo("apply the change to the canaries, then: upgrade-gate window validate --id " + record.id)
     return ExitCode.PASS
 
@@ -289,13 +343,26 @@ def window_validate_cmd(
     kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, image: str = _IMAGE,
     rccl_image: str = _RCCL_IMAGE, job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND,
     concurrency: int = _CONCURRENCY, poll: float = _POLL, timeout: float = _TIMEOUT, env: list[str] = _ENV,
-    by: str | None = _BY,
+    by: str | None = _BY, tolerate: list[str] = _TOLERATE, capture_privileged: bool = _CAPTURE_PRIVILEGED,
+    checklists: list[str] = typer.Option(
+        [], "--checklist", help="Checklist: pre-change, canary, observe, or a file; repeatable."
+    ),
+    attest: list[str] = typer.Option([], "--attest", help="Attest a manual checklist item: ITEM=NAME; repeatable."),
+    reports: list[str] = typer.Option(
+        [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
+    ),
 ) -> ExitCode:  # fmt: skip
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
+    from upgrade_gate.cli.judge_cmds import parse_attestations, parse_reports, write_reports
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window import validate_window
     from upgrade_gate.fleet.window_state import load_window
+    from upgrade_gate.judge.checklist import load_checklist
     from upgrade_gate.judge.policy import load_policy
+
+    attestations = parse_attestations(attest)
+    outputs = parse_reports(reports)
+    loaded_checklists = [load_checklist(c) for c in checklists]
 
     with _client(kubeconfig, context) as client, _store(store) as st:
         namespace = str(load_window(st, window_id).doc["namespace"])
@@ -309,6 +376,8 @@ def window_validate_cmd(
             poll=poll,
             timeout=timeout,
             env=env,
+            tolerate=tolerate,
+            capture_privileged=capture_privileged,
         )
         cvf = load_cluster_config(client, namespace)
         loaded_policy = load_policy(policy, cvf, cvf_source=cvf.source)
@@ -316,22 +385,30 @@ def window_validate_cmd(
         try:
             outcome = validate_window(client, st, window_id, actor=_actor(by), settings=settings, run_id=_run_id(),
                                       policy=loaded_policy, samples=samples, on_capture=progress.on_capture,
-                                      progress=progress.on_phase)  # fmt: skip
+                                      progress=progress.on_phase, checklists=loaded_checklists,
+                                      attestations=attestations)  # fmt: skip
         finally:
             progress.close()
     _print_record(outcome.record)
+    write_reports(outputs, outcome.report, baselines=outcome.baselines, candidates=outcome.candidates)
     return ExitCode.PASS if outcome.record.doc["validation"]["verdict"] == "PASS" else ExitCode.BLOCK
 
 
 def window_promote_cmd(
     window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
     by: str | None = _BY,
+    skip_soak: bool = typer.Option(False, "--skip-soak", help="Promote before the soak completed (needs --reason)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why the soak is cut short (recorded)."),
 ) -> ExitCode:  # fmt: skip
-    """After a PASS: save the new baselines tagged with the target version, untaint and uncordon."""
+    """After a PASS (and the plan's soak): save the new baselines tagged with the target, untaint, uncordon."""
     from upgrade_gate.fleet.window import promote_window
 
+    if skip_soak and not (reason or "").strip():
+        raise UsageError("--skip-soak needs --reason TEXT (it is recorded in the window's history)")
+    if reason is not None and not skip_soak:
+        raise UsageError("--reason goes with --skip-soak")
     with _client(kubeconfig, context) as client, _store(store) as st:
-        record = promote_window(client, st, window_id, actor=_actor(by))
+        record = promote_window(client, st, window_id, actor=_actor(by), skip_soak_reason=reason if skip_soak else None)
     base = record.doc["baseline"]
     typer.echo(f"window {record.id}: promoted; baselines saved at {base['commit'][:12]} tagged {base['tag']}; "
                f"{', '.join(record.canaries)} schedulable again")  # fmt: skip
@@ -355,13 +432,21 @@ def window_rollback_cmd(
 def window_status_cmd(
     store: Path = _STORE,
     window_id: str | None = typer.Option(None, "--id", help="One window (default: all)."),
+    html: Path | None = typer.Option(
+        None, "--html", help="With --id: write the window's page (soak observations over time) here."
+    ),
 ) -> ExitCode:
     """Show a window's state (or every window's) from the baseline store."""
     from upgrade_gate.fleet.window_state import list_windows, load_window
 
+    if html is not None and window_id is None:
+        raise UsageError("--html needs --id")
     with _store(store) as st:
         if window_id is not None:
-            _print_record(load_window(st, window_id))
+            record = load_window(st, window_id)
+            _print_record(record)
+            if html is not None:
+                _write_window_html(st, record, html)
             return ExitCode.PASS
         records = list_windows(st)
     if not records:
@@ -395,3 +480,28 @@ def _print_record(record: WindowRecord) -> None:
         typer.echo(f"  baselines: {doc['baseline']['commit'][:12]} tagged {doc['baseline']['tag']}")
     for h in doc["history"]:
         typer.echo(f"  {h['at']}  {h['action']:<9} {h['by']}" + (f"  ({h['note']})" if h.get("note") else ""))
+    from upgrade_gate.fleet.window_rollout import rollout_lines
+
+    for line in rollout_lines(doc, clock_now()):
+        typer.echo(f"  {line}")
+
+
+def _write_window_html(store: BaselineStore, record: WindowRecord, path: Path) -> None:
+    from upgrade_gate.errors import NotFoundError
+    from upgrade_gate.model import measurements_of
+    from upgrade_gate.report.window_html import render_window_html
+    from upgrade_gate.snapshot.io import write_text_atomic
+
+    baselines: dict[str, dict[str, float]] = {}
+    for node in record.canaries:
+        try:
+            snap = store.load(node)
+        except NotFoundError:
+            continue
+        values = {"kernel_events": float(len(snap.events))}
+        for m in measurements_of(snap):
+            if m.key == "mesh/all_reduce/avg_busbw" and m.samples:
+                values[m.key] = sorted(m.samples)[len(m.samples) // 2]
+        baselines[node] = values
+    write_text_atomic(path, render_window_html(record.doc, baselines))
+    typer.echo(f"wrote the window's page to {path}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError,
 if TYPE_CHECKING:
     from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
     from upgrade_gate.parse.dmesg import PatternTable
-    from upgrade_gate.report.interface import ReportFormat
+    from upgrade_gate.report.interface import ConsoleDetail, ReportFormat
     from upgrade_gate.store.gitstore import BaselineStore
 
 
@@ -209,6 +209,8 @@ def gate_cmd(
         [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
     ),
     now: str | None = typer.Option(None, "--now", help="Report timestamp, ISO 8601 (default: the current time)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Console: every finding under its cause."),
+    summary: bool = typer.Option(False, "--summary", help="Console: the verdict and one line per node (CI logs)."),
 ) -> ExitCode:
     """Judge candidates against their baselines under a plan and a policy: exit 0 PASS, 1 BLOCK."""
     from dataclasses import replace
@@ -219,10 +221,10 @@ def gate_cmd(
     from upgrade_gate.judge.policy import load_policy
     from upgrade_gate.report.interface import ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
-    from upgrade_gate.snapshot.io import write_text_atomic
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
+    detail = console_detail(verbose=verbose, summary=summary)
     timestamp = _timestamp(now)
     loaded_plan = load_plan(plan) if plan is not None else None
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
@@ -249,11 +251,43 @@ def gate_cmd(
         candidates={s.node.name: s for s in snaps},
         color=sys.stdout.isatty() and "NO_COLOR" not in os.environ,
     )
-    typer.echo(render(ReportFormat.CONSOLE, ctx), nl=False)
-    for fmt, path in outputs:
-        write_text_atomic(path, render(fmt, replace(ctx, color=False)))
-        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+    typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
+    write_reports(outputs, report, baselines=baselines, candidates=ctx.candidates)
     return _exit(report)
+
+
+def write_reports(
+    outputs: Sequence[tuple[ReportFormat, Path]],
+    report: GateReport,
+    *,
+    baselines: Mapping[NodeName, Snapshot],
+    candidates: Mapping[NodeName, Snapshot],
+) -> None:
+    """Write each `--report FORMAT:PATH` (no colour), saying so on stderr."""
+    from upgrade_gate.report.interface import ReportContext
+    from upgrade_gate.report.registry import render
+    from upgrade_gate.snapshot.io import write_text_atomic
+
+    ctx = ReportContext(report=report, baselines=baselines, candidates=candidates)
+    for fmt, path in outputs:
+        write_text_atomic(path, render(fmt, ctx))
+        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+
+
+def console_detail(*, verbose: bool, summary: bool) -> ConsoleDetail:
+    """--verbose / --summary as a console level; both at once is a usage error."""
+    from upgrade_gate.report.interface import ConsoleDetail
+
+    if verbose and summary:
+        raise UsageError("--verbose and --summary: choose one")
+    return ConsoleDetail.VERBOSE if verbose else ConsoleDetail.SUMMARY if summary else ConsoleDetail.CAUSES
+
+
+def console_width() -> int:
+    """The terminal's width (COLUMNS overrides; 120 when stdout is no terminal), at least 60."""
+    import shutil
+
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
 
 
 def _exit(report: GateReport) -> ExitCode:

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "upgrade_gate.cli.validate_cmds",
     "upgrade_gate.cli.fleet_cmds",
     "upgrade_gate.cli.demo_cmd",
+    "upgrade_gate.cli.abi_cmds",
 )
 
 _state: dict[str, bool] = {"debug": False}

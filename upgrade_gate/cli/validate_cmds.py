@@ -15,6 +15,8 @@ Design decisions:
   `mpirun -H` (which reaches them itself); phase 4 needs an `ib_write_bw` server on the peer, which
   only the Kubernetes executor can start, so locally it ends in `error` naming the peer, never a pass.
 - Progress (rich) goes to stderr, so `--json` output on stdout stays clean.
+- `--out` often replaces the snapshot `snapshot --class` wrote for the same node (README workflow 1):
+  without `--class`, the class of that snapshot is kept, so class references keep working.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def validate_cmd(
     node: str | None = typer.Option(None, "--node", help="This node's name (DNS-1123); default: the host name."),
     peer: list[str] | None = typer.Option(None, "--peer", help="Partner node for phases 4-5 (repeatable)."),
     out: Path | None = typer.Option(None, "--out", help="Write the snapshot with its phase results (JSON)."),
+    node_class: str | None = typer.Option(
+        None, "--class", help="Node class, e.g. mi300x-8gpu (default: the class of the snapshot --out replaces)."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print the phase results as JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (phases, commands, thresholds) only."),
     samples: int | None = typer.Option(
@@ -102,7 +107,7 @@ def validate_cmd(
     if dry_run:
         _print_plan(cfg, numbers, node_name, peer_names, count)
         return ExitCode.PASS
-    results = _run(cfg, numbers, node_name, peer_names, count, host_root, out)
+    results = _run(cfg, numbers, node_name, peer_names, count, host_root, out, node_class or _class_of(out, node_name))
     if json_output:
         from upgrade_gate import codec
 
@@ -125,6 +130,7 @@ def _run(
     samples: int,
     host_root: Path,
     out: Path | None,
+    node_class: str | None,
 ) -> tuple[PhaseResult, ...]:
     from rich.console import Console as RichConsole
 
@@ -140,7 +146,7 @@ def _run(
     err = RichConsole(stderr=True)
     with err.status(f"capturing {node} (every probe)"):
         bundle = capture(LocalRunner(), node=node, host_root=host_root, output_check=parser_check())
-        snapshot = build_snapshot(bundle)
+        snapshot = build_snapshot(bundle, node_class=node_class)
     renderer = _ProgressRenderer(err)
     try:
         results = run_pipeline(
@@ -164,6 +170,23 @@ def _run(
             raise EnvironmentFailure(f"{out}: cannot write: {exc.strerror or exc}") from exc
         print(f"wrote {out}", file=sys.stderr)
     return results
+
+
+def _class_of(out: Path | None, node: str) -> str | None:
+    """The node class of the snapshot `--out` is about to replace (same node), so that it is not lost."""
+    if out is None or not out.is_file():
+        return None
+    from upgrade_gate.errors import GateError
+    from upgrade_gate.snapshot.io import load_snapshot
+
+    try:
+        previous = load_snapshot(out)
+    except (GateError, OSError, ValueError):
+        return None  # not a snapshot we can read: it is replaced, there is no class to keep
+    if previous.node.name != node or previous.node.node_class is None:
+        return None
+    print(f"keeping node class {previous.node.node_class} from {out} (--class overrides)", file=sys.stderr)
+    return previous.node.node_class
 
 
 class _ProgressRenderer:

@@ -42,7 +42,7 @@ from upgrade_gate.collect.members import (
     read_dir_files,
     read_tar_files,
 )
-from upgrade_gate.collect.probes import GREP_ARGV, Probe, skippable_probe_names
+from upgrade_gate.collect.probes import Probe, skipped_argv
 from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import BundleError, EnvironmentFailure, InputError, NotFoundError
 from upgrade_gate.model import NodeName
@@ -211,10 +211,11 @@ def _check_skipped(data: dict[str, Any], *, source: str) -> None:
     """The manifest is not trusted: `skipped` only where the probe catalogue allows it.
 
     Only a file-read probe may be skipped, and only as capture skips one: its globs matched nothing,
-    so its argv is the bare grep prefix, it did not run (exit 0, not timed out, not missing) and its
-    output files are empty (checked in `_record`). A command probe marked skipped would hide its output.
+    so its argv is the probe's bare command (no file appended), it did not run (exit 0, not timed out,
+    not missing) and its output files are empty (checked in `_record`). A command probe marked skipped
+    would hide its output.
     """
-    file_probes = skippable_probe_names()
+    file_probes = skipped_argv()
     for i, p in enumerate(data["probes"]):
         if not p["skipped"]:
             continue
@@ -223,7 +224,7 @@ def _check_skipped(data: dict[str, Any], *, source: str) -> None:
                 f"{source}: $.probes[{i}]: probe {p['name']!r} is marked skipped, but only a file-read probe "
                 "whose globs matched nothing can be skipped: a forged or corrupt bundle"
             )
-        if tuple(p["argv"]) != GREP_ARGV or p["exit_code"] != 0 or p["timed_out"] or p["missing"]:
+        if tuple(p["argv"]) != file_probes[p["name"]] or p["exit_code"] != 0 or p["timed_out"] or p["missing"]:
             raise BundleError(
                 f"{source}: $.probes[{i}]: probe {p['name']!r} is marked skipped but has an argv or exit status "
                 "of a probe that ran: a forged or corrupt bundle"

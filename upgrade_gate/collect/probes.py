@@ -125,6 +125,16 @@ _CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
     _FileSpec(name="sysfs_ib", globs=("sys/bus/pci/devices/*/infiniband/*/fw_ver",)),
     _FileSpec(name="driver_version", globs=("sys/module/amdgpu/version",)),
     _FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
+    # upgrade-gate's own ELF reader lists the ROCm libraries (soname, symbol-set hash): upgrade_gate.abi.listing.
+    # Optional: its loss blocks through rule library.unplanned wherever the baseline recorded libraries.
+    _FileSpec(
+        name="rocm_libs",
+        globs=("opt/rocm/lib",),
+        parser="abi-list",
+        argv=("upgrade-gate", "abi-list"),
+        required=False,
+        timeout_s=300.0,
+    ),
     _CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
     _CommandSpec(name="dmesg", argv=("dmesg",), parser="dmesg"),
     # Host facts the incident names as causes (a BIOS update re-enumerates PCIe). No DMI (a VM) or no
@@ -168,7 +178,12 @@ def probe_names() -> tuple[str, ...]:
 
 def skippable_probe_names() -> frozenset[str]:
     """Probes the catalogue allows to be skipped: the file-read ones (skipped when no file matched)."""
-    return frozenset(spec.name for spec in _CATALOGUE if isinstance(spec, _FileSpec))
+    return frozenset(skipped_argv())
+
+
+def skipped_argv() -> dict[str, tuple[str, ...]]:
+    """File-read probe -> the argv it records when skipped (its command with no file appended)."""
+    return {spec.name: spec.argv for spec in _CATALOGUE if isinstance(spec, _FileSpec)}
 
 
 def _command_probe(spec: _CommandSpec) -> Probe:

@@ -170,7 +170,14 @@ def measured_mesh_bw(evidence: NodeEvidence) -> str | None:
 
 
 def phase_summary(phases: Sequence[PhaseResult]) -> str:
-    """`0 passed, 1 passed, 2 failed (reason), 3 not-run` in one line."""
+    """`0-3 passed` when all passed, else `0 passed, 1 passed, 2 failed (reason), 3 not-run`, in one line."""
+    numbers = [p.phase for p in phases]
+    if (
+        phases
+        and all(p.status is PhaseStatus.PASSED for p in phases)
+        and numbers == list(range(numbers[0], numbers[-1] + 1))
+    ):
+        return f"{numbers[0]}-{numbers[-1]} passed" if len(numbers) > 1 else f"{numbers[0]} passed"
     parts = []
     for p in phases:
         text = f"{p.phase} {p.status.value}"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,13 +73,6 @@ REPORT_FILES: Mapping[ReportFormat, str] = {
     ReportFormat.JSON: "report.json",
 }
 """Where each report goes inside `<workdir>/reports/` (the console report is printed)."""
-
-REPORT_TITLES: Mapping[ReportFormat, str] = {
-    ReportFormat.HTML: "HTML (open in a browser)",
-    ReportFormat.JUNIT: "JUnit XML (CI test results)",
-    ReportFormat.MARKDOWN: "Markdown (CI step summary)",
-    ReportFormat.JSON: "JSON (report.schema.json)",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,9 +143,8 @@ def run_demo(
     report, ctx = _gate(st, store, plan_path, policy_path, {n: after[n].snapshot for n in canaries}, color)
     reports = _write_reports(st.workdir / "reports", ctx)
     say("")
-    say("[6/6] Reports written beside this output:")
-    for fmt, path in reports.items():
-        say(f"      {REPORT_TITLES[fmt]:<28} {path}")
+    folder = st.workdir / "reports"
+    say(f"[6/6] Reports in {folder}/: {', '.join(p.name for p in reports.values())}")
     promoted = _promote(st, store, ctx, len(names)) if report.verdict is Verdict.PASS else None
     if not keep_nodes:
         shutil.rmtree(st.workdir / "fleet", ignore_errors=True)
@@ -179,9 +171,8 @@ def _before_the_change(st: _Setting, names: tuple[NodeName, ...]) -> Path:
     """Steps 1-2: the fleet, its snapshots and phases, saved as baselines tagged OLD_TAG; the store."""
     say = st.say
     say("")
-    say(f"[1/6] The fleet: {len(names)} fake nodes of class {demo_fleet.NODE_CLASS} (8x MI300X, 8 NICs each)")
-    say(f"      running ROCm {OLD.rocm} with amdgpu {OLD.driver}. Each node has its own GPU serials and NIC GUIDs,")
-    say("      and rocminfo, amd-smi, rocm-smi, lspci, ibv_devinfo and rccl-tests agree on them per node.")
+    say(f"[1/6] The fleet: {len(names)} fake nodes of class {demo_fleet.NODE_CLASS} (8x MI300X, 8 NICs each) on ROCm")
+    say(f"      {OLD.rocm} with amdgpu {OLD.driver}; each node has its own GPU serials and NIC GUIDs.")
     say("")
     say("[2/6] Before the change: capture every probe, build a snapshot, and run CVF phases 0-3 on every node")
     say("      (phase 2 measures each node's bus bandwidth curve, so the baseline has numbers to compare with).")
@@ -191,8 +182,9 @@ def _before_the_change(st: _Setting, names: tuple[NodeName, ...]) -> Path:
         out=st.workdir / "before",
         config=st.config,
         output_check=st.output_check,
-        on_done=_node_line(say),
     )
+    for line in fleet_lines([before[n] for n in names]):
+        say(line)
     broken = [e.node for e in before.values() if e.failed_probes or not e.all_phases_passed]
     if broken:
         raise EnvironmentFailure(f"demo fleet is not healthy before the change: {', '.join(broken)}")
@@ -211,10 +203,8 @@ def _plan_and_canaries(st: _Setting, names: tuple[NodeName, ...]) -> tuple[Path,
     st.say("")
     st.say(f"[3/6] The change plan {plan_path}: {summarize(plan)}.")
     st.say(f"      Canaries: {describe_rule(plan.canaries, len(names))}: {', '.join(canaries)}.")
-    st.say(
-        f"      (The default is {describe_rule(CanarySettings(), len(names))}; the demo plan allows "
-        f"{plan.canaries.max_fraction:.0%} so that one run shows two different failures.)"
-    )
+    st.say(f"      (The default is {describe_rule(CanarySettings(), len(names))}; the demo plan allows")
+    st.say(f"      {plan.canaries.max_fraction:.0%} so that one run shows two different failures.)")
     return plan_path, policy_path, canaries
 
 
@@ -235,7 +225,7 @@ def _change_the_canaries(st: _Setting, canaries: tuple[NodeName, ...]) -> dict[N
         out=st.workdir / "after",
         config=st.config,
         output_check=st.output_check,
-        on_done=_node_line(say),
+        on_done=lambda e: say(node_line(e)),
     )
     if all(e.all_phases_passed for e in after.values()):
         if st.healthy:
@@ -257,8 +247,7 @@ def _gate(
     say = st.say
     say("")
     say(f"[5/6] The gate: each canary against its {OLD_TAG} baseline and the class reference, under {plan_path.name}")
-    say(f"      and {policy_path.name} (the default policy; CVF phases 4-5 need networked nodes, not applicable here).")
-    say(f"      The canary checklist's manual items are attested as {ATTESTED_BY}, as an operator would with --attest.")
+    say(f"      and {policy_path.name}; the canary checklist's manual items attested as {ATTESTED_BY} (--attest).")
     baselines, references, denylist = _judge_inputs(store, tuple(candidates), OLD_TAG)
     report = judge(
         baselines=baselines,
@@ -311,18 +300,31 @@ def _break(specs: dict[NodeName, NodeSpec], canaries: tuple[NodeName, ...], say:
     return out
 
 
-def _node_line(say: Say) -> Callable[[NodeEvidence], None]:
-    def line(e: NodeEvidence) -> None:
-        snap = e.snapshot
-        probes = f"{len(snap.probes)} probes" + (f" ({len(e.failed_probes)} failed)" if e.failed_probes else " ok")
-        bw = demo_fleet.measured_mesh_bw(e)
-        say(
-            f"      {e.node}  ROCm {snap.software.rocm_version}  {probes}, {len(snap.gpus)} GPUs,"
-            f" {len(snap.nics)} NICs; phases {demo_fleet.phase_summary(e.phases)}"
-            + (f"; mesh avg busbw {bw}" if bw else "")
-        )
+def node_line(e: NodeEvidence) -> str:
+    """One node's evidence in one line: ROCm, probes, GPUs, NICs, phases, mesh bandwidth."""
+    snap = e.snapshot
+    probes = f"{len(snap.probes)} probes" + (f" ({len(e.failed_probes)} failed)" if e.failed_probes else " ok")
+    bw = demo_fleet.measured_mesh_bw(e)
+    return (
+        f"      {e.node}  ROCm {snap.software.rocm_version}  {probes}, {len(snap.gpus)} GPUs,"
+        f" {len(snap.nics)} NICs; phases {demo_fleet.phase_summary(e.phases)}"
+        + (f"; mesh avg busbw {bw}" if bw else "")
+    )
 
-    return line
+
+def fleet_lines(evidence: Sequence[NodeEvidence]) -> list[str]:
+    """The healthy fleet in one line (a node that differs gets its own line)."""
+    healthy = [e for e in evidence if not e.failed_probes and e.all_phases_passed]
+    if len(healthy) != len(evidence) or not healthy:
+        return [node_line(e) for e in evidence]
+    first = healthy[0].snapshot
+    bws = sorted(float(bw.split()[0]) for e in healthy if (bw := demo_fleet.measured_mesh_bw(e)) is not None)
+    phases = sorted({p.phase for e in healthy for p in e.phases})
+    span = f"; mesh avg busbw {bws[0]:.1f}-{bws[-1]:.1f} GB/s" if bws else ""
+    return [
+        f"      {len(healthy)} nodes: ROCm {first.software.rocm_version}, {len(first.probes)} probes ok, "
+        f"{len(first.gpus)} GPUs, {len(first.nics)} NICs each; phases {phases[0]}-{phases[-1]} passed{span}"
+    ]
 
 
 def _open_store(path: Path) -> BaselineStore:

@@ -131,7 +131,15 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
         (data_dir / f"{tool}.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
         _write_stub(bin_dir / tool, tool, lib_dir, data_dir)
     _write_host_tree(host_root, spec)
+    _write_self(bin_dir / "upgrade-gate")
     return FakeNode(spec=spec, faults=faults, root=root, bin_dir=bin_dir, host_root=host_root)
+
+
+def _write_self(path: Path) -> None:
+    """upgrade-gate itself, as a node has it installed: the `rocm_libs` probe runs its own ELF reader
+    (`upgrade-gate abi-list`) on the node's ROCm library folder. It is the real tool, not a replay."""
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m upgrade_gate "$@"\n', encoding="utf-8")
+    path.chmod(0o755)
 
 
 def response_tables(spec: NodeSpec) -> dict[str, dict[str, Any]]:

@@ -278,5 +278,5 @@ def write_host_facts(host: Path, spec: NodeSpec) -> None:
     lib = host / "opt" / "rocm" / "lib"
     lib.mkdir(parents=True)
     real = rccl_library_name(spec.rocm_version)
-    (lib / real).write_bytes(b"\x7fELF")  # the probe reads the name, never the library
+    (lib / real).write_bytes(b"")  # the probe reads the name; no ELF magic, so the ELF reader skips it
     (lib / "librccl.so.1").symlink_to(real)

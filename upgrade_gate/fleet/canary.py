@@ -8,7 +8,11 @@ Rules (DESIGN.md "Fail closed": canary selection never disrupts more than a capp
   With the defaults a class of 8 gets one canary (10% of 8 rounds down to 0, and at least one).
 - Eligible: schedulable (a node someone already cordoned is never taken: it is being drained or repaired
   by someone else, and uncordoning it at promote would undo their work), not already a canary of
-  another window, not tainted NoSchedule/NoExecute by anyone else, and not NotReady.
+  another window, not NotReady, and every NoSchedule/NoExecute taint tolerated by the tolerations the
+  Jobs carry (`JobSettings.tolerations`, plus `--tolerate`): fleets keep permanent taints (a dedicated
+  GPU pool) that their Jobs tolerate, while `node.kubernetes.io/not-ready` on a new node is not.
+- Every node passed over is listed with its reason (the window records them; `window plan` prints
+  them when no canary could be chosen).
 - `prefer_idle`: nodes with no non-DaemonSet pod asking for GPUs come first (the caller finds those pods
   with `KubeClient.gpu_pods_on_node`); within a group, by name, so a plan is reproducible.
 - Explicit `canaries.nodes` in the plan replace the choice, but each must exist, have a class and be
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ConfigError
 from upgrade_gate.fleet.labels import CANARY, NODE_CLASS
+from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.judge.plan import CanarySettings
 from upgrade_gate.model import NodeName
@@ -60,17 +65,19 @@ class CanarySelection:
     excluded: tuple[tuple[NodeName, str], ...]
 
 
-def ineligible_reason(node: KubeNode) -> str | None:
+def ineligible_reason(node: KubeNode, tolerations: Sequence[Toleration] = JobSettings().tolerations) -> str | None:
     """Why a node cannot be a canary, or None."""
     if node.unschedulable:
         return "already cordoned (someone else's maintenance)"
     if CANARY in node.labels:
         return f"already a canary of change {node.labels[CANARY]}"
-    for taint in node.taints:
-        if taint.effect in _BLOCKING_EFFECTS:
-            return f"tainted {taint}"
     if node.ready is False:
         return "NotReady"
+    for taint in node.taints:
+        if taint.effect in _BLOCKING_EFFECTS and not any(
+            t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations
+        ):
+            return f"tainted {taint}, which the Jobs do not tolerate (--tolerate to add a toleration)"
     return None
 
 
@@ -88,9 +95,16 @@ def select_canaries(
     *,
     class_label: str = NODE_CLASS,
     busy: Mapping[str, Sequence[str]] | None = None,
+    held: Mapping[str, str] | None = None,
+    tolerations: Sequence[Toleration] = JobSettings().tolerations,
 ) -> CanarySelection:
-    """Pick canaries per class (see the module docstring); ConfigError for an impossible explicit list."""
+    """Pick canaries per class (see the module docstring); ConfigError for an impossible explicit list.
+
+    `held` (node -> window id) are nodes other open windows hold: they are not candidates, and they
+    count against their class's share, so all windows of a class together stay within its cap.
+    """
     busy = busy or {}
+    held = held or {}
     by_class: dict[str, list[KubeNode]] = {}
     excluded: list[tuple[NodeName, str]] = []
     for node in sorted(nodes, key=lambda n: n.name):
@@ -107,15 +121,20 @@ def select_canaries(
     shares: list[ClassShare] = []
     for cls, members in sorted(by_class.items()):
         eligible: list[KubeNode] = []
+        taken = sorted({held[n.name] for n in members if n.name in held})
         for node in members:
-            why = ineligible_reason(node)
+            why = (
+                f"held by open window {held[node.name]}" if node.name in held else ineligible_reason(node, tolerations)
+            )
             if why is None:
                 eligible.append(node)
             else:
                 excluded.append((node.name, why))
                 if node.name in explicit:
                     raise ConfigError(f"plan canaries.nodes: {node.name} cannot be a canary: {why}")
-        allowed = allowed_count(len(members), settings)
+        cap = allowed_count(len(members), settings)
+        in_use = sum(1 for n in members if n.name in held)
+        allowed = max(0, cap - in_use)
         if explicit:
             picked = [n for n in eligible if n.name in explicit]
             if len(picked) > allowed:
@@ -131,7 +150,10 @@ def select_canaries(
             pods = tuple(busy.get(node.name, ()))
             canaries.append(Canary(node=node.name, node_class=cls, idle=not pods, busy_pods=pods))
         for node in eligible:
-            if node not in picked:
+            if node not in picked and in_use:
+                excluded.append((node.name, f"class {cls} disruption cap {cap}: {in_use} node(s) held by open "
+                                            f"window(s) {', '.join(taken)}"))  # fmt: skip
+            elif node not in picked:
                 excluded.append((node.name, f"not needed: class {cls} share is {allowed}"))
         shares.append(
             ClassShare(node_class=cls, size=len(members), eligible=len(eligible), allowed=allowed, chosen=len(picked))

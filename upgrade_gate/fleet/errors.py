@@ -94,7 +94,7 @@ class KubeConflictError(KubeClientError, TemporaryError):
 
 
 class KubeForbiddenError(KubeClientError, PermanentError):
-    """The service account may not do this (403, or 401 unauthenticated); exit 4 naming verb and resource."""
+    """The service account may not do this (403; 401 is the subclass below); exit 4 naming verb and resource."""
 
     exit_code = ExitCode.ENVIRONMENT
 
@@ -115,6 +115,14 @@ class KubeServerError(KubeError, TemporaryError):
 
 class KubeConnectionError(KubeError, TemporaryError):
     """No HTTP response at all: connection refused, reset, DNS or TLS failure."""
+
+
+class KubeTLSError(KubeError, PermanentError):
+    """The TLS handshake failed (the server's certificate does not verify): repeating cannot help."""
+
+
+class KubeUnauthorizedError(KubeForbiddenError):
+    """401: the server does not accept the credentials (expired or wrong token, unknown client cert)."""
 
 
 class KubeTimeoutError(KubeError):
@@ -210,7 +218,13 @@ def error_from_response(
         "reason": reason,
         "retry_after_s": retry_after_seconds(retry_after_header, status),
     }
-    if http_status in (401, 403):
+    if http_status == 401:
+        return KubeUnauthorizedError(
+            f"Kubernetes API does not accept the credentials to {subject} (HTTP 401 {reason}): {message}; "
+            "the kubeconfig's token or client certificate is wrong or expired (get a new one)",
+            **kw,
+        )
+    if http_status == 403:
         return KubeForbiddenError(
             f"Kubernetes API refuses to {subject} (HTTP {http_status} {reason}): {message}; "
             "check the service account's RBAC (deploy/rbac.yaml)",
@@ -232,11 +246,17 @@ def error_from_response(
 
 
 def error_from_transport(
-    detail: str, *, timed_out: bool, verb: str, resource: str, name: str = "", namespace: str = ""
+    detail: str, *, timed_out: bool, verb: str, resource: str, name: str = "", namespace: str = "", tls: bool = False
 ) -> KubeError:
-    """The error-tree member when no HTTP answer came back (timeout, refused, reset)."""
+    """The error-tree member when no HTTP answer came back (timeout, refused, reset, TLS failure)."""
     subject = describe(verb, resource, name, namespace)
     kw: dict[str, Any] = {"verb": verb, "resource": resource, "name": name, "namespace": namespace}
+    if tls:
+        return KubeTLSError(
+            f"{subject}: TLS with the Kubernetes API failed ({one_line(detail)}); check the kubeconfig's "
+            "server address and certificate-authority",
+            **kw,
+        )
     if timed_out:
         return KubeRequestTimeoutError(f"{subject}: the Kubernetes API did not answer in time ({detail})", **kw)
     return KubeConnectionError(f"{subject}: Kubernetes API unreachable: {one_line(detail)}", **kw)

@@ -17,8 +17,9 @@ Phase 0 reads the Node objects' labels (NFD), which the caller passes to the pip
 
 Capture (`capture_nodes`) runs `upgrade-gate capture --node $(UPGRADE_GATE_NODE) --host-root /host
 --out -` as one Job per node with the node's GPUs requested (a container sees only the GPUs it was
-given, and rocminfo/amd-smi must see all of them), and reads the tarball back into a `Bundle` with the
-collect stage's safe reader.
+given, and rocminfo/amd-smi must see all of them; or, with `capture_privileged`, privileged and
+without GPUs allocated, so a canary still running a workload can be captured), and reads the
+tarball back into a `Bundle` with the collect stage's safe reader.
 
 Design decisions
 - A node that disappears during a Job is not a tool failure: the runner raises `LauncherError`
@@ -50,10 +51,20 @@ from upgrade_gate.collect.bundle import Bundle, load_bundle
 from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import BundleError, InputError
 from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError
-from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, run_job, run_mpijob, run_on_nodes
-from upgrade_gate.fleet.labels import CVF_CANDIDATE, CVF_CONFIGMAP, NFD_AMD_NIC
+from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, fatal, run_job, run_mpijob, run_on_nodes
+from upgrade_gate.fleet.labels import (
+    CVF_CANDIDATE,
+    CVF_CONFIGMAP,
+    MANAGED_BY,
+    MANAGER,
+    MPI_JOB_NAME,
+    NFD_AMD_NIC,
+    NODE,
+    PHASE_LABELS,
+    node_label_value,
+)
 from upgrade_gate.fleet.manifests import HOST_ROOT, HostAccess, JobSettings, JobSpec, MpiJobSpec, capture_access
-from upgrade_gate.fleet.objects import KubeNode
+from upgrade_gate.fleet.objects import JobPhase, KubeNode
 from upgrade_gate.fleet.resultframe import BEGIN, END, PREFIX
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
 from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_config
@@ -82,6 +93,7 @@ class ExecutorSettings:
     capture_timeout_s: float = 900.0
     server_start_timeout_s: float = 120.0
     keep_finished: int = 20
+    capture_privileged: bool = False  # capture without GPUs allocated, privileged (manifests.capture_access)
 
 
 def load_cluster_config(client: KubeClient, namespace: str) -> CvfConfig:
@@ -91,6 +103,31 @@ def load_cluster_config(client: KubeClient, namespace: str) -> CvfConfig:
     except KubeNotFoundError:
         return replace(default_config(), source=f"CVF defaults (no ConfigMap {namespace}/{CVF_CONFIGMAP})")
     return parse_cvf_config(data, source=f"ConfigMap {namespace}/{CVF_CONFIGMAP}")
+
+
+def stop_leftovers(
+    client: KubeClient, namespace: str, nodes: Sequence[NodeName], *, poll_s: float = 2.0, timeout_s: float = 120.0
+) -> tuple[str, ...]:
+    """Delete our still-active Jobs (and phase 5 MPIJobs) on `nodes` left by a run that died (an API
+    outage, a killed operator) and wait until their pods are gone: they would hold the nodes' GPUs,
+    and a repeated `window validate` must start from a quiet node. Returns the deleted names."""
+    wanted = {node_label_value(n) for n in nodes}
+    doomed: list[tuple[str, str]] = []  # (kind, name)
+    for job in client.list_jobs(namespace, f"{MANAGED_BY}={MANAGER}"):
+        if job.phase is not JobPhase.ACTIVE:
+            continue
+        if job.labels.get(NODE) in wanted:
+            doomed.append(("job", job.name))
+        elif MPI_JOB_NAME in job.labels:  # the launcher of an MPIJob (phase 5 runs on the canaries)
+            doomed.append(("mpijob", job.labels[MPI_JOB_NAME]))
+            doomed.append(("job", job.name))
+    for kind, name in doomed:
+        (client.delete_mpijob if kind == "mpijob" else client.delete_job)(name, namespace)
+    deadline = time.monotonic() + timeout_s
+    for kind, name in doomed:
+        while kind == "job" and client.job_pods(name, namespace) and time.monotonic() < deadline:
+            time.sleep(poll_s)
+    return tuple(name for _, name in doomed)
 
 
 # --------------------------------------------------------------------------- capture
@@ -104,8 +141,9 @@ def capture_spec(node: KubeNode, settings: ExecutorSettings, run_id: str) -> Job
         purpose="capture",
         run_id=run_id,
         argv=(*argv, "--out", "-"),
-        gpus=node.gpu_count(),
-        access=capture_access(rdma=node.labels.get(NFD_AMD_NIC) == "true"),
+        # --capture-privileged: read-only, no GPU allocated, so a busy (--no-drain) canary can be captured
+        gpus=0 if settings.capture_privileged else node.gpu_count(),
+        access=capture_access(rdma=node.labels.get(NFD_AMD_NIC) == "true", devices=settings.capture_privileged),
         settings=settings.jobs,
     )
 
@@ -233,6 +271,8 @@ class KubeLauncher:
             except KubeNotFoundError as exc:
                 raise self._lost(node, f"node {node} no longer exists") from exc
             except KubeError as exc:
+                if fatal(exc):
+                    raise
                 raise LauncherError(f"node {node}: cannot read its address: {exc}") from exc
         return self._addresses[node]
 
@@ -268,7 +308,8 @@ class KubeLauncher:
         if res.payload is None:
             missing = _WRAPPER_EXEC_FAILED in res.log
             why = stderr or (res.reason or "no result frame")
-            return CommandResult(argv=argv, returncode=None if missing else (res.exit_code or 1), stdout="",
+            # no invented exit code: None unless the container's own code is known (issue 11, defect 5)
+            return CommandResult(argv=argv, returncode=None if missing else res.exit_code, stdout="",
                                  stderr=why, duration_s=duration, missing=missing)  # fmt: skip
         return CommandResult(
             argv=argv,
@@ -368,6 +409,8 @@ class _JobBackground:
         if self._thread.is_alive():
             self._abort.set()
             self._thread.join()
+        if self._error is not None and fatal(self._error):
+            raise self._error  # the API server is gone: the run stops (exit 4), it is no phase result
         if self._error is not None or self._result is None:
             why = f"server Job {self._spec.name}: {self._error or 'no result'}"
             return CommandResult(argv=self._spec.argv, returncode=None, stdout="", stderr=why, duration_s=0.0)
@@ -423,20 +466,38 @@ def _vanished(result: PhaseResult, why: str) -> PhaseResult:
                    annotations=annotations)  # fmt: skip
 
 
+def cvf_metadata(
+    node: KubeNode | None, results: Sequence[PhaseResult]
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The merge patch (labels, annotations) that leaves on `node` exactly the CVF metadata of `results`.
+
+    Every CVF phase label, the candidate label and every `<phase label>-...` annotation the node has
+    now is removed unless this run sets it again: a label of a phase that did not run this time, or a
+    failure reason of an earlier run, must not outlive the run that wrote it (issue 11, defect 6).
+    """
+    labels: dict[str, str | None] = {}
+    annotations: dict[str, str | None] = {}
+    if node is not None:
+        keys = tuple(PHASE_LABELS.values())
+        labels.update({k: None for k in (*keys, CVF_CANDIDATE) if k in node.labels})
+        annotations.update({k: None for k in node.annotations if k.startswith(tuple(f"{key}-" for key in keys))})
+    for r in results:
+        labels.update(r.labels)
+        annotations.update(r.annotations)
+        if r.phase == 0:
+            labels[CVF_CANDIDATE] = "true" if r.status is PhaseStatus.PASSED else None
+    return labels, annotations
+
+
 def write_cvf_labels(
     client: KubeClient, results: Mapping[NodeName, Sequence[PhaseResult]]
 ) -> dict[NodeName, str | None]:
-    """Patch each node's CVF labels and annotations (one merge patch per node); per node the error, if any."""
+    """Patch each node's CVF labels and annotations (one merge patch per node, stale ones removed);
+    per node the error, if any."""
     out: dict[NodeName, str | None] = {}
     for node, phase_results in sorted(results.items()):
-        labels: dict[str, str | None] = {}
-        annotations: dict[str, str | None] = {}
-        for r in phase_results:
-            labels.update(r.labels)
-            annotations.update(r.annotations)
-            if r.phase == 0:
-                labels[CVF_CANDIDATE] = "true" if r.status is PhaseStatus.PASSED else None
         try:
+            labels, annotations = cvf_metadata(client.get_node(node), phase_results)
             client.patch_node_metadata(node, labels=labels, annotations=annotations)
             out[node] = None
         except KubeNotFoundError as exc:

@@ -36,11 +36,14 @@ from upgrade_gate.fleet.errors import (
     KubeError,
     KubeForbiddenError,
     KubeNotFoundError,
+    KubeRequestTimeoutError,
+    KubeServerError,
+    KubeThrottledError,
     KubeWaitTimeoutError,
 )
 from upgrade_gate.fleet.labels import MANAGED_BY, MANAGER, PURPOSE
 from upgrade_gate.fleet.manifests import JobSpec, MpiJobSpec
-from upgrade_gate.fleet.objects import JobPhase
+from upgrade_gate.fleet.objects import JobPhase, PodState
 from upgrade_gate.fleet.resultframe import extract
 from upgrade_gate.model import NodeName
 
@@ -74,7 +77,14 @@ class NodeRunResult:
     duration_s: float = 0.0
 
 
-_FATAL = (KubeForbiddenError, KubeConnectionError)
+def fatal(exc: BaseException) -> bool:
+    """True for an error that dooms the whole run, not one node (the CLI exits 4, nothing is labelled):
+    the API forbids a verb or rejects the credentials, or does not answer (connection refused or reset,
+    TLS failure, request timeouts, 5xx and 429 that outlasted the retries). A 5xx on `pods/log` is the
+    node's own: the API server could not reach that node's kubelet."""
+    if isinstance(exc, KubeForbiddenError | KubeConnectionError | KubeRequestTimeoutError):
+        return True
+    return isinstance(exc, KubeServerError | KubeThrottledError) and exc.resource != "pods/log"
 
 
 def _node_gone(client: KubeClient, node: NodeName) -> bool:
@@ -82,7 +92,9 @@ def _node_gone(client: KubeClient, node: NodeName) -> bool:
         client.get_node(node)
     except KubeNotFoundError:
         return True
-    except KubeError:
+    except KubeError as exc:
+        if fatal(exc):
+            raise
         return False
     return False
 
@@ -90,10 +102,44 @@ def _node_gone(client: KubeClient, node: NodeName) -> bool:
 def _log(client: KubeClient, name: str, namespace: str) -> tuple[str, str | None]:
     try:
         return client.job_logs(name, namespace), None
-    except _FATAL:
-        raise
     except KubeError as exc:
+        if fatal(exc):
+            raise
         return "", f"log unavailable: {exc}"
+
+
+def _rejection(pods: Sequence[PodState]) -> str | None:
+    """Why the kubelet refused or evicted the newest pod (e.g. `OutOfamd.com/gpu: Pod was rejected: ...`)."""
+    pod = pods[-1] if pods else None
+    if pod is None or pod.phase != "Failed" or pod.exit_code is not None or not (pod.reason or pod.message):
+        return None
+    return f"pod {pod.name} {pod.reason or 'Failed'}: {pod.message or 'no message'}"
+
+
+class _CreateWatch:
+    """`stop` for wait_job: ends the wait at once when the Job controller cannot create the pod
+    (FailedCreate events: Pod Security admission, quota, a missing service account, ...)."""
+
+    def __init__(self, client: KubeClient, name: str, namespace: str, stop: Callable[[], bool] | None) -> None:
+        self._client, self._name, self._ns, self._stop = client, name, namespace, stop
+        self.refused: str | None = None
+        self._next = time.monotonic() + 0.5
+
+    def __call__(self) -> bool:
+        if self._stop is not None and self._stop():
+            return True
+        if time.monotonic() < self._next:
+            return False
+        self._next = time.monotonic() + 1.0
+        try:
+            failures = self._client.job_create_failures(self._name, self._ns)
+        except KubeError as exc:
+            if fatal(exc):
+                raise
+            return False
+        if failures:
+            self.refused = failures[-1]
+        return self.refused is not None
 
 
 def run_job(
@@ -115,24 +161,27 @@ def run_job(
 
     try:
         client.create_job(spec.manifest(), ns)
-    except _FATAL:
-        raise
     except KubeError as exc:
+        if fatal(exc):
+            raise
         return result(RunStatus.ERROR, f"could not create Job {name}: {exc}")
+    watch = _CreateWatch(client, name, ns, stop)
     try:
-        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=stop)
+        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=watch)
     except KubeWaitTimeoutError:
         log, _ = _log(client, name, ns)
         lost = _node_gone(client, spec.node)
         _quietly(lambda: client.delete_job(name, ns))  # stop it; a leftover is pruned or expires
         if lost:
             return result(RunStatus.NODE_LOST, f"node {spec.node} disappeared during the run", log=log)
+        if watch.refused is not None:
+            return result(RunStatus.FAILED, f"Job {name}: the Job controller cannot create its pod: {watch.refused}")
         return result(RunStatus.TIMED_OUT, f"Job {name} did not finish within {timeout_s:g}s", log=log)
     except KubeNotFoundError:
         return result(RunStatus.ERROR, f"Job {name} disappeared before it finished")
-    except _FATAL:
-        raise
     except KubeError as exc:
+        if fatal(exc):
+            raise
         return result(RunStatus.ERROR, f"Job {name}: {exc}")
     log, problem = _log(client, name, ns)
     pods = _quietly(lambda: client.job_pods(name, ns)) or ()
@@ -143,18 +192,22 @@ def run_job(
             payload, exit_code = extract(log)
         except ParseError as exc:
             problem = str(exc)
+    # A node that vanished - deleted, or its pods disrupted (PodGC, taint eviction) - however and
+    # whenever it went, also after its pod finished but before the log was read (issue 11, defect 5).
+    disrupted = [p for p in pods if p.disruption is not None]
+    if (problem is not None or state.phase is not JobPhase.SUCCEEDED) and (disrupted or _node_gone(client, spec.node)):
+        how = f"pod {disrupted[-1].name}: {disrupted[-1].disruption}" if disrupted else f"Job {state.reason or 'ended'}"
+        return result(
+            RunStatus.NODE_LOST, f"node {spec.node} disappeared during the run ({how})", log=log, payload=payload
+        )
     if state.phase is JobPhase.SUCCEEDED:
         if problem is not None:
             return result(RunStatus.FAILED, f"Job {name} completed but {problem}", exit_code=exit_code, log=log)
         return result(RunStatus.SUCCEEDED, None, exit_code=exit_code, log=log, payload=payload)
-    if _node_gone(client, spec.node) or any(p.reason == "DeletionByPodGC" for p in pods):
-        return result(
-            RunStatus.NODE_LOST,
-            f"node {spec.node} disappeared during the run (Job {state.reason})",
-            log=log,
-            payload=payload,
-        )
     why = f"Job {name} failed ({state.reason}: {state.message})"
+    rejected = _rejection(pods)
+    if rejected is not None:
+        why += f"; {rejected}"
     if exit_code is not None:
         why += f", exit code {exit_code}"
     return result(RunStatus.FAILED, why, exit_code=exit_code, log=log, payload=payload)
@@ -164,9 +217,9 @@ def _quietly(fn: Callable[[], T]) -> T | None:
     """Best-effort follow-up call: a node-local API failure must not turn into a fleet-wide one."""
     try:
         return fn()
-    except _FATAL:
-        raise
-    except KubeError:
+    except KubeError as exc:
+        if fatal(exc):
+            raise
         return None
 
 
@@ -237,9 +290,9 @@ def run_mpijob(client: KubeClient, spec: MpiJobSpec, *, timeout_s: float, poll_s
 
     try:
         client.create_mpijob(spec.manifest(), ns)
-    except _FATAL:
-        raise
     except KubeError as exc:
+        if fatal(exc):
+            raise
         return result(RunStatus.ERROR, f"could not create MPIJob {name}: {exc}")
     try:
         state = client.wait_mpijob(name, ns, timeout_s=timeout_s, poll_s=poll_s)
@@ -249,9 +302,9 @@ def run_mpijob(client: KubeClient, spec: MpiJobSpec, *, timeout_s: float, poll_s
         return result(RunStatus.TIMED_OUT, f"MPIJob {name} did not finish within {timeout_s:g}s", partial)
     except KubeNotFoundError:
         return result(RunStatus.ERROR, f"MPIJob {name} disappeared before it finished")
-    except _FATAL:
-        raise
     except KubeError as exc:
+        if fatal(exc):
+            raise
         return result(RunStatus.ERROR, f"MPIJob {name}: {exc}")
     log = _quietly(lambda: client.mpijob_logs(name, ns))
     _quietly(lambda: client.delete_mpijob(name, ns))

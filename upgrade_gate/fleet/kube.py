@@ -70,6 +70,7 @@ from upgrade_gate.fleet.errors import (
     error_from_response,
     error_from_transport,
     one_line,
+    status_body,
 )
 from upgrade_gate.fleet.labels import (
     JOB_NAME,
@@ -96,6 +97,7 @@ T = TypeVar("T")
 Json = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 MPI_GROUP, MPI_VERSION, MPI_PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 
 
@@ -235,6 +237,7 @@ class KubeClient:
                 err = error_from_transport(
                     str(inner),
                     timed_out=timed_out,
+                    tls=isinstance(inner, urllib3.exceptions.SSLError),
                     verb=verb,
                     resource=resource,
                     name=name,
@@ -353,6 +356,46 @@ class KubeClient:
             if any(_requests(c, resource) for c in containers if isinstance(c, dict)):
                 busy.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
         return tuple(sorted(busy))
+
+    def evict_pod(self, name: str, namespace: str) -> str | None:
+        """Evict a pod through the Eviction API (PodDisruptionBudgets respected): None when it was evicted
+        or is already gone, else why the server refused it now (429: a budget forbids it; try later)."""
+        path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/eviction"
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+
+        def once() -> str | None:
+            try:
+                self._raw("POST", path, body=body)
+            except ApiException as exc:
+                if exc.status != 429:
+                    raise
+                return one_line(str(status_body(exc.body).get("message") or exc.reason or "TooManyRequests"))
+            return None
+
+        try:
+            return self._call("create", "pods/eviction", once, name=name, namespace=namespace)
+        except KubeNotFoundError:
+            return None
+
+    def pod_exists(self, name: str, namespace: str) -> bool:
+        """Whether the pod is still there (an evicted pod is gone once its kubelet confirmed it)."""
+        validate_node_name(name)
+        page = self._json_request(
+            "list",
+            "pods",
+            "GET",
+            "/api/v1/pods",
+            query={"fieldSelector": f"metadata.namespace={namespace},metadata.name={name}"},
+        )
+        return bool(_items(page))
+
+    def job_create_failures(self, name: str, namespace: str) -> tuple[str, ...]:
+        """Messages of the Job controller's `FailedCreate` events of a Job (its pods were refused)."""
+        query = {"fieldSelector": f"involvedObject.kind=Job,involvedObject.name={name},reason=FailedCreate"}
+        page = self._json_request(
+            "list", "events", "GET", f"/api/v1/namespaces/{_q(namespace)}/events", namespace=namespace, query=query
+        )
+        return tuple(one_line(str(e.get("message") or "")) for e in _items(page))
 
     def _read_node(self, name: str) -> Json:
         validate_node_name(name)
@@ -525,6 +568,38 @@ class KubeClient:
             return False
         return True
 
+    # ----------------------------------------------------------------------- node conditions, CronJobs
+
+    def set_node_condition(self, name: str, condition: Mapping[str, Any]) -> None:
+        """Set one node condition by type (strategic merge patch of `nodes/status`, as node-problem-detector
+        does); its `lastTransitionTime` is kept while the status does not change."""
+        validate_node_name(name)
+        body = dict(condition)
+        for current in self._read_node(name).get("status", {}).get("conditions") or []:
+            if current.get("type") == body.get("type") and current.get("status") == body.get("status"):
+                body["lastTransitionTime"] = current.get("lastTransitionTime", body.get("lastTransitionTime"))
+        self._json_request(
+            "patch", "nodes/status", "PATCH", f"/api/v1/nodes/{_q(name)}/status", name=name,
+            body={"status": {"conditions": [body]}}, content_type=STRATEGIC_MERGE_PATCH,
+        )  # fmt: skip
+
+    def apply_cronjob(self, manifest: Mapping[str, Any], namespace: str) -> None:
+        """Create a batch/v1 CronJob, or replace the one of the same name (checked against the schema first)."""
+        name = str(manifest.get("metadata", {}).get("name", ""))
+        try:
+            k8s.V1CronJob.model_validate(dict(manifest))
+        except ValueError as exc:
+            raise KubeInvalidError(
+                f"CronJob {name!r}: manifest does not match the batch/v1 schema: {one_line(str(exc))}",
+                verb="create", resource="cronjobs", name=name, namespace=namespace,
+            ) from exc  # fmt: skip
+        self.delete_cronjob(name, namespace)
+        self._create("cronjobs", _cronjobs(namespace), dict(manifest), name=name, namespace=namespace)
+
+    def delete_cronjob(self, name: str, namespace: str) -> bool:
+        """Delete a CronJob and the Jobs it made; False when it was already gone."""
+        return self._delete("cronjobs", f"{_cronjobs(namespace)}/{_q(name)}", name, namespace, "Background")
+
     def prune_jobs(self, namespace: str, selector: str, *, keep: int) -> tuple[str, ...]:
         """Delete finished Jobs matching `selector` except the newest `keep`; returns the deleted names."""
         finished = [j for j in self.list_jobs(namespace, selector) if j.phase is not JobPhase.ACTIVE]
@@ -611,6 +686,10 @@ def _q(segment: str) -> str:
 
 def _jobs(namespace: str) -> str:
     return f"/apis/batch/v1/namespaces/{_q(namespace)}/jobs"
+
+
+def _cronjobs(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{_q(namespace)}/cronjobs"
 
 
 def _mpijobs(namespace: str) -> str:

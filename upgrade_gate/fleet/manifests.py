@@ -16,13 +16,15 @@ Design decisions
   `hostNetwork` for `rdma link` / `ibv_devinfo` / `ib_write_bw` to see the host's RDMA devices;
   `/dev/infiniband` for the verbs devices; CAP_SYSLOG for `dmesg`; CAP_IPC_LOCK for RDMA memory
   registration. GPUs come through the device plugin (`amd.com/gpu` limits), which also keeps other
-  workloads off the GPUs while a phase measures them. Every other capability is dropped, privilege
+  workloads off the GPUs while a phase measures them; capture may instead run privileged without
+  GPUs allocated (`capture_access(devices=True)`, opt-in). Every other capability is dropped, privilege
   escalation is off, and the pod runs as the `upgrade-gate-job` service account without a token: it
   never talks to the API.
 - The container's command is wrapped by `fleet.resultframe` so that its stdout comes back as a
   checksummed frame in the pod log.
 - Phase 5 is a Kubeflow MPIJob (kubeflow.org/v2beta1): a launcher running mpirun, one worker per
-  node (required node affinity on the node names, required pod anti-affinity on the hostname),
+  node (required node affinity: one `metadata.name` term per node, because the API server allows a
+  single value per field selector; required pod anti-affinity on the hostname),
   `slotsPerWorker` = GPUs per node. Its image is the RCCL image (rccl-tests, OpenMPI, sshd), not ours.
 """
 
@@ -62,6 +64,16 @@ class Toleration:
     value: str | None = None
     effect: str | None = "NoSchedule"
 
+    def tolerates(self, key: str, value: str | None, effect: str) -> bool:
+        """Whether this toleration matches a taint (the scheduler's rule: key, operator, effect)."""
+        if self.effect and self.effect != effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != key:
+            return False
+        return self.operator == "Exists" or (self.value or "") == (value or "")
+
     def to_api(self) -> dict[str, str]:
         """The API form."""
         out = {"key": self.key, "operator": self.operator}
@@ -82,15 +94,22 @@ class HostAccess:
     infiniband: bool = False  # hostPath /dev/infiniband (verbs devices)
     syslog: bool = False  # CAP_SYSLOG for dmesg
     ipc_lock: bool = False  # CAP_IPC_LOCK for RDMA memory registration
+    devices: bool = False  # privileged: every GPU device node readable without allocating a GPU
 
 
-def capture_access(*, rdma: bool) -> HostAccess:
+def capture_access(*, rdma: bool, devices: bool = False) -> HostAccess:
     """Host access of a capture Job; `rdma` (the node has RDMA NICs) adds /dev/infiniband.
 
     hostPath volumes are `type: Directory`, so a node without /dev/infiniband would never start a pod
     that mounts it: only NIC nodes (NFD `amd-nic=true`) get that mount.
+
+    `devices` (`--capture-privileged`): capture only reads, so it can do without GPUs allocated, as
+    a privileged container that sees every GPU device node (/dev/kfd, /dev/dri) without the device
+    plugin; then a canary whose GPUs a workload still holds (`window start --no-drain`) can be
+    captured (issue 11, defect 3). Off by default: by default capture requests the node's GPUs with
+    every capability but SYSLOG dropped, and `window start` drains the canaries' GPU pods first.
     """
-    return HostAccess(host_root=True, rocm=True, host_network=True, infiniband=rdma, syslog=True)
+    return HostAccess(host_root=True, rocm=True, host_network=True, infiniband=rdma, syslog=True, devices=devices)
 
 
 CAPTURE_ACCESS = capture_access(rdma=True)
@@ -110,6 +129,17 @@ class JobSettings:
     python: str = "python3"  # interpreter in the image, runs the result-frame wrapper
 
 
+def parse_toleration(text: str) -> Toleration:
+    """`KEY[=VALUE][:EFFECT]` (as kubectl prints a taint) as a toleration; no effect: every effect."""
+    body, sep, effect = text.rpartition(":") if ":" in text else (text, "", "")
+    key, eq, value = (body if sep else text).partition("=")
+    if not key or (sep and effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute")):
+        raise InvalidNameError(f"toleration {text!r}: expected KEY[=VALUE][:NoSchedule|PreferNoSchedule|NoExecute]")
+    if eq:
+        return Toleration(key=key, operator="Equal", value=value, effect=effect or None)
+    return Toleration(key=key, effect=effect or None)
+
+
 def _labels(purpose: str, run_id: str, node: NodeName | None = None) -> dict[str, str]:
     labels = {"app.kubernetes.io/name": "upgrade-gate", MANAGED_BY: MANAGER, PURPOSE: purpose, RUN_ID: run_id}
     if node is not None:
@@ -125,6 +155,8 @@ def _tolerations(settings: JobSettings, *, scheduled: bool) -> list[dict[str, st
 
 
 def _security(access: HostAccess) -> Json:
+    if access.devices:
+        return {"privileged": True}  # the API refuses allowPrivilegeEscalation=false beside privileged
     add = [cap for cap, on in (("SYSLOG", access.syslog), ("IPC_LOCK", access.ipc_lock)) if on]
     caps: Json = {"drop": ["ALL"]}
     if add:
@@ -268,13 +300,15 @@ class MpiJobSpec:
         worker = self._container("worker", self.worker_command)
         worker["resources"] = {"limits": {"amd.com/gpu": str(self.gpus_per_node)}}
         worker["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}
+        # One term per node (terms are ORed): the API server accepts only one value for a
+        # `metadata.name` field selector (issue 11: a single `In [n1, n2]` term is rejected).
+        terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in nodes]
         one_per_node = {
             "labelSelector": {"matchLabels": {MPI_JOB_NAME: self.name, MPI_JOB_ROLE: "worker"}},
             "topologyKey": "kubernetes.io/hostname",
         }
         affinity = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}},
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}},
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]},
         }
         return {

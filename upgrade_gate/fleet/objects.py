@@ -111,6 +111,8 @@ class PodState:
     exit_code: int | None = None
     reason: str | None = None
     creation_time: str | None = None
+    message: str | None = None  # status.message: why the kubelet rejected or evicted it
+    disruption: str | None = None  # reason of a True DisruptionTarget condition (PodGC, eviction, taint)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +236,14 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodState:
             code = term.get("exitCode")
             exit_code = code if isinstance(code, int) else None
             reason = _opt_str(term.get("reason")) or reason
+    disruption = next(
+        (
+            _opt_str(c.get("reason")) or "DisruptionTarget"
+            for c in map(_dict, _list(status.get("conditions")))
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        ),
+        None,
+    )
     return PodState(
         name=str(meta.get("name", "")),
         node=_opt_str(spec.get("nodeName")),
@@ -241,6 +251,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodState:
         exit_code=exit_code,
         reason=reason,
         creation_time=_opt_str(meta.get("creationTimestamp")),
+        message=_opt_str(status.get("message")),
+        disruption=disruption,
     )
 
 

@@ -6,8 +6,9 @@ cluster, and writes the record back, so any operator can continue a window anoth
 What each step does to the canary nodes (by merge patch; taints read-modify-write, see `fleet.kube`):
 - start: annotation `upgrade-gate/cordoned-by=<window id>` first (so a crash after the cordon still
   tells whose cordon it is), cordon, taint `upgrade-gate/canary=<change>:NoSchedule`, labels
-  `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`. Idempotent: repeating it
-  after a crash finishes the job.
+  `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`, then the canaries' GPU pods
+  are evicted through the Eviction API (`fleet.drain`; `--no-drain` skips it). Idempotent: repeating
+  it after a crash or a drain that timed out finishes the job.
 - validate: capture and CVF phases through the executor (Jobs tolerate the canary taint and are pinned
   with nodeName, so they run on the cordoned node), CVF labels/annotations written as CVF does, then
   the judge against each canary's baseline and its class reference from the store. PASS ->
@@ -25,19 +26,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.errors import InputError, NotFoundError
 from upgrade_gate.fleet.canary import CanarySelection, select_canaries
+from upgrade_gate.fleet.cronjobs import soak_cronjob, soak_cronjob_name
+from upgrade_gate.fleet.drain import drain_node
 from upgrade_gate.fleet.errors import KubeNotFoundError
 from upgrade_gate.fleet.executor import (
     ExecutorSettings,
     capture_nodes,
     load_cluster_config,
     run_phases,
+    stop_leftovers,
     write_cvf_labels,
 )
 from upgrade_gate.fleet.jobs import NodeRunResult
@@ -51,19 +55,30 @@ from upgrade_gate.fleet.labels import (
     WINDOW_STATE,
     sanitize_label_value,
 )
+from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode, Taint
+from upgrade_gate.fleet.rollout import (
+    begin_soak,
+    held_nodes,
+    parse_time,
+    record_wave_done,
+    skip_soak,
+    soak_enabled,
+    soak_status,
+)
 from upgrade_gate.fleet.window_state import (
     State,
     WindowRecord,
     WindowStateError,
     event,
     find_window,
+    list_windows,
     load_candidate,
     load_window,
     save_candidate,
     save_window,
 )
-from upgrade_gate.judge.plan import ChangePlan, plan_from_dict, read_document
+from upgrade_gate.judge.plan import ChangePlan, format_duration, plan_from_dict, read_document
 from upgrade_gate.judge.policy import Policy
 from upgrade_gate.model import (
     ClassReference,
@@ -80,6 +95,7 @@ from upgrade_gate.validate.pipeline import Progress
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.judge.checklist import Checklist
     from upgrade_gate.store.gitstore import BaselineStore
 
 ROLLBACK_REASON = PREFIX + "rollback-reason"
@@ -138,6 +154,7 @@ def plan_window(
     namespace: str,
     class_label: str = NODE_CLASS,
     selector: str | None = NFD_AMD_GPU + "=true",
+    tolerations: Sequence[Toleration] = JobSettings().tolerations,
 ) -> tuple[WindowRecord, CanarySelection]:
     """Choose the canaries per class and record the window as `planned`."""
     plan, raw, digest = load_plan_document(plan_path)
@@ -151,11 +168,15 @@ def plan_window(
         for node in nodes:
             if not node.unschedulable and node.labels.get(class_label):
                 busy[node.name] = client.gpu_pods_on_node(node.name)
-    selection = select_canaries(nodes, plan.canaries, class_label=class_label, busy=busy)
+    held = held_nodes([w.doc for w in list_windows(store)], None, exclude=wid)
+    selection = select_canaries(
+        nodes, plan.canaries, class_label=class_label, busy=busy, tolerations=tolerations, held=held
+    )
     if not selection.canaries:
+        why = "".join(f"\n  {node}: {reason}" for node, reason in selection.excluded)
         raise InputError(
             f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching {selector!r} "
-            f"(node class label {class_label})"
+            f"(node class label {class_label})" + (f"; passed over:{why}" if why else "")
         )
     doc: dict[str, Any] = {
         "schema_version": "1",
@@ -193,8 +214,17 @@ def _nodes(client: KubeClient, names: Sequence[NodeName]) -> dict[NodeName, Kube
     return out
 
 
-def start_window(client: KubeClient, store: BaselineStore, window_id: str, *, actor: Actor) -> WindowRecord:
-    """Cordon, taint and label the canaries; record `started`."""
+def start_window(
+    client: KubeClient,
+    store: BaselineStore,
+    window_id: str,
+    *,
+    actor: Actor,
+    drain: bool = True,
+    drain_timeout_s: float = 300.0,
+    poll_s: float = 2.0,
+) -> WindowRecord:
+    """Cordon, taint and label the canaries, then evict their GPU pods (unless `drain` is off); record `started`."""
     record = load_window(store, window_id)
     record.check("start")
     value = change_label(record.doc["change_id"])
@@ -215,8 +245,14 @@ def start_window(client: KubeClient, store: BaselineStore, window_id: str, *, ac
         )
         client.cordon(name)
         client.add_taint(name, Taint(key=CANARY, value=value, effect="NoSchedule"))
+    evicted: list[str] = []
+    if drain:  # after the cordon and taint, so that nothing new lands while the GPU pods leave
+        for name in nodes:
+            evicted += drain_node(client, name, timeout_s=drain_timeout_s, poll_s=poll_s)
+    note = "cordoned and tainted " + ", ".join(nodes)
+    note += (f"; evicted {', '.join(evicted)}" if evicted else "; no GPU pods to evict") if drain else "; --no-drain"
     doc = dict(record.doc, state=str(State.STARTED))
-    event(doc, action="start", by=actor.by, at=actor.at, note="cordoned and tainted " + ", ".join(nodes))
+    event(doc, action="start", by=actor.by, at=actor.at, note=note)
     return save_window(store, doc, f"window {window_id}: started")
 
 
@@ -247,8 +283,14 @@ def validate_window(
     samples: int | None = None,
     on_capture: Callable[[NodeRunResult], None] | None = None,
     progress: Progress | None = None,
+    checklists: Sequence[Checklist] = (),
+    attestations: Mapping[str, str] | None = None,
+    soak_cronjob_enabled: bool = True,
 ) -> Validation:
-    """Capture and run the phases on the canaries, judge them, record `validated` or `blocked`."""
+    """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`.
+
+    A PASS under a plan with a soak records `soaking` and (unless `soak_cronjob_enabled` is off) creates the
+    CronJob that observes the canaries (`fleet.cronjobs`)."""
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.snapshot.build import build_snapshot
 
@@ -263,6 +305,8 @@ def validate_window(
             errors[name].append(f"node vanished: {name} no longer exists")
     nodes = [n for n in found.values() if n is not None]
     config = load_cluster_config(client, settings.jobs.namespace)
+    # a validate that died (API outage, killed operator) may have left Jobs holding the canaries' GPUs
+    stop_leftovers(client, settings.jobs.namespace, [n.name for n in nodes], poll_s=settings.poll_s)
     bundles = capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture) if nodes else {}
     snapshots: dict[NodeName, Snapshot] = {}
     for name, bundle in bundles.items():
@@ -293,14 +337,25 @@ def validate_window(
         policy=policy,
         references=references,
         denylist=denylist,
+        attestations=attestations,
+        checklists=checklists,
         now=actor.at,
     )
     for snap in candidates.values():
         save_candidate(store, window_id, snap)
     passed = report.verdict is Verdict.PASS and not any(errors.values())
-    state = State.VALIDATED if passed else State.BLOCKED
+    soak = passed and soak_enabled(plan)
+    state = (State.SOAKING if soak else State.VALIDATED) if passed else State.BLOCKED
     per_node = {r.node: r.verdict for r in report.nodes}
     doc = dict(record.doc, state=str(state))
+    doc.pop("soak", None)
+    if soak:
+        begin_soak(doc, plan.soak, at=actor.at)
+        if soak_cronjob_enabled:
+            client.apply_cronjob(
+                soak_cronjob(window_id, plan.soak.every_s, settings.jobs, command=settings.upgrade_gate_argv),
+                settings.jobs.namespace,
+            )
     doc["validation"] = {
         "verdict": "PASS" if passed else "BLOCK",
         "at": actor.at,
@@ -321,7 +376,12 @@ def validate_window(
     for name, node in found.items():
         if node is not None and not any("vanished" in e for e in errors[name]):
             client.patch_node_labels(name, {WINDOW_STATE: str(state)})
-    event(doc, action="validate", by=actor.by, at=actor.at, note=f"verdict {doc['validation']['verdict']}")
+    wave = int(doc.get("rollout", {}).get("wave", 0))
+    note = f"verdict {doc['validation']['verdict']}" + (f" (wave {wave})" if wave else "")
+    if soak:
+        every = format_duration(plan.soak.every_s)
+        note += f"; soaking {format_duration(plan.soak.duration_s)}, observed every {every}"
+    event(doc, action="validate", by=actor.by, at=actor.at, note=note)
     saved = save_window(store, doc, f"window {window_id}: {state}")
     return Validation(
         record=saved, report=report, results=results, errors=errors, candidates=candidates,
@@ -364,20 +424,48 @@ def judge_inputs(
 # --------------------------------------------------------------------------- promote / rollback
 
 
-def promote_window(client: KubeClient, store: BaselineStore, window_id: str, *, actor: Actor) -> WindowRecord:
-    """Save the judged snapshots as baselines (tagged), untaint and uncordon; record `promoted`."""
+def promote_window(
+    client: KubeClient,
+    store: BaselineStore,
+    window_id: str,
+    *,
+    actor: Actor,
+    skip_soak_reason: str | None = None,
+) -> WindowRecord:
+    """Save the judged snapshots as baselines (tagged), untaint and uncordon; record `promoted`.
+
+    From `soaking`, only once the soak is complete (see `fleet.rollout`), or with `skip_soak_reason`.
+    """
     from upgrade_gate.store.gitstore import TagExistsError
 
     record = load_window(store, window_id)
     record.check("promote")
     plan = window_plan(record)
     doc = dict(record.doc)
+    if record.state is State.SOAKING:
+        status = soak_status(doc, parse_time(actor.at))
+        assert status is not None, "a soaking window records its soak"
+        if skip_soak_reason is not None and not status.failed:
+            if not skip_soak_reason.strip():
+                raise InputError("--reason: say why the soak is cut short")
+            skip_soak(doc, by=actor.by, at=actor.at, reason=skip_soak_reason)
+            event(doc, action="skip-soak", by=actor.by, at=actor.at, note=f"{status.summary()}; {skip_soak_reason}")
+            record = save_window(store, doc, f"window {window_id}: soak skipped")
+            doc = dict(record.doc)
+        elif status.blockers():
+            raise WindowStateError(
+                f"window {window_id} is soaking: {'; '.join(status.blockers())}; promote when the soak is complete "
+                "(`window observe` records observations), or `promote --skip-soak --reason TEXT`"
+            )
     if "baseline" not in doc:
         try:
             snaps = [load_candidate(store, window_id, n) for n in record.canaries]
         except NotFoundError as exc:
             raise WindowStateError(f"window {window_id}: a judged snapshot is missing ({exc}); validate again") from exc
         tag = target_tag(plan)
+        wave = int(doc.get("rollout", {}).get("wave", 0))
+        if wave:
+            tag = f"{tag}+{window_id}.wave{wave}"
         message = f"window {window_id}: promote {plan.id} on {', '.join(record.canaries)}"
         try:
             sha = store.save(snaps, tag=tag, message=message)
@@ -399,7 +487,9 @@ def promote_window(client: KubeClient, store: BaselineStore, window_id: str, *, 
             labels={CANARY: None, CHANGE_ID: value, WINDOW_STATE: str(State.PROMOTED)},
             annotations={CORDONED_BY: None},
         )
+    client.delete_cronjob(soak_cronjob_name(window_id), str(doc["namespace"]))
     doc["state"] = str(State.PROMOTED)
+    record_wave_done(doc, plan, at=actor.at)
     event(doc, action="promote", by=actor.by, at=actor.at, note=f"baselines tagged {doc['baseline']['tag']}")
     return save_window(store, doc, f"window {window_id}: promoted")
 
@@ -417,6 +507,7 @@ def rollback_window(
             client.patch_node_metadata(
                 name, labels={WINDOW_STATE: str(State.ROLLED_BACK)}, annotations={ROLLBACK_REASON: reason}
             )
+    client.delete_cronjob(soak_cronjob_name(window_id), str(record.doc["namespace"]))
     doc = dict(record.doc, state=str(State.ROLLED_BACK), rollback_reason=reason)
     event(doc, action="rollback", by=actor.by, at=actor.at, note=reason)
     return save_window(store, doc, f"window {window_id}: rolled back")

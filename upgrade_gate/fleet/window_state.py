@@ -8,13 +8,19 @@ Design decisions
   `WindowRecord` is a thin typed view over it for the fields the commands decide on.
 - States and the commands that move them:
 
-      planned --start--> started --validate--> validated (PASS) --promote--> promoted
-                            |                 \\-> blocked (BLOCK)
+      planned --start--> started --validate--> validated (PASS, no soak) --promote--> promoted
+                            |               \\-> soaking (PASS, the plan's soak) --observe (PASS)--> soaking
+                            |               |        |--observe (BLOCK)--> blocked
+                            |               |        \\--promote (soak elapsed, >= 2 observations, all PASS;
+                            |               |                    or --skip-soak --reason)--> promoted
+                            |               \\-> blocked (BLOCK)
                             |  validate may run again from validated / blocked (e.g. after a fix)
-                            \\--rollback (from started, validated or blocked)--> rolled-back
+                            \\--rollback (from started, validated, soaking or blocked)--> rolled-back
+      promoted --expand (next wave of each class, under the class-wide cap)--> started (the same cycle)
 
   `start` may be repeated in `started` (it is idempotent on the nodes), `promote` in `promoted` is
-  refused, and every refusal names the window, its state and what is allowed.
+  refused, and every refusal names the window, its state and what is allowed. `expand` with every
+  node of the window's classes changed says the rollout is complete.
 - Candidate snapshots of a validation are kept beside the record (`windows/<id>/<node>.json`) so
   `promote` saves exactly what was judged, even from another machine.
 """
@@ -45,6 +51,7 @@ class State(StrEnum):
     PLANNED = "planned"
     STARTED = "started"
     VALIDATED = "validated"
+    SOAKING = "soaking"
     BLOCKED = "blocked"
     PROMOTED = "promoted"
     ROLLED_BACK = "rolled-back"
@@ -53,8 +60,10 @@ class State(StrEnum):
 ALLOWED: Mapping[str, frozenset[State]] = {
     "start": frozenset({State.PLANNED, State.STARTED}),
     "validate": frozenset({State.STARTED, State.VALIDATED, State.BLOCKED}),
-    "promote": frozenset({State.VALIDATED}),
-    "rollback": frozenset({State.STARTED, State.VALIDATED, State.BLOCKED}),
+    "promote": frozenset({State.VALIDATED, State.SOAKING}),
+    "observe": frozenset({State.SOAKING}),
+    "expand": frozenset({State.PROMOTED}),
+    "rollback": frozenset({State.STARTED, State.VALIDATED, State.SOAKING, State.BLOCKED}),
     "plan": frozenset({State.PLANNED}),  # re-planning a window that has not started
 }
 

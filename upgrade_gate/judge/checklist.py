@@ -3,7 +3,9 @@
 Shipped checklists live in `upgrade_gate/checklists/<name>.yaml` (schema `checklist`); `--checklist`
 takes a shipped name or a file path. Each item is either:
 
-- automatic: it names `rules`, `phases` and/or `evidence` (`baseline`: every candidate has one;
+- automatic: it names `rules` (optionally narrowed by `paths`: rule -> finding path globs, for a rule
+  such as `fleet.odd_one_out` that speaks of several things), `phases` and/or `evidence` (`baseline`:
+  every candidate has one;
   `plan`: a change plan was given; `candidates`: there is at least one). It passes iff none of its
   rules produced a BLOCK finding on any node, every rule ran on every candidate it applies to (a
   rule switched off or skipped for want of a baseline is evidence missing, not a pass), every listed
@@ -21,13 +23,13 @@ naming no loaded item is bad input: a typo must not leave an item silently unatt
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
-from upgrade_gate.judge.plan import ChangePlan, read_document
+from upgrade_gate.judge.plan import ChangePlan, glob_match, read_document
 from upgrade_gate.judge.policy import Policy
 from upgrade_gate.judge.rules.base import softer
 from upgrade_gate.model import (
@@ -56,6 +58,7 @@ class ChecklistItem:
     required: bool = True
     attest: bool = False
     rules: tuple[RuleId, ...] = ()
+    paths: Mapping[RuleId, tuple[str, ...]] = field(default_factory=dict)  # rule -> path globs it counts
     phases: tuple[int, ...] = ()
     evidence: tuple[str, ...] = ()
     max_canary_fraction: float | None = None
@@ -108,6 +111,10 @@ def checklist_from_dict(data: object, *, source: str) -> Checklist:
         unknown = [r for r in raw.get("rules", ()) if r not in REGISTRY]
         if unknown:
             raise ConfigError(f"{source}: checklist: $.items[{i}].rules: unknown rule {unknown[0]!r}")
+        scoped = {RuleId(r): tuple(globs) for r, globs in raw.get("paths", {}).items()}
+        stray = sorted(set(scoped) - set(raw.get("rules", ())))
+        if stray:
+            raise ConfigError(f"{source}: checklist: $.items[{i}].paths: {stray[0]!r} is not one of the item's rules")
         attest = bool(raw.get("attest", False))
         automatic = raw.get("rules") or raw.get("phases") or raw.get("evidence") or "max_canary_fraction" in raw
         if attest == bool(automatic):
@@ -122,6 +129,7 @@ def checklist_from_dict(data: object, *, source: str) -> Checklist:
                 required=bool(raw.get("required", True)),
                 attest=attest,
                 rules=tuple(RuleId(r) for r in raw.get("rules", ())),
+                paths=scoped,
                 phases=tuple(raw.get("phases", ())),
                 evidence=tuple(raw.get("evidence", ())),
                 max_canary_fraction=raw.get("max_canary_fraction"),
@@ -213,7 +221,7 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
     blocking: dict[str, int] = {}
     for nr in inputs.node_reports:
         for f in nr.findings:
-            if f.rule in it.rules and f.severity is Severity.BLOCK:
+            if f.severity is Severity.BLOCK and counts_under(it, f):
                 where = f"{f.node}: {f.rule}"
                 blocking[where] = blocking.get(where, 0) + 1
     for where, count in sorted(blocking.items()):
@@ -228,6 +236,18 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
     if it.evidence or it.max_canary_fraction is not None:
         parts.append("evidence present")
     return _row(cl, it, f"pass: {'; '.join(parts)} on {len(candidates)} node(s)", it.owner, "pass"), None
+
+
+def counts_under(item: ChecklistItem, finding: Finding) -> bool:
+    """True when `finding` belongs to `item`: its rule is listed, and its path matches the rule's globs if any.
+
+    `fleet.odd_one_out` speaks of GPU order, firmware, VF counts and bandwidth alike; the device-order
+    item counts only its order findings, the AllReduce item only its bandwidth ones.
+    """
+    if finding.rule not in item.rules:
+        return False
+    globs = item.paths.get(finding.rule)
+    return globs is None or (finding.path is not None and any(glob_match(g, finding.path) for g in globs))
 
 
 def _row(cl: Checklist, it: ChecklistItem, actual: str, owner: str, status: str) -> ChecklistRow:

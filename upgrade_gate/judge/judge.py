@@ -36,6 +36,7 @@ from typing import Any
 
 from upgrade_gate import __version__
 from upgrade_gate.errors import InputError
+from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.checklist import FLEET, Checklist, ChecklistInputs, evaluate_checklists
 from upgrade_gate.judge.identity import match_gpus
 from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected
@@ -189,7 +190,7 @@ def judge(
     if any(f.rule == _EVIDENCE for f in all_findings):
         ran_anywhere.add(_EVIDENCE)  # absent candidates are judged outside the per-node loop
     verdict = Verdict.BLOCK if any(f.severity is Severity.BLOCK for f in all_findings) else Verdict.PASS
-    return GateReport(
+    gate_report = GateReport(
         verdict=verdict,
         generated_at=now,
         tool_version=tool_version,
@@ -200,6 +201,7 @@ def judge(
         checklist=rows,
         rules_evaluated=tuple(sorted(ran_anywhere)),
     )
+    return group_causes(gate_report, baselines=baselines, candidates=by_name)  # shown grouped; decides nothing
 
 
 def judge_node(

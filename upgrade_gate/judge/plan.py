@@ -30,6 +30,7 @@ Design decisions:
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -59,6 +60,14 @@ class FirmwareChange:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SonameChange:
+    """A planned soname bump of one ROCm library (`libamdhip64.so.5` -> `libamdhip64.so.6`)."""
+
+    from_soname: str
+    to_soname: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedChange:
     """Everything the change is meant to alter."""
 
@@ -68,6 +77,7 @@ class PlannedChange:
     vbios: VersionChange | None = None
     nic_firmware: VersionChange | None = None
     firmware: tuple[FirmwareChange, ...] = ()
+    sonames: tuple[SonameChange, ...] = ()  # expected soname bumps (`abi`, rule library.unplanned)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +114,16 @@ class CanarySettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SoakSettings:
+    """How long canaries are watched after their PASS before `promote` (seconds; 0 = no soak)."""
+
+    duration_s: float = 72 * 3600.0
+    every_s: float = 6 * 3600.0
+    min_observations: int = 2
+    mesh: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChangePlan:
     """A whole change plan."""
 
@@ -113,6 +133,8 @@ class ChangePlan:
     accept_paths: tuple[AcceptPath, ...] = ()
     accept_metrics: tuple[AcceptMetric, ...] = ()
     canaries: CanarySettings = CanarySettings()
+    soak: SoakSettings = SoakSettings()
+    waves: tuple[float, ...] = (1.0,)
     source: str = "(plan)"
 
 
@@ -170,6 +192,7 @@ def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
             FirmwareChange(block=f["block"], to_version=f.get("to"), from_version=f.get("from"))
             for f in change.get("firmware", ())
         ),
+        sonames=tuple(SonameChange(from_soname=c["from"], to_soname=c["to"]) for c in change.get("sonames", ())),
     )
     blocks = [f.block for f in planned.firmware]
     twice = sorted({b for b in blocks if blocks.count(b) > 1})
@@ -217,8 +240,52 @@ def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
         accept_paths=tuple(paths),
         accept_metrics=tuple(metrics),
         canaries=canaries,
+        soak=_soak(data.get("soak", {}), source),
+        waves=_waves(data.get("waves", [1.0]), source),
         source=source,
     )
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a plan duration such as `72h`, `90m`, `30s`, `1.5d` (the schema checked the shape)."""
+    return float(text[:-1]) * _UNITS[text[-1]]
+
+
+def format_duration(seconds: float) -> str:
+    """`72h`, `90m`, `30s`: the largest unit up to hours that divides the value, for messages."""
+    for unit in ("h", "m"):
+        if seconds and seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{seconds:g}s"
+
+
+def _soak(raw: Mapping[str, Any], source: str) -> SoakSettings:
+    soak = SoakSettings(
+        duration_s=parse_duration(raw.get("duration", "72h")),
+        every_s=parse_duration(raw.get("every", "6h")),
+        min_observations=int(raw.get("min_observations", 2)),
+        mesh=bool(raw.get("mesh", False)),
+    )
+    if soak.duration_s > 0 and soak.every_s <= 0:
+        raise ConfigError(f"{source}: change-plan: $.soak.every: must be more than 0 when the soak has a duration")
+    if soak.duration_s > 0 and soak.every_s > soak.duration_s and soak.min_observations > 1:
+        raise ConfigError(
+            f"{source}: change-plan: $.soak.every: {format_duration(soak.every_s)} is longer than the soak "
+            f"({format_duration(soak.duration_s)}), so {soak.min_observations} observations cannot fit"
+        )
+    return soak
+
+
+def _waves(raw: Any, source: str) -> tuple[float, ...]:
+    waves = tuple(float(w) for w in raw)
+    if any(b <= a for a, b in itertools.pairwise(waves)):
+        raise ConfigError(f"{source}: change-plan: $.waves: shares must increase, got {list(waves)}")
+    if waves[-1] != 1.0:
+        raise ConfigError(f"{source}: change-plan: $.waves: the last wave must be 1.0 (the whole class)")
+    return waves
 
 
 def _version(raw: Mapping[str, str] | None, source: str, field: str) -> VersionChange | None:

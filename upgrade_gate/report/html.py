@@ -1,4 +1,4 @@
-"""Self-contained HTML report: verdict banner, findings, device-order tables, bandwidth curves, checklist.
+"""Self-contained HTML report: verdict banner, causes, findings, device-order tables, bandwidth curves, checklist.
 
 Charts are drawn with matplotlib (a well-kept library) as inline SVG, so the file opens offline with
 no script or font downloads. SVG ids are salted with a fixed string and metadata dates are dropped so
@@ -13,8 +13,9 @@ import html
 import io
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
-from upgrade_gate.model import Gpu, NodeName, Severity, Snapshot, Verdict, measurements_of
+from upgrade_gate.model import GateReport, Gpu, NodeName, Severity, Snapshot, Verdict, measurements_of
 from upgrade_gate.report.interface import ReportContext
 from upgrade_gate.report.text import show_value, sorted_findings
 
@@ -141,6 +142,24 @@ def _findings_table(ctx: ReportContext) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+def _causes_table(report: GateReport) -> str:
+    causes = [c for n in report.nodes for c in n.causes] + list(report.fleet_causes)
+    rows = []
+    for c in causes:
+        more = f" ({len(c.findings)} findings)" if len(c.findings) > 1 else ""
+        details = f"<pre>{html.escape(chr(10).join(c.details))}</pre>" if c.details else ""
+        step = f"<code>{html.escape(c.next_step)}</code>" if c.next_step else ""
+        rows.append(
+            f'<tr><td class="sev-{c.severity.value}">{c.severity.value}</td><td>{html.escape(c.node)}</td>'
+            f"<td>{html.escape(c.headline)}{more}{details}</td><td>{html.escape(c.category.value)}</td>"
+            f"<td>{html.escape(c.owner)}</td><td>{step}</td></tr>"
+        )
+    if not rows:
+        return "<p>No causes: nothing to report.</p>"
+    head = "<tr><th>severity</th><th>node</th><th>cause</th><th>category</th><th>owner</th><th>next step</th></tr>"
+    return f'<table class="causes">{head}{"".join(rows)}</table>'
+
+
 def _checklist_table(ctx: ReportContext) -> str:
     rows = [
         f"<tr><td>{html.escape(r.item)}</td><td>{html.escape(r.criterion)}</td><td>{html.escape(r.actual)}</td>"
@@ -155,7 +174,10 @@ def _checklist_table(ctx: ReportContext) -> str:
 
 def render_html(ctx: ReportContext) -> str:
     """One self-contained HTML page."""
-    report = ctx.report
+    from upgrade_gate.judge.causes import ensure_causes
+
+    report = ensure_causes(ctx.report, baselines=ctx.baselines, candidates=ctx.candidates)
+    ctx = replace(ctx, report=report)
     blocks = sum(1 for f in report.findings if f.severity is Severity.BLOCK)
     verdict = report.verdict.value
     subtitle = f"{len(report.nodes)} node(s), {blocks} blocking finding(s)"
@@ -173,8 +195,9 @@ def render_html(ctx: ReportContext) -> str:
 <body data-charts-drawn="0">
 <div class="banner {verdict}">upgrade-gate: {verdict}</div>
 <p>{subtitle}. Generated {html.escape(report.generated_at)} by upgrade-gate {html.escape(report.tool_version)}.</p>
+<h2>Causes</h2>{_causes_table(report)}
 <h2>Nodes</h2><table><tr><th>node</th><th>verdict</th><th>findings</th></tr>{summary}</table>
-<h2>Findings</h2>{_findings_table(ctx)}
+<h2>All findings</h2>{_findings_table(ctx)}
 <h2>Devices and bandwidth</h2>{nodes}
 <h2>Checklist</h2>{_checklist_table(ctx)}
 </body></html>

@@ -14,6 +14,14 @@ from enum import StrEnum
 from upgrade_gate.model import GateReport, NodeName, Snapshot
 
 
+class ConsoleDetail(StrEnum):
+    """How much the console report shows."""
+
+    SUMMARY = "summary"  # the verdict and one line per node, for CI logs
+    CAUSES = "causes"  # the verdict, one line per cause, a pointer to the full report (the default)
+    VERBOSE = "verbose"  # every finding under its cause, and the checklist table
+
+
 class ReportFormat(StrEnum):
     """Every output format the gate can write."""
 
@@ -32,3 +40,5 @@ class ReportContext:
     baselines: Mapping[NodeName, Snapshot] = field(default_factory=dict)
     candidates: Mapping[NodeName, Snapshot] = field(default_factory=dict)
     color: bool = False  # console only; the CLI sets it from the terminal and NO_COLOR
+    detail: ConsoleDetail = ConsoleDetail.CAUSES  # console only
+    width: int = 120  # console only: the terminal's width (the CLI reads it; COLUMNS overrides)

@@ -1,4 +1,8 @@
-"""JSON report: the `GateReport` as a document that validates against `report.schema.json`."""
+"""JSON report: the `GateReport` as a document that validates against `report.schema.json`.
+
+It keeps every finding and adds the grouping: `nodes[].causes[]` and `fleet_causes[]`, each cause
+naming its findings by index into the owning `findings` array.
+"""
 
 from __future__ import annotations
 
@@ -18,5 +22,7 @@ def report_to_dict(report: GateReport) -> dict[str, Any]:
 
 
 def render_json(ctx: ReportContext) -> str:
-    """Canonical JSON text of the report."""
-    return canonical_json(report_to_dict(ctx.report))
+    """Canonical JSON text of the report: every finding, and the causes grouping them."""
+    from upgrade_gate.judge.causes import ensure_causes
+
+    return canonical_json(report_to_dict(ensure_causes(ctx.report, baselines=ctx.baselines, candidates=ctx.candidates)))

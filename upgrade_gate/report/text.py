@@ -37,3 +37,42 @@ def node_summary(node: NodeReport) -> str:
     blocks = sum(1 for f in node.findings if f.severity is Severity.BLOCK)
     warns = sum(1 for f in node.findings if f.severity is Severity.WARN)
     return f"{node.verdict.value} ({blocks} block, {warns} warn)"
+
+
+_C1_AND_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def one_line(text: str) -> str:
+    """`text` on one line with every control character visible as `\\xNN` (no terminal escapes pass)."""
+    return text.replace("\r\n", " ").replace("\n", " ").replace("\t", " ").translate(_C1_AND_CONTROLS)
+
+
+def xml_text(text: str) -> str:
+    """`text` with every character XML 1.0 forbids (NUL, ESC, lone surrogates, U+FFFE/F) shown as `\\xNN`/`\\uNNNN`.
+
+    ElementTree escapes markup but writes forbidden characters as they are, which makes the document
+    not well-formed; tool output reaches finding messages, so every string goes through here.
+    """
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or code >= 0x10000:
+            out.append(ch)
+        else:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
+def markdown_text(text: str) -> str:
+    """`text` for a Markdown table cell or paragraph: HTML inert, no link/image syntax, one line."""
+    import html
+
+    escaped = html.escape(one_line(text), quote=False)
+    for ch in ("\\", "`", "|", "[", "]"):
+        escaped = escaped.replace(ch, "\\" + ch)
+    return escaped
+
+
+def markdown_code(text: str) -> str:
+    """`text` inside a Markdown code span: HTML is literal there, so only the backticks must go."""
+    return "`" + one_line(text).replace("`", "'") + "`"

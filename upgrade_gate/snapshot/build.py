@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from upgrade_gate.abi.listing import parse_listing
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
 from upgrade_gate.collect.causes import known_cause
 from upgrade_gate.collect.probes import probe_names
@@ -58,6 +59,8 @@ _RELEASE = re.compile(r"\d+(\.\d+)+")
 # Probes that only run when the probe they stand in for failed: absent is normal for them.
 _FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
 _AMDSMI_PROBES = ("amdsmi_static", "amdsmi_list", "amdsmi_firmware", "amdsmi_version", "amdsmi_topology")
+# Optional probes newer than some recorded bundles: absent is a warning, not missing required evidence.
+_OPTIONAL = frozenset({"rocm_libs"})
 # PCI classes whose links matter to the gate: network, display, processing accelerators, co-processors.
 _LINK_CLASSES = ("02", "03", "12", "0b40")
 
@@ -115,7 +118,14 @@ class _Evidence:
         recorded = {r.name for r in self.bundle.records}
         for name in probe_names():
             if name not in recorded and name not in _FALLBACKS:
-                out.append(ProbeStatus(name=name, ok=False, reason=f"{name}: absent from the capture bundle"))
+                out.append(
+                    ProbeStatus(
+                        name=name,
+                        ok=False,
+                        reason=f"{name}: absent from the capture bundle",
+                        required=name not in _OPTIONAL,
+                    )
+                )
         return tuple(out)
 
 
@@ -166,6 +176,10 @@ def build_snapshot(
     log = ev.parse("dmesg", lambda text: dmesg.parse_dmesg(text, table))
     ibstat = ev.parse("ibstat", rdma.parse_ibstat)  # not in every catalogue: a third port-state source
     issues = crosscheck.Issues()
+    libraries = ev.parse("rocm_libs", lambda text: parse_listing(text, strip_prefix=bundle.host_root))
+    libs_record = bundle.record("rocm_libs")
+    if libraries is None and libs_record is not None and libs_record.skipped:
+        libraries = ()  # no ROCm library folder on the node: recorded as none, the probe says why
 
     gpus = assemble_gpus(
         GpuSources(
@@ -205,6 +219,7 @@ def build_snapshot(
         event_patterns=table.digest if log else None,
         probes=ev.probe_statuses(),
         evidence_issues=tuple(issues.items),
+        libraries=libraries,
     )
 
 

@@ -16,6 +16,11 @@ Gating rules (CVF's `filter_passed_nodes`, made fail-closed):
   times). Tools are clamped to it (see phase.TimedRunner); a phase still running `WATCHDOG_GRACE_S`
   after its budget is abandoned and recorded as `error` (timed out); a phase that raises is `error`
   with the exception named. Neither stops the other nodes.
+- An environment failure is not a phase result: when a phase raises an `EnvironmentFailure` other
+  than `LauncherError` (the Kubernetes API or the store does not answer, refuses the credentials or a
+  verb), the run stops and the error propagates, so the caller exits 4, writes no labels and leaves
+  the run resumable. Only `LauncherError` (this node cannot be reached, or vanished) is the node's own
+  failure (issue 11, defect 2: an API server outage used to become `failed` labels on healthy nodes).
 - Node phases run concurrently for every node entering them (`parallel` caps it); group phases once.
 - `duration_s` is the wall time of the phase call (of the whole group for phases 4-5) and
   `tool_duration_s` the time spent inside tools, so the gate's own overhead is their difference.
@@ -33,9 +38,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from upgrade_gate.errors import EnvironmentFailure
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
 from upgrade_gate.validate.config import CvfConfig
-from upgrade_gate.validate.launcher import Launcher
+from upgrade_gate.validate.launcher import Launcher, LauncherError
 from upgrade_gate.validate.phase import GroupContext, GroupPhase, NodePhase, PhaseContext, ToolClock, make_result
 
 WATCHDOG_GRACE_S = 5.0
@@ -221,8 +227,15 @@ def _guarded(call: Callable[[], T], limit: float) -> tuple[T | None, str | None]
         return None, f"still running after {limit:g}s (budget and watchdog grace): abandoned"
     if "error" in box:
         exc = box["error"]
+        if isinstance(exc, EnvironmentFailure) and aborts_run(exc):
+            raise exc
         return None, f"crashed: {type(exc).__name__}: {exc}"
     return box["value"], None  # type: ignore[return-value]
+
+
+def aborts_run(exc: object) -> bool:
+    """True for an error that is the environment's, not the node's: it stops the whole run."""
+    return isinstance(exc, EnvironmentFailure) and not isinstance(exc, LauncherError)
 
 
 def _done(phase: NodePhase | GroupPhase, node: NodeName, result: PhaseResult) -> ProgressEvent:

@@ -1,0 +1,112 @@
+"""Root causes: every finding in exactly one cause, the verdict untouched, one headline per fault."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.judge_scenarios import (
+    NOW,
+    lose_vf,
+    mi300x_snapshot,
+    narrow_link,
+    reverse_order,
+    scale_metrics,
+    set_firmware,
+    upgrade_plan,
+    upgraded,
+    with_software,
+)
+from tests.report_sample import sample_report
+from upgrade_gate.judge.causes import ensure_causes, group_causes
+from upgrade_gate.judge.checklist import load_checklist
+from upgrade_gate.judge.judge import judge
+from upgrade_gate.judge.policy import load_policy
+from upgrade_gate.model import CauseCategory, GateReport, Severity, Snapshot, Verdict
+
+FAULTS = {
+    "healthy": upgraded,
+    "reversed": lambda: reverse_order(upgraded()),
+    "vf-lost": lambda: lose_vf(upgraded()),
+    "x8": lambda: narrow_link(upgraded()),
+    "firmware-on-every-gpu": lambda: _all_firmware(upgraded()),
+    "mesh-drop": lambda: scale_metrics(upgraded(), 0.85, lambda key: key.startswith("mesh/")),
+    "rocm-wrong": lambda: with_software(upgraded(), rocm_version="6.2.1", rocm_build="6.2.1-112"),
+    "everything": lambda: narrow_link(lose_vf(reverse_order(scale_metrics(upgraded(), 0.8, lambda k: True)))),
+}
+
+
+def _all_firmware(snap: Snapshot) -> Snapshot:
+    for gpu in snap.gpus:
+        snap = set_firmware(snap, "CP_MEC1", "180", serial=str(gpu.serial))
+    return snap
+
+
+def _judge(candidate: Snapshot, **kw: object) -> GateReport:
+    baseline = mi300x_snapshot()
+    return judge(
+        baselines={baseline.node.name: baseline},
+        candidates=[candidate],
+        plan=upgrade_plan(),
+        policy=load_policy(),
+        now=NOW,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_causes_own_every_finding_once_and_never_change_the_verdict(name: str) -> None:
+    report = _judge(FAULTS[name]())
+    for node in report.nodes:
+        owned = sorted(i for c in node.causes for i in c.findings)
+        assert owned == list(range(len(node.findings)))
+        for cause in node.causes:
+            worst = min((node.findings[i].severity for i in cause.findings), key=list(Severity).index)
+            assert cause.severity is worst and cause.headline and cause.owner
+    blocking = any(f.severity is Severity.BLOCK for f in report.findings)
+    assert (report.verdict is Verdict.BLOCK) is blocking
+    bare = replace(report, nodes=tuple(replace(n, causes=()) for n in report.nodes), fleet_causes=())
+    assert group_causes(bare).verdict is report.verdict
+    assert [n.findings for n in group_causes(bare).nodes] == [n.findings for n in report.nodes]
+
+
+def test_causes_one_firmware_cause_for_a_block_moved_on_every_gpu() -> None:
+    report = _judge(FAULTS["firmware-on-every-gpu"]())
+    (cause,) = report.nodes[0].causes
+    assert len(cause.findings) == 8 and cause.category is CauseCategory.FIRMWARE
+    assert cause.headline == "firmware moved outside the plan: 1 block(s), CP_MEC1 177 -> 180"
+    assert cause.owner == "release manager"
+
+
+def test_causes_a_mesh_drop_is_one_cause_with_sizes_and_the_phase_to_rerun() -> None:
+    report = _judge(FAULTS["mesh-drop"]())
+    (cause,) = report.nodes[0].causes
+    assert cause.key == "bandwidth:mesh/all_reduce"
+    assert cause.headline.startswith("intra-node all_reduce bus bandwidth -15% (")
+    assert "vs its baseline at 21 of 22 sizes, 2 KiB to 2 GiB" in cause.headline  # 1 KiB within its tolerance
+    assert cause.next_step is not None and "upgrade-gate validate --phases 2 --node mi300x-node-01" in cause.next_step
+
+
+def test_causes_an_order_change_carries_the_pin_and_the_table() -> None:
+    (cause,) = _judge(FAULTS["reversed"]()).nodes[0].causes
+    assert cause.key == "device.order" and cause.category is CauseCategory.DRIVER
+    assert cause.next_step is not None and cause.next_step.startswith("export ROCR_VISIBLE_DEVICES=GPU-")
+    assert cause.details[0].split() == ["index", *map(str, range(8))]
+    assert all(len(line) <= 120 for line in cause.details)
+
+
+def test_causes_failed_checklist_items_are_one_fleet_cause_with_their_owners() -> None:
+    report = _judge(FAULTS["reversed"](), checklists=[load_checklist("canary")])
+    (fleet,) = report.fleet_causes
+    assert fleet.key == "checklist:canary"
+    assert "canary.device-order" in fleet.headline and "canary.mixed-precision" in fleet.headline
+    assert "platform on-call" in fleet.owner and "ML research" in fleet.owner
+
+
+def test_causes_ensure_fills_a_report_built_without_them() -> None:
+    report = sample_report()
+    assert not any(n.causes for n in report.nodes)
+    grouped = ensure_causes(report)
+    assert all(sorted(i for c in n.causes for i in c.findings) == list(range(len(n.findings))) for n in grouped.nodes)
+    assert ensure_causes(grouped) is grouped

@@ -1,0 +1,291 @@
+"""Find the ELF files of a tree and read them: in parallel, symbol tables only, cached by file hash.
+
+Design decisions:
+- A library tree is every file under the root whose name looks like a shared object (`*.so`,
+  `*.so.N...`) and starts with the ELF magic; a linker script named `libc.so` is skipped. Device code
+  objects (`EM_AMDGPU`, rocBLAS' thousands of `.co`/`.hsaco` files) and static archives are never
+  read. Symlinks inside the tree are aliases of the file they point at (read once); directory links
+  are not followed, so `/opt/rocm/lib/llvm` does not pull a second tree in.
+- A consumer is a path, a directory (walked: every ELF file in it) or a glob. A path or glob that
+  names nothing is bad input (exit 3), not an empty pass.
+- Each file is hashed (SHA-256) and its `ElfAbi` is cached as JSON under `<cache>/<hash[:2]>/<hash>.json`,
+  tagged with `CACHE_FORMAT`; a changed file has a new hash, so the cache never serves stale data
+  and needs no invalidation. Entries are written atomically (temp file + rename), so parallel
+  readers and concurrent runs can share one cache folder.
+- pyelftools is pure Python (GIL-bound), so files are read by a process pool; a handful of files are
+  read in-process, where a pool would cost more than it saves.
+- Within one run (the scans sharing a `memo`) a file already read and unchanged since (same device,
+  inode, size, mtime and ctime) is not hashed again: a file both trees share is read once. Nothing
+  stat-keyed is persisted: across runs only the content hash decides.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from upgrade_gate.abi.elf import ElfAbi, ElfError, Export, Import, is_elf, read_elf
+from upgrade_gate.errors import EnvironmentFailure, InputError
+
+CACHE_FORMAT = "abi-2"
+"""Bump when `ElfAbi` or the reader's rules change: old cache entries are then ignored."""
+
+_SHARED_NAME = re.compile(r".+\.so(\.[0-9][0-9A-Za-z._+-]*)?")
+_POOL_MIN_FILES = 4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElfFile:
+    """One ELF file of a tree: where it is, the names it is reached by, what it exports and needs."""
+
+    path: str  # as found (under the root given)
+    aliases: tuple[str, ...] = ()  # symlinks in the tree that point at it
+    abi: ElfAbi
+
+    @property
+    def key(self) -> str:
+        """The soname, or the file name for a library without one."""
+        return self.abi.soname or Path(self.path).name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanStats:
+    """What a scan did, for the bench and the report."""
+
+    files: int
+    cache_hits: int
+    skipped_not_elf: tuple[str, ...] = ()
+
+
+def default_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/upgrade-gate/abi` (or `~/.cache/...`)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "upgrade-gate" / "abi"
+
+
+def library_files(root: Path) -> tuple[list[Path], dict[Path, list[str]], list[str]]:
+    """Shared-object files of a tree (each real file once), the other names they have, non-ELF names."""
+    if not root.is_dir():
+        raise InputError(f"{root}: not a directory")
+    names_of: dict[Path, list[Path]] = {}  # real file -> every path of the tree that reaches it
+    for dirpath, _dirs, names in os.walk(root, followlinks=False):
+        for name in sorted(names):
+            if not _SHARED_NAME.fullmatch(name):
+                continue
+            path = Path(dirpath) / name
+            target = path.resolve()
+            if target.is_file():  # dangling links are skipped: the soname they meant is judged as missing
+                names_of.setdefault(target, []).append(path)
+    files: list[Path] = []
+    aliases: dict[Path, list[str]] = {}
+    not_elf: list[str] = []
+    for target, paths in names_of.items():
+        real = [p for p in paths if not p.is_symlink()]
+        primary = real[0] if real else target
+        if not is_elf(primary):
+            not_elf.append(str(primary))
+            continue
+        files.append(primary)
+        aliases[primary] = sorted(str(p) for p in paths if p != primary)
+    return sorted(files), aliases, sorted(not_elf)
+
+
+def consumer_files(specs: Sequence[str]) -> list[Path]:
+    """The ELF files named by paths, directories or globs; one that names nothing is InputError."""
+    out: list[Path] = []
+    for spec in specs:
+        matches = [Path(p) for p in sorted(glob.glob(spec, recursive=True))] if glob.has_magic(spec) else [Path(spec)]
+        found: list[Path] = []
+        for match in matches:
+            if match.is_dir():
+                for dirpath, _dirs, names in os.walk(match, followlinks=False):
+                    for name in sorted(names):
+                        path = Path(dirpath) / name
+                        if path.is_file() and not path.is_symlink() and is_elf(path):
+                            found.append(path)
+            elif match.is_file():
+                if not is_elf(match):
+                    if not glob.has_magic(spec):
+                        raise InputError(f"consumer {spec}: not an ELF file")
+                    continue
+                found.append(match)
+        if not found:
+            raise InputError(f"consumer {spec}: no ELF file found there")
+        out.extend(found)
+    return list(dict.fromkeys(out))
+
+
+def scan(
+    paths: Iterable[Path],
+    *,
+    cache_dir: Path | None,
+    workers: int | None = None,
+    memo: dict[tuple[int, ...], ElfAbi] | None = None,
+) -> tuple[dict[Path, ElfAbi], int]:
+    """Read every file (in parallel, through the cache); returns path -> ElfAbi and the cache hits.
+
+    `memo`, shared by the scans of one run, remembers files already read (keyed by `stat_key`).
+    """
+    memo = {} if memo is None else memo
+    out: dict[Path, ElfAbi] = {}
+    hits = 0
+    todo: list[Path] = []
+    for path in dict.fromkeys(paths):
+        known = memo.get(stat_key(path))
+        if known is not None:  # the same unchanged file, already read in this process (e.g. in both trees)
+            out[path] = known
+            hits += 1
+        else:
+            todo.append(path)
+    jobs = [(str(p), str(cache_dir) if cache_dir is not None else None) for p in todo]
+    if len(jobs) < _POOL_MIN_FILES or workers == 1:
+        results = [_read_one(job) for job in jobs]
+    else:
+        try:
+            with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+                results = list(pool.map(_read_one, jobs, chunksize=max(1, len(jobs) // 64)))
+        except BrokenProcessPool as exc:  # a reader killed (out of memory, a signal): nothing was judged
+            raise EnvironmentFailure(f"ELF reader processes died: {exc}") from None
+    for path, (abi, hit, error) in zip(todo, results, strict=True):
+        if abi is None:
+            raise ElfError(error or f"{path}: unreadable")
+        hits += hit
+        out[path] = abi
+        memo[stat_key(path)] = abi
+    return out, hits
+
+
+def stat_key(path: Path) -> tuple[int, ...]:
+    """Identity of an unchanged file within one run: device, inode, size, mtime and ctime."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, id(path))  # never matches: the read reports the error
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _read_one(job: tuple[str, str | None]) -> tuple[ElfAbi | None, bool, str | None]:
+    """Worker: hash, look up the cache, read on a miss. Errors travel back as text (picklable)."""
+    path, cache = job
+    try:
+        with open(path, "rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError as exc:
+        return None, False, f"{path}: unreadable: {exc.strerror or exc}"
+    entry = Path(cache) / digest[:2] / f"{digest}.json" if cache is not None else None
+    if entry is not None:
+        try:
+            doc = json.loads(entry.read_text(encoding="utf-8"))
+            if doc["format"] == CACHE_FORMAT and doc["sha256"] == digest:
+                return _load(doc), True, None
+        except (OSError, ValueError, TypeError, AttributeError, KeyError):
+            pass  # absent or damaged: read the file again and rewrite the entry
+    try:
+        abi = read_elf(Path(path), digest)
+    except ElfError as exc:
+        return None, False, str(exc)
+    if entry is not None:
+        _write_atomic(entry, json.dumps(_dump(abi), separators=(",", ":")))
+    return abi, False, None
+
+
+def _dump(abi: ElfAbi) -> dict[str, object]:
+    """The cache entry: compact rows instead of the generic codec (decoding is the warm path's cost)."""
+    return {
+        "format": CACHE_FORMAT,
+        "sha256": abi.sha256,
+        "kind": abi.kind,
+        "machine": abi.machine,
+        "soname": abi.soname,
+        "needed": list(abi.needed),
+        "version_defs": list(abi.version_defs),
+        "exports": [[e.name, e.version, e.default, e.binding, e.type] for e in abi.exports],
+        "imports": [[i.name, i.version, i.library, i.weak] for i in abi.imports],
+    }
+
+
+def _load(doc: dict[str, Any]) -> ElfAbi:
+    """An entry back; a damaged one raises (TypeError, ValueError, KeyError) and is read again."""
+    return ElfAbi(
+        sha256=_text(doc["sha256"]),
+        kind=_text(doc["kind"]),
+        machine=_text(doc["machine"]),
+        soname=None if doc["soname"] is None else _text(doc["soname"]),
+        needed=tuple(_text(n) for n in doc["needed"]),
+        version_defs=tuple(_text(v) for v in doc["version_defs"]),
+        exports=tuple(
+            Export(name=_text(n), version=v, default=bool(d), binding=_text(b), type=_text(t))
+            for n, v, d, b, t in doc["exports"]
+        ),
+        imports=tuple(Import(name=_text(n), version=v, library=lib, weak=bool(w)) for n, v, lib, w in doc["imports"]),
+    )
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only or full cache only costs speed, never correctness
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LibraryTree:
+    """The shared libraries of one tree by soname (file name when a library has none)."""
+
+    root: str
+    libraries: dict[str, ElfFile]
+    duplicates: tuple[str, ...] = ()  # files whose soname another file of the tree already had
+    stats: ScanStats
+
+
+def read_library_tree(
+    root: Path,
+    *,
+    cache_dir: Path | None,
+    workers: int | None = None,
+    memo: dict[tuple[int, ...], ElfAbi] | None = None,
+    allow_empty: bool = False,
+) -> LibraryTree:
+    """Every host shared library under `root`; InputError when there is none (nothing to compare),
+    unless `allow_empty` (the snapshot's listing records "none", which the gate compares with the baseline)."""
+    files, aliases, not_elf = library_files(root)
+    abis, hits = scan(files, cache_dir=cache_dir, workers=workers, memo=memo)
+    libraries: dict[str, ElfFile] = {}
+    duplicates: list[str] = []
+    for path in files:
+        abi = abis[path]
+        if abi.kind != "ET_DYN" or abi.machine == "EM_AMDGPU":
+            continue  # executables and device code objects are not libraries to link against
+        item = ElfFile(path=str(path), aliases=tuple(aliases.get(path, ())), abi=abi)
+        if item.key in libraries:
+            duplicates.append(str(path))
+            continue
+        libraries[item.key] = item
+    if not libraries and not allow_empty:
+        raise InputError(f"{root}: no shared library (lib*.so*) found in this tree")
+    return LibraryTree(
+        root=str(root),
+        libraries=dict(sorted(libraries.items())),
+        duplicates=tuple(duplicates),
+        stats=ScanStats(files=len(files), cache_hits=hits, skipped_not_elf=tuple(not_elf)),
+    )

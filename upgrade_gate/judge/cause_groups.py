@@ -1,0 +1,258 @@
+"""Cause groups of measured and per-rule findings, and the pool every claim takes findings from.
+
+Part of `judge.causes` (see its docstring for the order of claims): claims 4-6 live here, bandwidth
+families (a drop, or "not comparable"), firmware/VBIOS, and one cause per rule for the rest, with
+`Pool`, the findings of one node and which are still free.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from upgrade_gate.judge.cause_text import category_of, drop_text, owner_of, plural, size_text
+from upgrade_gate.model import (
+    Cause,
+    CauseCategory,
+    Finding,
+    NodeName,
+    RuleId,
+    Severity,
+    Snapshot,
+    measurements_of,
+)
+
+RANK = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
+FIRMWARE_PATH = re.compile(r"gpus\[[^\]]*\]\.(?:firmware\.(?P<block>.+)|(?P<vbios>vbios))$")
+_METRIC = re.compile(r"measurements\[key=(?P<key>.+)\]")
+_SIZE = re.compile(r"^(?P<family>.+)/busbw/(?P<bytes>\d+)$")
+_PHASE_OF_SCOPE = {"mesh": 2, "rail": 4, "cluster": 5}
+_SCOPE_WORDS = {"mesh": "intra-node", "cluster": "multi-node", "rail": "RDMA"}
+
+
+@dataclass(slots=True)
+class Pool:
+    """The findings of one node (or the fleet), which are still free to be claimed, and the causes so far."""
+
+    node: NodeName
+    findings: Sequence[Finding]
+    free: set[int] = field(default_factory=set)
+    causes: list[Cause] = field(default_factory=list)
+
+    def take(self, keep: Callable[[Finding], bool]) -> list[int]:
+        """Claim every free finding `keep` accepts, in report order."""
+        taken = [i for i in sorted(self.free) if keep(self.findings[i])]
+        self.free.difference_update(taken)
+        return taken
+
+    def add(
+        self,
+        key: str,
+        indexes: Sequence[int],
+        headline: str,
+        *,
+        category: CauseCategory | None = None,
+        owner: str | None = None,
+        next_step: str | None = None,
+        details: tuple[str, ...] = (),
+    ) -> None:
+        """Record a cause over `indexes` (severity: the worst of them; INFO when it owns none)."""
+        found = [self.findings[i] for i in indexes]
+        severity = min((f.severity for f in found), key=RANK.__getitem__, default=Severity.INFO)
+        rules = tuple(sorted({f.rule for f in found}))
+        first = rules[0] if rules else RuleId("evidence.missing")
+        self.causes.append(
+            Cause(
+                key=key,
+                node=self.node,
+                severity=severity,
+                headline=headline,
+                category=category if category is not None else category_of(first),
+                owner=owner if owner is not None else owner_of(first),
+                rules=rules,
+                findings=tuple(sorted(indexes)),
+                next_step=next_step,
+                details=details,
+            )
+        )
+
+
+# --------------------------------------------------------------------------- 4. bandwidth
+
+
+def _metric_key(f: Finding) -> str | None:
+    if not (f.rule.startswith(("bandwidth.", "metric.")) or f.rule == "fleet.odd_one_out") or f.path is None:
+        return None
+    match = _METRIC.fullmatch(f.path)
+    return match["key"] if match else None
+
+
+def _family(key: str) -> str:
+    size = _SIZE.match(key)
+    if size:
+        return size["family"]
+    parts = key.split("/")
+    if parts[0] in ("mesh", "cluster") and len(parts) >= 2:
+        return "/".join(parts[:2])
+    return "/".join(parts[:-1]) or key
+
+
+def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
+    families: dict[str, list[int]] = {}
+    for i in sorted(pool.free):
+        key = _metric_key(pool.findings[i])
+        if key is not None:
+            families.setdefault(_family(key), []).append(i)
+    sizes: dict[str, set[int]] = {}
+    for m in measurements_of(candidate) if candidate is not None else ():
+        match = _SIZE.match(m.key)
+        if match:
+            sizes.setdefault(match["family"], set()).add(int(match["bytes"]))
+    for family, indexes in sorted(families.items()):
+        scope = family.split("/")[0]
+        phase = _PHASE_OF_SCOPE.get(scope)
+        category = CauseCategory.FABRIC if scope in ("rail", "cluster") else CauseCategory.DRIVER
+        step = rerun_phase(pool.node, phase) if phase is not None else None
+        odd = [i for i in indexes if pool.findings[i].rule == "fleet.odd_one_out"]
+        apart = [i for i in indexes if pool.findings[i].rule == "bandwidth.not_comparable"]
+        worse = [i for i in indexes if i not in apart and i not in odd]
+        if worse or odd:
+            group = sorted(worse + odd)
+            pool.free.difference_update(group)
+            basis = "vs its baseline" if worse else "below its class"
+            regressions = [pool.findings[i] for i in worse if pool.findings[i].rule == "bandwidth.regression"]
+            shown = regressions or [pool.findings[i] for i in (worse or odd)]
+            pool.add(
+                f"bandwidth:{family}",
+                group,
+                _drop_headline(family, shown, sizes.get(family, set()), basis),
+                category=category,
+                owner=owner_of("bandwidth.regression" if scope != "rail" else "nic.port_state"),
+                next_step=step,
+            )
+        if apart:
+            pool.free.difference_update(apart)
+            pool.add(
+                f"bandwidth.not_comparable:{family}",
+                apart,
+                f"{_metric_words(family)} not comparable with the baseline at {plural(len(apart), 'metric')}"
+                + _settings_text(pool.findings[apart[0]]),
+                category=CauseCategory.CONFIGURATION,
+                next_step=step,
+            )
+
+
+def _metric_words(family: str) -> str:
+    parts = family.split("/")
+    scope = _SCOPE_WORDS.get(parts[0], parts[0])
+    if parts[0] in ("mesh", "cluster") and len(parts) > 1:
+        return f"{scope} {parts[1]} bus bandwidth"
+    return f"{scope} {'/'.join(parts[1:]) or parts[0]} bandwidth"
+
+
+def _drop_headline(family: str, shown: Sequence[Finding], all_sizes: set[int], basis: str) -> str:
+    drops = []
+    hit: set[int] = set()
+    for f in shown:
+        if isinstance(f.expected, int | float) and isinstance(f.actual, int | float) and f.expected:
+            drops.append(abs(float(f.expected) - float(f.actual)) / abs(float(f.expected)))
+        size = _SIZE.match(_metric_key(f) or "")
+        if size:
+            hit.add(int(size["bytes"]))
+    text = f"{_metric_words(family)} {drop_text(drops)} {basis}"
+    if hit:
+        span = f"{size_text(min(hit))} to {size_text(max(hit))}"
+        if all_sizes and hit >= all_sizes:
+            text += f" at every size, {span}"
+        else:
+            text += f" at {len(hit)} of {len(all_sizes | hit)} sizes, {span}"
+    if len(shown) > 1 and not hit:
+        text += f" ({plural(len(shown), 'metric')})"
+    return text
+
+
+def _settings_text(f: Finding) -> str:
+    if isinstance(f.expected, dict) and isinstance(f.actual, dict):
+        keys = sorted(k for k in f.expected.keys() | f.actual.keys() if f.expected.get(k) != f.actual.get(k))
+        if keys:
+            return ": settings differ, " + ", ".join(f"{k} {f.expected.get(k)} -> {f.actual.get(k)}" for k in keys)
+    return f": {f.message}"
+
+
+# --------------------------------------------------------------------------- 5. firmware, 6. the rest
+
+
+def claim_firmware(pool: Pool) -> None:
+    def is_firmware(f: Finding) -> bool:
+        if f.rule in ("firmware.unplanned", "vbios.unplanned"):
+            return True
+        return f.rule == "fleet.odd_one_out" and f.path is not None and FIRMWARE_PATH.search(f.path) is not None
+
+    taken = pool.take(is_firmware)
+    if not taken:
+        return
+    blocks: dict[str, set[tuple[str, str]]] = {}
+    for i in taken:
+        f = pool.findings[i]
+        match = FIRMWARE_PATH.search(f.path or "")
+        name = (match["block"] or "VBIOS") if match else "firmware"
+        blocks.setdefault(name, set()).add((_show(f.expected), _show(f.actual)))
+    parts = []
+    for name, moves in sorted(blocks.items()):
+        parts.append(f"{name} {' / '.join(f'{a} -> {b}' for a, b in sorted(moves))}" if len(moves) == 1 else name)
+    baseline = any(pool.findings[i].rule != "fleet.odd_one_out" for i in taken)
+    where = "outside the plan" if baseline else "from its class"
+    pool.add(
+        "firmware",
+        taken,
+        f"firmware moved {where}: {len(blocks)} block(s), {', '.join(parts)}",
+        category=CauseCategory.FIRMWARE,
+        owner=owner_of("firmware.unplanned"),
+    )
+
+
+def _show(value: object) -> str:
+    return "absent" if value is None else str(value)
+
+
+def claim_by_rule(pool: Pool, candidate: Snapshot | None) -> None:
+    tools = {p.name: p.argv[0] for p in candidate.probes if p.argv} if candidate is not None else {}
+    groups: dict[str, list[int]] = {}
+    for i in sorted(pool.free):
+        f = pool.findings[i]
+        key = str(f.rule)
+        if f.rule == "evidence.missing" and f.device in tools:
+            key = f"evidence:{tools[f.device]}"
+        elif f.rule == "evidence.missing" and f.path and f.path.startswith("phases["):
+            key = f"evidence:{f.path}"
+        elif f.rule == "fleet.odd_one_out":
+            key = f"fleet.odd_one_out:{(f.path or '').split('[')[0].split('.')[0]}"
+        elif f.rule.startswith("software."):
+            key = str(f.rule)
+        groups.setdefault(key, []).append(i)
+    for key, indexes in sorted(groups.items()):
+        pool.free.difference_update(indexes)
+        found = [pool.findings[i] for i in indexes]
+        first = min(found, key=lambda f: RANK[f.severity])
+        headline = first.message if len(found) == 1 else f"{first.message} (and {len(found) - 1} more like it)"
+        if key.startswith("evidence:") and not key.startswith("evidence:phases") and len(found) > 1:
+            headline = f"{key.split(':', 1)[1]}: {plural(len(found), 'probe')} failed, e.g. {first.message}"
+        pool.add(key, indexes, headline, next_step=_rule_step(pool.node, first), details=())
+
+
+def rerun_phase(node: NodeName, phase: int) -> str:
+    """The command that re-runs one CVF phase on one node (phases 4-5 need a partner node)."""
+    peer = " --peer PEER" if phase in (4, 5) else ""
+    return f"on {node}: upgrade-gate validate --phases {phase} --node {node}{peer} --out {node}.json"
+
+
+def _rule_step(node: NodeName, f: Finding) -> str | None:
+    if f.hint:
+        return f.hint
+    if f.rule in ("phase.failed", "evidence.missing") and f.path and f.path.startswith("phases[phase="):
+        phase = f.path.removeprefix("phases[phase=").removesuffix("]")
+        return rerun_phase(node, int(phase)) if phase.isdigit() else None
+    if f.rule == "evidence.missing" and f.path and f.path.startswith("probes["):
+        return f"fix the probe, then re-capture on {node}: upgrade-gate capture --node {node} --out {node}.tar.gz"
+    return None

@@ -1,0 +1,303 @@
+"""Root causes: the findings of each node grouped under the one fault that explains them.
+
+A person at 3 a.m. needs "all_reduce bus bandwidth -20% at every size", not 46 lines of one drop.
+`group_causes(report, baselines=..., candidates=...)` returns the report with `NodeReport.causes` and
+`GateReport.fleet_causes` filled in; nothing else changes. The verdict and every finding are exactly
+the judge's: grouping changes what is shown, never what blocks, and every finding belongs to exactly
+one cause (a cause's severity is the worst of its own findings).
+
+Claims run in a fixed order, each taking the findings its fault explains from those still free:
+1. a missing GPU owns the follow-on findings it causes: the order change that is just the gap closing,
+   the class's GPU count and order, its XGMI pairs and PCIe link, its SR-IOV PF, and the bandwidth
+   "not comparable" findings whose only difference is fewer ranks;
+2. a GPU order change owns the odd-one-out finding that restates it against the class;
+3. a probe fallback (rocm-smi standing in for amd-smi) owns the failed tool's own evidence findings and
+   the firmware / VBIOS / tool-version readings that are absent on one side only because the stand-in
+   reports less: "amd-smi unusable (reason); rocm-smi used";
+4. a bandwidth metric family (`mesh/all_reduce`, `rail/ionic_0`, ...) is one cause per kind: a drop
+   (baseline regression, CVF floor and the odd-one-out findings that restate it) and "not comparable";
+5. firmware and VBIOS findings of a node (baseline or class) are one cause, software ones per field;
+6. everything else: one cause per rule (per probe tool for evidence, per aspect for the odd one out).
+Fleet findings: the failed checklist items of one checklist are one cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from upgrade_gate.judge.cause_groups import (
+    FIRMWARE_PATH,
+    RANK,
+    Pool,
+    claim_bandwidth,
+    claim_by_rule,
+    claim_firmware,
+)
+from upgrade_gate.judge.cause_text import moved_summary, owner_of, permutation_table, plural
+from upgrade_gate.judge.identity import match_gpus, normalise_id, rocr_uuid
+from upgrade_gate.model import (
+    Cause,
+    CauseCategory,
+    ChecklistRow,
+    Finding,
+    GateReport,
+    Gpu,
+    NodeName,
+    NodeReport,
+    ProbeStatus,
+    Snapshot,
+)
+
+_TOOL_VERSION_PATHS = {"amd-smi": "software.amdsmi_version"}
+
+
+def group_causes(
+    report: GateReport,
+    *,
+    baselines: Mapping[NodeName, Snapshot] | None = None,
+    candidates: Mapping[NodeName, Snapshot] | None = None,
+) -> GateReport:
+    """The report with every node's findings, and the fleet's, grouped into causes."""
+    baselines = baselines or {}
+    candidates = candidates or {}
+    nodes = tuple(
+        replace(n, causes=node_causes(n, baselines.get(n.node), candidates.get(n.node))) for n in report.nodes
+    )
+    return replace(report, nodes=nodes, fleet_causes=fleet_causes(report.fleet_findings, report.checklist))
+
+
+def ensure_causes(
+    report: GateReport,
+    *,
+    baselines: Mapping[NodeName, Snapshot] | None = None,
+    candidates: Mapping[NodeName, Snapshot] | None = None,
+) -> GateReport:
+    """`report` itself when its causes cover its findings, else the report grouped afresh."""
+    covered = all(_covers(n.causes, n.findings) for n in report.nodes) and _covers(
+        report.fleet_causes, report.fleet_findings
+    )
+    return report if covered else group_causes(report, baselines=baselines, candidates=candidates)
+
+
+def _covers(causes: Sequence[Cause], findings: Sequence[Finding]) -> bool:
+    owned = sorted(i for c in causes for i in c.findings)
+    return owned == list(range(len(findings)))
+
+
+def node_causes(node: NodeReport, baseline: Snapshot | None, candidate: Snapshot | None) -> tuple[Cause, ...]:
+    """The causes of one node's findings (see the module docstring for the order of claims)."""
+    pool = Pool(node=node.node, findings=node.findings, free=set(range(len(node.findings))))
+    _missing_gpus(pool, baseline, candidate)
+    _order(pool, baseline, candidate)
+    _fallbacks(pool, candidate)
+    claim_bandwidth(pool, candidate)
+    claim_firmware(pool)
+    claim_by_rule(pool, candidate)
+    return tuple(sorted(pool.causes, key=lambda c: (RANK[c.severity], -len(c.findings), c.key)))
+
+
+# --------------------------------------------------------------------------- 1. missing GPUs
+
+
+def _missing_gpus(pool: Pool, baseline: Snapshot | None, candidate: Snapshot | None) -> None:
+    if baseline is None or candidate is None or not any(f.rule == "device.missing" for f in pool.findings):
+        return
+    present = {g.bdf for g in candidate.gpus}
+    gone = [p.baseline for p in match_gpus(baseline.gpus, candidate.gpus) if p.candidate is None and p.baseline]
+    gone = sorted((g for g in gone if g.bdf not in present), key=lambda g: g.index)
+    if not gone:
+        return
+    bdfs = {str(g.bdf) for g in gone if g.bdf is not None}
+
+    def closes_gap(expected: object, actual: object) -> bool:
+        return isinstance(expected, list) and [b for b in expected if b not in bdfs] == actual
+
+    def follows(f: Finding) -> bool:
+        if f.rule == "device.missing":
+            return True
+        if f.rule == "device.order_changed" or (f.rule == "fleet.odd_one_out" and f.path == "gpus.order"):
+            return closes_gap(f.expected, f.actual)
+        if f.rule == "fleet.odd_one_out" and f.path == "gpus":
+            return isinstance(f.expected, int) and isinstance(f.actual, int) and f.actual < f.expected
+        if f.rule in ("xgmi.link_changed", "pcie.downgrade", "sriov.vf_count"):
+            return f.device is not None and any(b in bdfs for b in f.device.split("~"))
+        if f.rule == "bandwidth.not_comparable":
+            return _fewer_ranks_only(f.expected, f.actual)
+        return False
+
+    taken = pool.take(follows)
+    left = len(candidate.gpus)
+    names = "; ".join(_gpu_text(g) for g in gone)
+    head = f"GPU {names} missing" if len(gone) == 1 else f"{len(gone)} GPUs missing: {names}"
+    serials = [s for g in gone if (s := normalise_id(g.serial) or normalise_id(g.unique_id))]
+    step = None
+    if serials:
+        step = "; ".join(
+            f"upgrade-gate baseline deny {s} --node {pool.node} --reason 'missing after the change'" for s in serials
+        )
+    follow = [pool.findings[i].rule for i in taken if pool.findings[i].rule != "device.missing"]
+    details = (f"also explains {plural(len(follow), 'follow-on finding')}: {_rule_counts(follow)}",) if follow else ()
+    pool.add(
+        "device.missing",
+        taken,
+        f"{head}: {left} of {len(baseline.gpus)} GPUs left",
+        category=CauseCategory.HARDWARE,
+        next_step=step,
+        details=details,
+    )
+
+
+def _fewer_ranks_only(expected: object, actual: object) -> bool:
+    if not isinstance(expected, dict) or not isinstance(actual, dict):
+        return False
+    differ = {k for k in expected.keys() | actual.keys() if expected.get(k) != actual.get(k)}
+    if differ != {"ranks"}:
+        return False
+    try:
+        return int(actual["ranks"]) < int(expected["ranks"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _gpu_text(gpu: Gpu) -> str:
+    ident = normalise_id(gpu.serial) or normalise_id(gpu.unique_id)
+    return f"{gpu.bdf} (index {gpu.index}" + (f", serial {ident})" if ident else ")")
+
+
+_FOLLOW_WORDS = {
+    "device.order_changed": "order",
+    "fleet.odd_one_out": "class",
+    "xgmi.link_changed": "XGMI",
+    "pcie.downgrade": "PCIe",
+    "sriov.vf_count": "SR-IOV",
+    "bandwidth.not_comparable": "bandwidth at fewer ranks",
+}
+
+
+def _rule_counts(rules: Iterable[str]) -> str:
+    counts: dict[str, int] = {}
+    for rule in rules:
+        word = _FOLLOW_WORDS.get(rule, rule)
+        counts[word] = counts.get(word, 0) + 1
+    return ", ".join(f"{rule} x{n}" if n > 1 else rule for rule, n in sorted(counts.items()))
+
+
+# --------------------------------------------------------------------------- 2. order
+
+
+def _order(pool: Pool, baseline: Snapshot | None, candidate: Snapshot | None) -> None:
+    def is_order(f: Finding) -> bool:
+        return f.rule == "device.order_changed" or (f.rule == "fleet.odd_one_out" and f.path == "gpus.order")
+
+    free = [i for i in sorted(pool.free) if is_order(pool.findings[i])]
+    if not free:
+        return
+    main = next((pool.findings[i] for i in free if pool.findings[i].rule == "device.order_changed"), None)
+    shown = main or pool.findings[free[0]]
+    taken = pool.take(is_order)
+    before = shown.expected if isinstance(shown.expected, list) else []
+    after = shown.actual if isinstance(shown.actual, list) else []
+    basis = "" if main is not None else " from its class"
+    what = moved_summary(before, after) if before and after else shown.message
+    pool.add(
+        "device.order",
+        taken,
+        f"GPU enumeration order changed{basis}: {what}",
+        category=CauseCategory.DRIVER,
+        owner=owner_of("device.order_changed"),
+        next_step=(_order_pin(baseline, candidate) or main.hint) if main is not None else None,
+        details=permutation_table(before, after) if before and after else (),
+    )
+
+
+def _order_pin(baseline: Snapshot | None, candidate: Snapshot | None) -> str | None:
+    """`export ROCR_VISIBLE_DEVICES=GPU-...` in baseline order, None when any UUID is unknown."""
+    if baseline is None or candidate is None:
+        return None
+    uuids: list[str] = []
+    pairs = {id(p.baseline): p for p in match_gpus(baseline.gpus, candidate.gpus) if p.baseline is not None}
+    for gpu in sorted(baseline.gpus, key=lambda g: g.index):
+        pair = pairs.get(id(gpu))
+        if pair is None or pair.candidate is None:
+            continue
+        uuid = rocr_uuid(pair.candidate) or rocr_uuid(gpu)
+        if uuid is None:
+            return None
+        uuids.append(uuid)
+    return f"export ROCR_VISIBLE_DEVICES={','.join(uuids)}" if uuids else None
+
+
+# --------------------------------------------------------------------------- 3. probe fallbacks
+
+
+def _fallbacks(pool: Pool, candidate: Snapshot | None) -> None:
+    if candidate is None:
+        return
+    by_name = {p.name: p for p in candidate.probes}
+    stand_ins: dict[str, set[str]] = {}  # failed tool -> the tools that stood in for it
+    first_failure: dict[str, ProbeStatus] = {}
+    for stand_in in (p for p in candidate.probes if p.ok and p.fallback_for):
+        for name in stand_in.fallback_for:
+            failed = by_name.get(name)
+            if failed is None or failed.ok or not failed.argv:
+                continue
+            stand_ins.setdefault(failed.argv[0], set()).add(stand_in.argv[0] if stand_in.argv else stand_in.name)
+            first_failure.setdefault(failed.argv[0], failed)
+    for tool, used in sorted(stand_ins.items()):
+        tool_probes = {p.name for p in candidate.probes if p.argv and p.argv[0] == tool and not p.ok}
+        version_path = _TOOL_VERSION_PATHS.get(tool)
+
+        def explained(f: Finding, tool_probes: set[str] = tool_probes, version_path: str | None = version_path) -> bool:
+            if f.rule == "evidence.missing":
+                return f.device in tool_probes
+            one_side_absent = (f.expected is None) != (f.actual is None)
+            if not one_side_absent or f.path is None:
+                return False
+            return FIRMWARE_PATH.search(f.path) is not None or f.path == version_path
+
+        taken = pool.take(explained)
+        failed = first_failure[tool]
+        users = ", ".join(sorted(used))
+        details = (
+            (f"explains {plural(len(taken), 'finding')}: failed {tool} probes, readings {users} does not give",)
+            if taken
+            else ()
+        )
+        pool.add(
+            f"probe.fallback:{tool}",
+            taken,
+            f"{tool} unusable ({failed.reason or 'failed'}); {users} used",
+            category=CauseCategory.EVIDENCE,
+            owner=owner_of("evidence.missing"),
+            next_step=f"fix {tool} (`{' '.join(failed.argv)}` failed); then re-capture on {pool.node}: "
+            f"upgrade-gate capture --node {pool.node} --out {pool.node}.tar.gz",
+            details=details,
+        )
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+def fleet_causes(findings: Sequence[Finding], rows: Sequence[ChecklistRow]) -> tuple[Cause, ...]:
+    """Failed items of one checklist are one cause; other fleet findings one cause per rule."""
+    pool = Pool(node=NodeName("fleet"), findings=findings, free=set(range(len(findings))))
+    by_item = {r.item_id: r for r in rows}
+    lists: dict[str, list[int]] = {}
+    for i, f in enumerate(findings):
+        row = by_item.get(f.device or "") if f.rule.startswith("checklist.") else None
+        if row is not None:
+            lists.setdefault(row.checklist, []).append(i)
+    for name, indexes in sorted(lists.items()):
+        pool.free.difference_update(indexes)
+        items = [by_item[findings[i].device or ""] for i in indexes]
+        owners = ", ".join(sorted({r.owner for r in items}))
+        pool.add(
+            f"checklist:{name}",
+            indexes,
+            f"checklist {name}: {plural(len(items), 'item')} not satisfied: {', '.join(r.item_id for r in items)}",
+            category=CauseCategory.CONFIGURATION,
+            owner=owners,
+        )
+    claim_by_rule(pool, None)
+    return tuple(sorted(pool.causes, key=lambda c: (RANK[c.severity], c.key)))

@@ -1,0 +1,103 @@
+"""A change window as one self-contained HTML page: state, soak, and each canary's observations over time.
+
+A slow drift shows before it blocks: per canary, the key metrics of every soak observation (the phase 2
+mesh bus bandwidth where the soak runs it, the number of kernel events) are drawn against the value
+in the canary's baseline, with the observations' verdicts and causes in a table below. Charts are
+inline SVG from matplotlib, as in `report.html`.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a}
+table{border-collapse:collapse;margin:8px 0 18px}td,th{border:1px solid #ccd;padding:4px 8px;font-size:13px}
+th{background:#eef}.BLOCK{color:#b3261e;font-weight:700}.PASS{color:#1b7f3b}
+h2{margin-top:28px;border-bottom:1px solid #ccd}.chart svg{max-width:720px;height:auto}
+"""
+_LABELS = {"mesh/all_reduce/avg_busbw": "mesh all_reduce avg bus bandwidth (GB/s)", "kernel_events": "kernel events"}
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _chart(title: str, points: list[tuple[datetime, float]], baseline: float | None) -> str:
+    import matplotlib
+
+    matplotlib.rcParams["svg.hashsalt"] = "upgrade-gate"
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.2, 2.6))
+    ax = fig.add_subplot()
+    days = [p[0].timestamp() / 86400.0 for p in points]
+    ax.plot(days, [p[1] for p in points], marker="o", markersize=3, color="#b3261e", label="observations")
+    if baseline is not None:
+        ax.axhline(baseline, color="#0b5cad", linestyle="--", label="baseline")
+    ax.xaxis_date()  # x values are days since 1970-01-01, matplotlib's default date epoch
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg") :]
+
+
+def _verdict(observation: Mapping[str, Any], node: str) -> str:
+    return html.escape(str(observation["nodes"][node]["verdict"]))
+
+
+def render_window_html(doc: Mapping[str, Any], baselines: Mapping[str, Mapping[str, float]]) -> str:
+    """The window's page; `baselines` holds node -> metric -> the baseline's value."""
+    e = html.escape
+    soak = doc.get("soak") or {}
+    observations = soak.get("observations") or []
+    sections = []
+    for canary in doc["canaries"]:
+        node = canary["node"]
+        charts = []
+        for metric, label in _LABELS.items():
+            points = [
+                (_time(o["at"]), float(o["metrics"][node][metric]))
+                for o in observations
+                if metric in (o.get("metrics") or {}).get(node, {})
+            ]
+            if points:
+                svg = _chart(f"{node}: {label}", points, baselines.get(node, {}).get(metric))
+                charts.append(f'<div class="chart">{svg}</div>')
+        rows = "".join(
+            f'<tr><td>{e(o["at"])}</td><td class="{_verdict(o, node)}">{_verdict(o, node)}</td>'
+            f"<td>{'<br>'.join(e(c) for c in o['nodes'][node]['causes']) or '&nbsp;'}</td></tr>"
+            for o in observations
+            if node in o["nodes"]
+        )
+        table = f"<table><tr><th>observed</th><th>verdict</th><th>causes</th></tr>{rows}</table>" if rows else ""
+        sections.append(
+            f"<h2>{e(node)} (class {e(canary['class'])})</h2>{''.join(charts)}{table or '<p>no observation yet</p>'}"
+        )
+    history = "".join(
+        f"<tr><td>{e(h['at'])}</td><td>{e(h['action'])}</td><td>{e(h['by'])}</td><td>{e(h.get('note', ''))}</td></tr>"
+        for h in doc["history"]
+    )
+    soak_line = (
+        f"soak from {e(soak['started_at'])}: {len(observations)} observation(s), every {soak['every_s']:g} s "
+        f"for {soak['duration_s']:g} s" if soak else "no soak recorded"
+    )  # fmt: skip
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>upgrade-gate window {e(doc["id"])}</title>
+<style>{_CSS}</style></head><body>
+<h1>Change window {e(doc["id"])}: {e(doc["state"])}</h1>
+<p>change {e(doc["change_id"])}; {soak_line}</p>
+{"".join(sections)}
+<h2>History</h2><table><tr><th>at</th><th>action</th><th>by</th><th>note</th></tr>{history}</table>
+</body></html>
+"""
