@@ -32,7 +32,8 @@ _OS = (("os_id", "OS"), ("os_version_id", "OS version"), ("os_pretty_name", "OS 
 _BOOT_LOADER_KEYS = ("BOOT_IMAGE=", "initrd=")
 
 
-def _cmdline(value: str | None) -> str | None:
+def comparable_cmdline(value: str | None) -> str | None:
+    """The kernel command line as compared: without the boot loader's `BOOT_IMAGE=` / `initrd=`."""
     if value is None:
         return None
     return " ".join(t for t in value.split() if not t.startswith(_BOOT_LOADER_KEYS))
@@ -81,7 +82,7 @@ def _host_fields(
 
 def _value(host: Host, name: str) -> str | None:
     value: str | None = getattr(host, name)
-    return _cmdline(value) if name == "kernel_cmdline" else value
+    return comparable_cmdline(value) if name == "kernel_cmdline" else value
 
 
 def check_bios(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
