@@ -16,6 +16,10 @@ How the pieces are joined (the identity rules of DESIGN.md):
   mapped to a BDF through `amd-smi static`/`list`.
 - NICs come from `ibv_devinfo -v` (ports, GID tables), with netdevs from `rdma link show` and the PF's
   BDF from the sysfs path `/sys/bus/pci/devices/<bdf>/infiniband/<dev>/fw_ver`.
+- Facts several probes report (driver and ROCm version, NIC port state) are cross-checked, and error
+  texts are rejected, in `snapshot.crosscheck`; what cannot be trusted lands in `evidence_issues`.
+- rocm-smi's firmware is stored in amd-smi's vocabulary (`parse.firmware_names`); preambles a parser
+  skipped are kept as the probe's `notes`.
 """
 
 from __future__ import annotations
