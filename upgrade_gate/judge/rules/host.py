@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 
 _BIOS = (("bios_vendor", "BIOS vendor"), ("bios_version", "BIOS version"), ("bios_date", "BIOS date"))
 _OS = (("os_id", "OS"), ("os_version_id", "OS version"), ("os_pretty_name", "OS release"))
+_BOOT_LOADER_KEYS = ("BOOT_IMAGE=", "initrd=")
+
+
+def comparable_cmdline(value: str | None) -> str | None:
+    """The kernel command line as compared: without the boot loader's `BOOT_IMAGE=` / `initrd=`."""
+    if value is None:
+        return None
+    return " ".join(t for t in value.split() if not t.startswith(_BOOT_LOADER_KEYS))
 
 
 def _host_fields(
@@ -75,7 +83,7 @@ def _host_fields(
 
 def _value(host: Host, name: str) -> str | None:
     value: str | None = getattr(host, name)
-    return value
+    return comparable_cmdline(value) if name == "kernel_cmdline" else value
 
 
 def check_bios(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
