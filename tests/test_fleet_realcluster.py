@@ -170,8 +170,11 @@ def test_real_window_start_drains_gpu_pods_through_the_eviction_api(
     err = capsys.readouterr().err
     assert "team-a/training-1" in err and "disruption budget" in err, err
     assert real_cluster.node("gpu-a-01")["spec"]["unschedulable"] is True  # cordoned, start can be repeated
+    assert run([*start, "--no-drain"]) == 0
+    assert "--no-drain" in capsys.readouterr().out
+    assert client.gpu_pods_on_node("gpu-a-01") == ("team-a/training-1",)  # left alone
     real_cluster.cp.request("DELETE", "/apis/policy/v1/namespaces/team-a/poddisruptionbudgets/training")
-    assert run([*start, "--drain-timeout", "60"]) == 0
+    assert run([*start, "--drain-timeout", "60"]) == 0  # start again (idempotent), now the budget allows it
     assert "evicted team-a/training-1" in capsys.readouterr().out
     assert client.gpu_pods_on_node("gpu-a-01") == ()
     assert client.gpu_pods_on_node("gpu-a-02") == ("team-a/training-2",)  # not a canary: untouched

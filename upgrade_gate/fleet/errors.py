@@ -240,6 +240,9 @@ def error_from_response(
         return KubeThrottledError(f"{subject}: throttled by the API server (HTTP 429): {message}", **kw)
     if http_status >= 500:
         return KubeServerError(f"{subject}: API server error (HTTP {http_status} {reason}): {message}", **kw)
+    if http_status == 0 and http_reason.startswith("SSLError"):  # the client's REST layer wraps urllib3's SSLError
+        return error_from_transport(message, timed_out=False, tls=True, verb=verb, resource=resource, name=name,
+                                    namespace=namespace)  # fmt: skip
     if http_status == 0:
         return KubeConnectionError(f"{subject}: no answer from the Kubernetes API: {message}", **kw)
     return KubeInvalidError(f"{subject}: rejected by the API server (HTTP {http_status} {reason}): {message}", **kw)
