@@ -6,8 +6,10 @@ Usage, from the repository root:
     python -m bench --only judge,detection
     python bench/run_all.py         # the same as python -m bench
 
-Parts: cli, snapshot, judge, fleet, phases (bench/bench_phase_overhead.py, owned by the pipeline's
-helper, included when it is there), detection. RESULTS.md is generated: edit bench/ANALYSIS.md for the
+Parts: cli, snapshot, judge, gate (end to end, issue 14), fleet, phases (bench/bench_phase_overhead.py,
+owned by the pipeline's helper, included when it is there), detection, nodes (node-level detection of
+judge.curves, issue 14), hostile (bench/bench_hostile.py: bombs and faults).
+RESULTS.md is generated: edit bench/ANALYSIS.md for the
 hand-written reading of the numbers, which is included verbatim.
 """
 
@@ -31,7 +33,7 @@ if __package__ in (None, ""):  # `python bench/run_all.py`: make `bench` importa
 from bench.common import PYTHON, REPO, Section, Target, machine, met_word, table
 
 BENCH = REPO / "bench"
-PARTS = ("cli", "snapshot", "judge", "fleet", "phases", "detection", "abi")
+PARTS = ("cli", "snapshot", "judge", "gate", "fleet", "phases", "detection", "nodes", "abi", "hostile")
 
 
 def _section(part: str, quick: bool, workdir: Path) -> Section:
@@ -42,10 +44,13 @@ def _section(part: str, quick: bool, workdir: Path) -> Section:
             repeat=10 if quick else 40, cli_repeat=3 if quick else 7
         ),
         "judge": lambda: importlib.import_module("bench.bench_judge").run(quick=quick, workdir=workdir),
+        "gate": lambda: importlib.import_module("bench.bench_gate").run(quick=quick, workdir=workdir),
         "fleet": lambda: importlib.import_module("bench.bench_fleet").run(quick=quick, workdir=workdir),
         "phases": lambda: _phase_overhead(quick),
         "detection": lambda: importlib.import_module("bench.detection").run(quick=quick, workdir=workdir),
+        "nodes": lambda: importlib.import_module("bench.detect_nodes").run(quick=quick, workdir=workdir),
         "abi": lambda: importlib.import_module("bench.bench_abi").run(quick=quick, workdir=workdir),
+        "hostile": lambda: importlib.import_module("bench.bench_hostile").run(quick=quick, workdir=workdir),
     }
     try:
         return runners[part]()
@@ -104,7 +109,7 @@ def render(sections: list[tuple[str, Section, float]], *, argv: list[str], start
         "with other work: the load average above says how busy it was when the run started, and CPU times are "
         "given where wall time would mostly measure the neighbours.",
         "",
-        "## Targets (issue 7)",
+        "## Targets (issues 7 and 14)",
         "",
         table(
             ("target", "goal", "measured", "result", "note"),

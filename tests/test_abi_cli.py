@@ -63,6 +63,7 @@ def test_abi_cli_bad_input_exits_3(trees: AbiTrees, tmp_path: Path, capsys: pyte
 def test_abi_cli_usage_errors_exit_2(trees: AbiTrees) -> None:
     assert run(["abi", "--running", str(trees.running)]) == ExitCode.USAGE
     assert run(_abi(trees, trees.add, "--report", "pdf:/tmp/x.pdf")) == ExitCode.USAGE
+    assert run(_abi(trees, trees.add, "--causes", "--summary")) == ExitCode.USAGE
 
 
 def test_cache_serves_unchanged_files_and_rereads_changed_ones(trees: AbiTrees, tmp_path: Path) -> None:
@@ -95,3 +96,15 @@ def test_scan_in_a_process_pool_reads_the_same_and_reports_corrupt_files(trees: 
     corrupt.write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\xff" * 200)
     with pytest.raises(InputError, match=r"libbroken\.so\.1: corrupt ELF"):
         scan([*files, corrupt], cache_dir=None, workers=2)
+
+
+def test_library_without_soname_is_keyed_by_its_link_name(tmp_path: Path) -> None:
+    from upgrade_gate.abi.tree import read_library_tree
+
+    for build in ("60103", "60200"):
+        tree = tmp_path / build
+        tree.mkdir()
+        header = b"\x7fELF\x02\x01\x01" + bytes(9) + bytes.fromhex("0300 3e00 01000000") + bytes(40)
+        (tree / f"librccl.so.1.0.{build}").write_bytes(header)
+        (tree / "librccl.so.1").symlink_to(f"librccl.so.1.0.{build}")
+        assert list(read_library_tree(tree, cache_dir=None).libraries) == ["librccl.so.1"]

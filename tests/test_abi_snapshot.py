@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,15 +32,11 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> AbiTrees:
 def _node_snapshot(tmp_path: Path, libs: Path | None) -> Snapshot:
     """Capture a fake MI300X node whose host root holds `libs` as opt/rocm/lib, then replay the bundle."""
     node = build_fake_node(tmp_path / "node", mi300x_node("gpu-node-01", seed=1))
+    lib_dir = node.host_root / "opt" / "rocm" / "lib"  # replaces the fake node's own (an empty librccl placeholder)
+    shutil.rmtree(lib_dir)
     if libs is not None:
-        shutil.copytree(libs, node.host_root / "opt" / "rocm" / "lib", symlinks=True, dirs_exist_ok=True)
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    launcher = shim / "upgrade-gate"  # the real command, found on the fake node's PATH
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m upgrade_gate "$@"\n')
-    launcher.chmod(0o755)
+        shutil.copytree(libs, lib_dir, symlinks=True)
     env = node.env(os.environ)
-    env["PATH"] = f"{env['PATH']}:{shim}"
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     bundle = capture(LocalRunner(env=env), node="gpu-node-01", host_root=node.host_root, output_check=parser_check())
     write_bundle(bundle, tmp_path / "bundle")
@@ -80,6 +75,14 @@ def test_snapshot_with_a_corrupt_library_records_the_failure_and_the_gate_blocks
     report = judge(baselines={snap.node.name: base}, candidates=[snap], plan=None, policy=load_policy(), now=NOW)
     rules = {(f.rule, f.severity) for f in report.findings}
     assert ("library.unplanned", Severity.BLOCK) in rules and ("evidence.missing", Severity.WARN) in rules
+
+
+def test_snapshot_of_a_rocm_folder_without_elf_libraries_records_none(tmp_path: Path) -> None:
+    (tmp_path / "empty-libs").mkdir()
+    (tmp_path / "empty-libs" / "libc.so").write_text("/* GNU ld script */\nGROUP ( libc.so.6 )\n")
+    snap = _node_snapshot(tmp_path, tmp_path / "empty-libs")
+    probe = next(p for p in snap.probes if p.name == "rocm_libs")
+    assert probe.ok and not probe.skipped and snap.libraries == ()
 
 
 def test_listing_parser_fails_closed_on_anything_else() -> None:

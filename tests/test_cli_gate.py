@@ -45,8 +45,12 @@ def test_cli_gate_incident_exits_1_and_prints_the_permutation(
     out = capsys.readouterr().out
     assert code == ExitCode.BLOCK
     assert "BLOCK" in out and "device.order_changed" in out
-    assert f"index 0 was 0000:05:00.0 (serial {SERIALS[0]}), now 0000:f5:00.0" in out.replace("\n", " ")
-    assert "ROCR_VISIBLE_DEVICES=GPU-28246ce5673b4aa0" in out.replace("\n", "")
+    assert "GPU enumeration order changed: 8 of 8 indices moved (reversed)" in out  # one cause
+    assert "    was    05:00.0  15:00.0  65:00.0" in out and "    now    f5:00.0  e5:00.0  95:00.0" in out
+    assert "U=GPU-28246ce5673b4aa0," in out and "export ROCR_VISIBLE_DEVICES=$U" in out
+    assert run(_gate(store, "--ref", "rocm-6.1.3", "--candidate", str(cand), "--plan", str(PLAN), "--verbose")) == 1
+    verbose = capsys.readouterr().out  # every finding, as the rule wrote it
+    assert f"index 0 was 0000:05:00.0 (serial {SERIALS[0]}), now 0000:f5:00.0" in verbose.replace("\n", " ")
 
 
 def test_cli_gate_order_intact_exits_0_and_writes_reports(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -351,3 +352,39 @@ def test_snapshot_over_the_schema_maxima_is_refused_cheaply(tmp_path: Path, edit
     line = one_error_line(stderr)
     assert f"snapshot schema: {where}" in line and len(line) < 1000
     assert peak < PEAK_LIMIT_MIB
+
+
+def test_bench_hostile_runs_one_attack() -> None:
+    from bench import bench_hostile
+
+    (outcome,) = bench_hostile.run_attacks(["nan"], timeout=120)
+    assert outcome.code == "3" and "is not a finite number" in outcome.message
+    assert "| nan |" in bench_hostile.render([outcome])
+
+
+def test_the_gate_blocks_naming_a_probe_whose_output_was_capped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from upgrade_gate.cli.main import run
+    from upgrade_gate.fakenode import Faults, build_fake_node, mi300x_node
+    from upgrade_gate.snapshot.build import build_snapshot
+    from upgrade_gate.store.gitstore import BaselineStore
+
+    node = build_fake_node(tmp_path / "node", mi300x_node("fake-node-01"), Faults())
+    healthy = capture(LocalRunner(env=node.env(os.environ)), node="fake-node-01", host_root=node.host_root)
+    with BaselineStore(tmp_path / "store") as st:
+        st.save([build_snapshot(healthy)])
+    yes = "/usr/bin/yes" if Path("/usr/bin/yes").exists() else "/bin/yes"
+    (node.bin_dir / "dmesg").unlink()
+    (node.bin_dir / "dmesg").write_text(f"#!/bin/sh\nexec {yes} '[    1.000000] amdgpu: flood'\n")
+    (node.bin_dir / "dmesg").chmod(0o755)
+    runner = LocalRunner(env=node.env(os.environ), output_limit=1 * MiB)  # a small cap keeps the test quick
+    flooded = capture(runner, node="fake-node-01", host_root=node.host_root)
+    write_bundle(flooded, tmp_path / "flooded.tar.gz")
+    policy = tmp_path / "capture-only.yaml"
+    policy.write_text("phases: {not_applicable: {'*': [1, 2, 3, 4, 5]}}\n", encoding="utf-8")
+    args = ["gate", "--store", str(tmp_path / "store"), "--candidate", str(tmp_path / "flooded.tar.gz")]
+    code = run([*args, "--policy", str(policy)])
+    out = capsys.readouterr().out
+    assert code == ExitCode.BLOCK, out
+    assert "dmesg" in out and "output over 1 MiB" in out

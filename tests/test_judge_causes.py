@@ -73,7 +73,8 @@ def test_causes_own_every_finding_once_and_never_change_the_verdict(name: str) -
 
 def test_causes_one_firmware_cause_for_a_block_moved_on_every_gpu() -> None:
     report = _judge(FAULTS["firmware-on-every-gpu"]())
-    (cause,) = report.nodes[0].causes
+    # (+ one warning cause: a cluster size this seeded node leaves inconclusive at 5 samples, judge.curves)
+    (cause,) = [c for c in report.nodes[0].causes if c.severity is Severity.BLOCK]
     assert len(cause.findings) == 8 and cause.category is CauseCategory.FIRMWARE
     assert cause.headline == "firmware moved outside the plan: 1 block(s), CP_MEC1 177 -> 180"
     assert cause.owner == "release manager"
@@ -81,15 +82,18 @@ def test_causes_one_firmware_cause_for_a_block_moved_on_every_gpu() -> None:
 
 def test_causes_a_mesh_drop_is_one_cause_with_sizes_and_the_phase_to_rerun() -> None:
     report = _judge(FAULTS["mesh-drop"]())
-    (cause,) = report.nodes[0].causes
+    (cause,) = [c for c in report.nodes[0].causes if c.severity is Severity.BLOCK]
     assert cause.key == "bandwidth:mesh/all_reduce"
-    assert cause.headline.startswith("intra-node all_reduce bus bandwidth -15% (")
-    assert "vs its baseline at 21 of 22 sizes, 2 KiB to 2 GiB" in cause.headline  # 1 KiB within its tolerance
+    # judge.curves: the sweep is judged as one curve (its shift, and the average), not size by size
+    assert cause.headline.startswith("intra-node all_reduce bus bandwidth -15% vs its baseline")
+    findings = [report.nodes[0].findings[i] for i in cause.findings]
+    assert {f.device for f in findings} == {"mesh/all_reduce/busbw", "mesh/all_reduce/avg_busbw"}
+    assert any("curve 1" in f.message and "beyond the 7% tolerance" in f.message for f in findings)
     assert cause.next_step is not None and "upgrade-gate validate --phases 2 --node mi300x-node-01" in cause.next_step
 
 
 def test_causes_an_order_change_carries_the_pin_and_the_table() -> None:
-    (cause,) = _judge(FAULTS["reversed"]()).nodes[0].causes
+    (cause,) = [c for c in _judge(FAULTS["reversed"]()).nodes[0].causes if c.severity is Severity.BLOCK]
     assert cause.key == "device.order" and cause.category is CauseCategory.DRIVER
     assert cause.next_step is not None and cause.next_step.startswith("export ROCR_VISIBLE_DEVICES=GPU-")
     assert cause.details[0].split() == ["index", *map(str, range(8))]

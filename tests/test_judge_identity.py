@@ -165,3 +165,8 @@ def test_identity_matching_of_ten_thousand_gpus_is_not_quadratic() -> None:
     report = _judge(replace(base, gpus=reversed_), base)
     (order,) = [f for f in report.findings if f.rule == "device.order_changed"]
     assert "index 0 was 0000:00:00.0" in order.message
+
+
+def test_identity_board_swap_in_one_slot_is_one_replaced_finding() -> None:
+    cand = _with_gpu(mi300x_snapshot(seed=2), 4, serial=GpuSerial("NEWBOARD1"), unique_id="0xABCDEF0123")
+    assert _blocking(_judge(cand)) == [("device.replaced", "0000:85:00.0")]

@@ -7,9 +7,10 @@ judges that bundle against the shape's baseline in a real git store (saved from 
 healthy node), writing its JSON report, which the test reads back.
 
 Shapes: 8x MI300X SPX (`mi300x_node`), 2x MI300X in CPX = 16 partitions (`mi300x_cpx_node`) and 4x
-MI210 PCIe (`mi210_node`). Partition kinds only exist on the partitioned shape; MI210 has no partition
-modes (its partition kind is a NUMA move instead, see CASES). Kinds whose evidence other work items
-add (BIOS drift: no BIOS field yet) are xfail(strict=False) with the reason.
+MI210 PCIe (`mi210_node`). Partition kinds (a partition lost or swapped) only exist on the partitioned
+shape, and a partition-mode change only on the MI300X shapes: MI210 has no partition modes (its NUMA,
+VRAM and CU changes are judged like everyone's). A kind whose evidence is not captured yet goes into
+XFAIL (xfail, strict=False) with the reason; none is left.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from upgrade_gate.collect.capture import capture
 from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.fakenode import (
     DMESG_ACA_MODE1_RESET,
+    DMESG_FATAL_INIT,
     Faults,
     GpuSpec,
     NodeSpec,
@@ -40,6 +42,7 @@ from upgrade_gate.fakenode import (
     mi300x_node,
 )
 from upgrade_gate.snapshot.build import build_snapshot
+from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.gitstore import BaselineStore
 
 SHAPES: dict[str, Callable[[], NodeSpec]] = {
@@ -195,14 +198,27 @@ CASES: dict[str, Case] = {
         lambda s: _label(s.gpus[0], s),
     ),
     "nic-port-down": Case(lambda s: faults.take_port_down(s, 0), "nic.port_state", lambda s: s.nics[0].name),
+    "nic-port-down-rdma-link-only": Case(
+        lambda s: faults.take_port_down_in_rdma_link_only(s, 0), "nic.port_state", lambda s: s.nics[0].name
+    ),
     "fatal-kernel-event": Case(
         lambda s: faults.inject_dmesg_event(s, DMESG_ACA_MODE1_RESET),
         "dmesg.fatal",
         lambda s: None,  # the recorded event's fatal line lands on one of the node's GPUs, named below
         lambda s: "uncorrectable hardware error",
     ),
+    "fatal-init-event": Case(
+        lambda s: faults.inject_dmesg_event(s, DMESG_FATAL_INIT),
+        "dmesg.fatal",
+        lambda s: s.gpus[0].bdf,
+        lambda s: "",
+    ),
     "driver-drift": Case(lambda s: replace(s, driver_version="6.10.5"), "software.driver", lambda s: None),
     "rocm-drift": Case(lambda s: replace(s, rocm_version="6.4.1"), "software.rocm", lambda s: None),
+    "bios-drift": Case(lambda s: replace(s, bios_version="2.2"), "host.bios", lambda s: None, lambda s: "2.2"),
+    "kernel-cmdline-drift": Case(
+        lambda s: replace(s, kernel_params=s.kernel_params + " amdgpu.mcbp=0"), "host.kernel_cmdline", lambda s: None
+    ),
     "kernel-drift": Case(lambda s: replace(s, kernel="6.8.0-90-generic"), "software.kernel", lambda s: None),
     "probe-missing": Case(
         lambda s: s, "evidence.missing", lambda s: "rocminfo", faults=Faults(tools={"rocminfo": faults.missing()})
@@ -214,13 +230,17 @@ CASES: dict[str, Case] = {
         lambda s: s, "evidence.missing", lambda s: "ibv_devinfo", faults=Faults(tools={"ibv_devinfo": faults.garbage()})
     ),
 }
-XFAIL = {
-    "bios-drift": "no host BIOS field in the snapshot yet (issue 10 item 12, another helper's probe): "
-    "flip when it lands",
-}
+XFAIL: dict[str, str] = {}  # kinds whose evidence is not captured yet: none left
 
-MATRIX = [(kind, shape) for kind, case in CASES.items() for shape in case.shapes] + [
-    (kind, shape) for kind in XFAIL for shape in SHAPES
+MATRIX = [
+    pytest.param(kind, shape, marks=pytest.mark.xfail(reason=XFAIL[kind], strict=False) if kind in XFAIL else ())
+    for kind, case in CASES.items()
+    for shape in case.shapes
+] + [
+    pytest.param(kind, shape, marks=pytest.mark.xfail(reason=XFAIL[kind], strict=False))
+    for kind in XFAIL
+    if kind not in CASES
+    for shape in SHAPES
 ]
 
 
@@ -244,6 +264,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         spec = _vfs(make())
         bundle = _capture(spec, root / f"{shape}-node", root / f"{shape}-bundle")
         snaps.append(build_snapshot(load_bundle(bundle), node_class=spec.node_class))
+        write_snapshot(snaps[-1], root / f"{spec.name}.json")
     path = root / "store"
     with BaselineStore(path) as st:
         st.save(snaps, tag="before")
@@ -269,6 +290,11 @@ def _gate(
     if plan:
         args += ["--plan", str(store.parent / "plan.yaml")]
     code = run(args)
+    # `diff` on the same pair, plan and policy: whatever it calls UNEXPECTED, the gate blocked on
+    diff_args = ["diff", str(store.parent / f"{spec.name}.json"), str(bundle)]
+    diff_args += ["--policy", str(store.parent / "policy.yaml")]
+    diff_code = run([*diff_args, "--plan", str(store.parent / "plan.yaml")] if plan else diff_args)
+    assert diff_code in (0, 1) and (diff_code == 0 or code == 1), f"diff exit {diff_code}, gate exit {code}"
     return code, json.loads(report.read_text(encoding="utf-8"))
 
 
@@ -279,22 +305,28 @@ def _blocking(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_matrix_unchanged_recapture_passes(store: Path, shape: str, tmp_path: Path) -> None:
+def test_matrix_unchanged_recapture_passes(
+    store: Path, shape: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, doc = _gate(store, _vfs(SHAPES[shape]()), tmp_path)
     assert (code, _blocking(doc)) == (0, [])
+    assert "0 unexpected" in capsys.readouterr().out  # and diff agrees: nothing unexpected
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_matrix_planned_change_passes(store: Path, shape: str, tmp_path: Path) -> None:
+def test_matrix_planned_change_passes(
+    store: Path, shape: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = replace(_vfs(SHAPES[shape]()), rocm_version="9.9.0", driver_version="9.9.1")
     code, doc = _gate(store, spec, tmp_path, plan=True)
     assert (code, _blocking(doc)) == (0, [])
+    assert "0 unexpected" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("kind", "shape"), MATRIX)
 def test_matrix_regression_blocks_naming_node_and_device(store: Path, kind: str, shape: str, tmp_path: Path) -> None:
-    if kind in XFAIL:
-        pytest.xfail(XFAIL[kind])
+    if kind not in CASES:
+        pytest.fail(f"{kind}: the fake node cannot show it yet")
     case = CASES[kind]
     base = _vfs(SHAPES[shape]())
     code, doc = _gate(store, case.change(base), tmp_path, case.faults)

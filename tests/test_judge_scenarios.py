@@ -79,7 +79,7 @@ def test_judge_scenario_matches_golden(name: str, update_goldens: bool) -> None:
 
 def test_judge_incident_prints_the_permutation() -> None:
     report = _judge(reverse_order(upgraded()))
-    (finding,) = report.findings
+    (finding,) = [f for f in report.findings if f.severity is not Severity.WARN]  # + one inconclusive size
     assert finding.message.startswith(
         f"GPU enumeration order changed: index 0 was 0000:05:00.0 (serial {SERIALS[0]}), "
         f"now 0000:f5:00.0 (serial {SERIALS[7]}); index 1 was 0000:15:00.0"

@@ -158,9 +158,12 @@ def test_rccl_tests_to_measurements_keys_units_and_settings() -> None:
     r = _parse("mi300x-8gpu-k8s-mpi-allreduce-develop-a7809b3.txt")
     ms = rt.to_measurements(r, env={"NCCL_ALGO": "Ring", "HOME": "/root"})
     by_key = {m.key: m for m in ms}
-    assert len(ms) == 32  # 31 sizes + avg
+    assert len(ms) == 63  # 31 sizes out-of-place + 31 in-place + avg
     one_gib = by_key[f"mesh/all_reduce/busbw/{GIB}"]
     assert one_gib.samples == (pytest.approx(313.66),) and one_gib.unit == "GB/s"
+    # the in-place half of the same row: "5996.4  179.06  313.36" (issue 10: both halves are recorded)
+    in_place = by_key[f"mesh/all_reduce/busbw_inplace/{GIB}"]
+    assert in_place.samples == (pytest.approx(313.36),) and in_place.settings == one_gib.settings
     assert by_key["mesh/all_reduce/avg_busbw"].samples == (pytest.approx(110.464),)
     assert one_gib.settings == {
         "min_bytes": "8",

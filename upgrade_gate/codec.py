@@ -4,6 +4,17 @@ Driven by the type annotations, so a field added to the model needs no codec cha
 strict: an unknown key or a wrong type raises `SchemaError` naming the path. Documents are validated
 against their JSON Schema before decoding (see `upgrade_gate.schemas`), so these checks are a second
 line, not the only one. Enum values encode as their `.value`; tuples as lists; None stays null.
+
+Fast paths (issue 14: `gate` reads 16,384 documents at fleet scale), both compiled by msgspec from the
+same annotations, so they too need no change when the model grows:
+- `to_jsonable` converts with `msgspec.to_builtins` (C) and turns its tuples into lists.
+- `decode_json(cls, bytes, trusted=True)`: parse and typed decode in one C pass, for documents the
+  baseline store wrote (validated against the schema when saved, read back by content hash).
+- `decode_json(cls, bytes)` (untrusted): the same, through a mirror of the model built as msgspec
+  Structs with `forbid_unknown_fields`, so an unknown key, a missing required field, a wrong type or an
+  enum value outside the model is a `SchemaError` naming the path; the mirror is then converted to
+  the model's dataclasses (C as well). The JSON Schema's value constraints beyond types (BDF pattern,
+  date-time format, minimums) are not re-checked here: `load_snapshot` still does the full check.
 """
 
 from __future__ import annotations
@@ -15,22 +26,97 @@ import types
 import typing
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-from upgrade_gate.errors import SchemaError
+import msgspec
+
+from upgrade_gate.errors import InputError, SchemaError
 
 T = TypeVar("T")
 
 
 def to_jsonable(obj: object) -> Any:
     """Turn a model value into plain JSON types (dict, list, str, int, float, bool, None)."""
+    try:
+        return _listed(msgspec.to_builtins(obj, str_keys=True))
+    except (TypeError, msgspec.EncodeError):  # a value msgspec does not know: the generic walk below
+        return _to_jsonable(obj)
+
+
+def _listed(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: _listed(v) for k, v in value.items()}
+    if kind is tuple or kind is list:
+        return [_listed(v) for v in value]
+    return value
+
+
+def _to_jsonable(obj: object) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in _fields(type(obj))}
+        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in _fields(type(obj))}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, tuple | list):
-        return [to_jsonable(v) for v in obj]
+        return [_to_jsonable(v) for v in obj]
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): _to_jsonable(v) for k, v in obj.items()}
     return obj
+
+
+def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, source: str = "$") -> T:
+    """Parse and decode a JSON document into `cls` (see the module docstring for trusted/untrusted)."""
+    try:
+        kind: Any = cls
+        if trusted:
+            decoded: T = _typed_decoder(kind).decode(data)
+            return decoded
+        mirrored = _mirror_decoder(kind).decode(data)
+        converted: T = msgspec.convert(mirrored, cls, from_attributes=True)
+        return converted
+    except msgspec.ValidationError as exc:
+        raise SchemaError(f"{source}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{source}: not JSON: {exc}") from None
+
+
+@functools.cache
+def _typed_decoder(cls: type) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(cls)
+
+
+@functools.cache
+def _mirror_decoder(cls: type) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_mirror(cls))
+
+
+@functools.cache
+def _mirror(tp: Any) -> Any:
+    """The msgspec Struct twin of a model type: same fields, defaults and types; unknown keys refused."""
+    supertype = getattr(tp, "__supertype__", None)
+    if supertype is not None:
+        return _mirror(supertype)
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_mirror(a) for a in get_args(tp))]  # noqa: UP007 - built from a runtime tuple
+    if origin is tuple:
+        args = get_args(tp)
+        return tuple[_mirror(args[0]), ...]  # type: ignore[misc]
+    if origin is dict:
+        key, value = get_args(tp)
+        return dict[_mirror(key), _mirror(value)]  # type: ignore[misc]
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = _hints(tp)
+        required: list[Any] = []
+        optional: list[Any] = []
+        for f in _fields(tp):
+            kind = _mirror(hints[f.name])
+            if f.default is not dataclasses.MISSING:
+                optional.append((f.name, kind, f.default))
+            elif f.default_factory is not dataclasses.MISSING:
+                optional.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
+            else:
+                required.append((f.name, kind))
+        return msgspec.defstruct(tp.__name__, [*required, *optional], forbid_unknown_fields=True, kw_only=True)
+    return tp
 
 
 @functools.cache

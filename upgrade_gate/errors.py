@@ -3,6 +3,11 @@
 Only the CLI maps errors (and verdicts) to exit codes, in one place (`cli.main`). Every error the
 package raises derives from `GateError`; each subclass says which `ExitCode` it means, so a new error
 type cannot forget to choose one. Messages are one line and name the file, node or field at fault.
+
+Besides the errors' own codes, `cli.main` maps what is not a `GateError`: `OSError` (a report,
+snapshot or bundle that cannot be written; a full disk) is ENVIRONMENT (4), any other exception is
+INTERNAL (70, a bug: never 0 or 1, which would read as a verdict), SIGINT is INTERRUPTED (130) and
+SIGTERM TERMINATED (143); on every one of those ways out the tools the command started are killed.
 """
 
 from __future__ import annotations

@@ -54,8 +54,15 @@ class ElfFile:
 
     @property
     def key(self) -> str:
-        """The soname, or the file name for a library without one."""
-        return self.abi.soname or Path(self.path).name
+        """The soname; for a library without one, its shortest in-tree link name, else its file name.
+
+        A link name (`librccl.so.1` -> `librccl.so.1.0.60103`) is what loaders and linkers use and it
+        survives a rebuild; the file name carries the build and would make every upgrade a removal.
+        """
+        if self.abi.soname:
+            return self.abi.soname
+        names = [Path(a).name for a in self.aliases] or [Path(self.path).name]
+        return min(names, key=lambda n: (len(n), n))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,18 +53,22 @@ def abi_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Read every file, write no cache."),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Reader processes (default: one per CPU)."),
     now: str | None = typer.Option(None, "--now", help="Report timestamp, ISO 8601 (default: the current time)."),
+    causes: bool = typer.Option(False, "--causes", help="Console: one line per cause instead of every finding."),
+    summary: bool = typer.Option(False, "--summary", help="Console: the verdict and one line per subject (CI logs)."),
 ) -> ExitCode:
     """Check binary compatibility of a candidate ROCm library tree: exit 0 PASS, 1 BLOCK, 3 bad input."""
-    from dataclasses import replace
-
     from upgrade_gate.abi.verdict import check_abi
-    from upgrade_gate.cli.judge_cmds import _timestamp, parse_reports
+    from upgrade_gate.cli.judge_cmds import _timestamp, console_width, parse_reports, write_reports
+    from upgrade_gate.errors import UsageError
     from upgrade_gate.judge.plan import load_plan
     from upgrade_gate.model import Verdict
-    from upgrade_gate.report.interface import ReportContext, ReportFormat
+    from upgrade_gate.report.interface import ConsoleDetail, ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
-    from upgrade_gate.snapshot.io import write_text_atomic
 
+    if causes and summary:
+        raise UsageError("--causes and --summary: choose one")
+    # Every finding by default: each one already names the consumer, the library and the symbol.
+    detail = ConsoleDetail.CAUSES if causes else ConsoleDetail.SUMMARY if summary else ConsoleDetail.VERBOSE
     outputs = parse_reports(reports)
     timestamp = _timestamp(now)
     loaded = load_plan(plan) if plan is not None else None
@@ -79,16 +83,15 @@ def abi_cmd(
         workers=workers,
         now=timestamp,
     )
-    ctx = ReportContext(report=result.report, color=sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    ctx = ReportContext(report=result.report, color=color, detail=detail, width=console_width())
     typer.echo(render(ReportFormat.CONSOLE, ctx), nl=False)
     typer.echo(
         f"read {result.running.files} running + {result.candidate.files} candidate library files "
         f"({result.running.cache_hits + result.candidate.cache_hits} from cache), {result.consumers} consumer(s)",
         err=True,
     )
-    for fmt, path in outputs:
-        write_text_atomic(path, render(fmt, replace(ctx, color=False)))
-        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+    write_reports(outputs, result.report, baselines={}, candidates={})
     return ExitCode.BLOCK if result.report.verdict is Verdict.BLOCK else ExitCode.PASS
 
 

@@ -77,18 +77,33 @@ def baseline_problems(snap: Snapshot) -> list[str]:
 
 
 def save_cmd(
-    snapshots: list[Path] = typer.Argument(..., help="Snapshot JSON files, one per node."),
+    snapshots: list[Path] = typer.Argument(None, help="Snapshot JSON files, one per node."),
+    sources: list[Path] = typer.Option(
+        [], "--snapshots", help="A directory of snapshot files or a list file (one path a line); repeatable."
+    ),
     store: Path = _store_option(),
     tag: str | None = typer.Option(None, "--tag", help="Tag the save, e.g. rocm-6.1.3 (must be new)."),
     message: str | None = typer.Option(None, "-m", "--message", help="Commit message."),
+    class_reference: bool = typer.Option(
+        True,
+        "--class-reference/--no-class-reference",
+        help="Also save classes/<class>.json for the classes saved (what `gate` reuses).",
+    ),
     force: bool = typer.Option(
         False, "--force", help="Save a snapshot that cannot be a baseline (no GPUs, failed probes) anyway."
     ),
 ) -> ExitCode:
-    """Save snapshots as the nodes' baselines: one commit, optionally tagged; creates the store."""
+    """Save snapshots as the nodes' baselines: one commit, optionally tagged; creates the store.
+
+    With the class reference (default) the same commit keeps `classes/<class>.json` of every class
+    saved, aggregated over the saved snapshots and the store's other baselines of that class, so
+    `gate` reuses it instead of aggregating the fleet on every run.
+    """
+    from upgrade_gate.cli.gate_stream import candidate_paths
     from upgrade_gate.snapshot.io import load_snapshot
 
-    loaded = [load_snapshot(p) for p in snapshots]
+    paths = candidate_paths(list(snapshots or ()), sources)
+    loaded = [load_snapshot(p) for p in paths]
     for snap in loaded:
         problems = baseline_problems(snap)
         if not problems:
@@ -98,10 +113,42 @@ def save_cmd(
             raise InputError(f"{what} (fix the node or its probes; --force saves it anyway)")
         typer.echo(f"WARNING: {what}; saved anyway because of --force", err=True)
     with _open(store) as st:
-        sha = st.save(loaded, tag=tag, message=message)
+        documents = _class_documents(st, loaded) if class_reference else {}
+        sha = st.save(loaded, tag=tag, message=message, documents=documents)
+        for warning in st.warnings:  # landed, but something after the commit point failed
+            typer.echo(f"upgrade-gate: warning: {warning}", err=True)
     tagged = f" tagged {tag}" if tag else ""
     typer.echo(f"saved {len(loaded)} node(s) to {store} as {sha[:12]}{tagged}")
     return ExitCode.PASS
+
+
+def _class_documents(st: BaselineStore, saved: list[Snapshot]) -> dict[str, tuple[str, object]]:
+    """classes/<class>.json of each class in `saved`: the saved snapshots plus the store's other baselines."""
+    from upgrade_gate.errors import NotFoundError
+    from upgrade_gate.store.aggregate import ClassAccumulator, class_reference_to_document
+
+    accs: dict[str, ClassAccumulator] = {}
+    for snap in saved:
+        if snap.node.node_class is not None:
+            accs.setdefault(snap.node.node_class, ClassAccumulator(snap.node.node_class)).add(snap)
+    if not accs:
+        return {}
+    names = {s.node.name for s in saved}
+    try:
+        pin = st.pin(None) if st.path.exists() else None
+    except (NotFoundError, StoreError):  # a store being created has no baselines yet
+        pin = None
+    if pin is not None:
+        for node in st.nodes(pin):
+            if node not in names:
+                snap = st.load_trusted(node, pin)
+                acc = accs.get(snap.node.node_class or "")
+                if acc is not None:
+                    acc.add(snap)
+    return {
+        f"classes/{cls}.json": ("class-reference", class_reference_to_document(acc.result()))
+        for cls, acc in sorted(accs.items())
+    }
 
 
 def list_cmd(

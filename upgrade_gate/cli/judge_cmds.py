@@ -6,14 +6,17 @@ left to the rule that judges the candidate's value / informational, as the cover
 (`judge.coverage`) says; exit 0 when no change is UNEXPECTED, 1 when any is, 3 for a bad document.
 `gate` reads the same table and blocks on every change `diff` calls UNEXPECTED.
 
-`upgrade-gate gate --store DIR [--ref REF] --candidate SNAPSHOT|BUNDLE... [--plan PLAN]
+`upgrade-gate gate --store DIR [--ref REF] (--candidate SNAPSHOT|BUNDLE... | --candidates DIR|LISTFILE...) [--plan PLAN]
 [--policy POLICY] [--cvf-config FILE] [--checklist NAME...] [--attest ITEM=NAME...]
 [--report FORMAT:PATH...]` judges candidates against their baselines in the store, prints the
 console report and writes the requested reports; exit 0 PASS, 1 BLOCK, 2 bad flags, 3 a bad
 document, 4 the store cannot be read.
 
 Candidates: a path ending in `.json` is a snapshot; a directory or `.tar.gz`/`.tgz` is a capture
-bundle, turned into a snapshot by the snapshot builder. Class references for nodes without a baseline
+bundle, turned into a snapshot by the snapshot builder. `--candidates` takes a directory of them or a
+list file (one path a line), so a fleet needs no argv. Without `--checklist`, candidates are streamed
+through forked workers (`cli.gate_stream`: load, judge, release); above 64 nodes the console prints a
+summary and the full report goes to `--report json:PATH`. Class references for nodes without a baseline
 (and for the odd-node-out rule) come from the store: a saved `classes/<class>.json` at the ref when
 there is one, else an aggregate of the store's baselines of that class. The denylist is always read
 at the store's HEAD, whatever `--ref` says: `--ref` picks the baselines to compare with, while a GPU
@@ -194,7 +197,13 @@ def gate_cmd(
     store: Path = typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help="Baseline store folder."),
     ref: str | None = typer.Option(None, "--ref", help="Baselines at this commit, tag or branch (default HEAD)."),
     candidates: list[Path] = typer.Option(
-        ..., "--candidate", help="Candidate snapshot (.json) or capture bundle (dir, .tar.gz); repeatable."
+        [], "--candidate", help="Candidate snapshot (.json) or capture bundle (dir, .tar.gz); repeatable."
+    ),
+    candidate_sources: list[Path] = typer.Option(
+        [],
+        "--candidates",
+        help="A directory of candidates (*.json, *.tar.gz, bundle dirs) or a list file (one path a line); "
+        "repeatable. No argv limit at fleet scale.",
     ),
     plan: Path | None = typer.Option(None, "--plan", help="Change plan (YAML/JSON)."),
     policy: Path | None = typer.Option(None, "--policy", help="Policy laid over the shipped default."),
@@ -230,29 +239,45 @@ def gate_cmd(
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
     loaded_policy = load_policy(policy, cvf, cvf_source=str(cvf_config))
     loaded_checklists = [load_checklist(c) for c in checklists]
-    snaps = [load_candidate(p, loaded_policy.kernel_events.table) for p in candidates]
-    names = sorted({s.node.name for s in snaps} | set(loaded_plan.canaries.nodes if loaded_plan else ()))
-    with _open_store(store) as st:
-        baselines, references, denylist = _from_store(st, ref, names, snaps)
-    report = judge(
-        baselines=baselines,
-        candidates=snaps,
-        plan=loaded_plan,
-        policy=loaded_policy,
-        references=references,
-        denylist=denylist,
-        attestations=attestations,
-        checklists=loaded_checklists,
-        now=timestamp,
-    )
+    from upgrade_gate.cli.gate_stream import SUMMARY_FROM_NODES, candidate_paths, console_summary, gate_streaming
+
+    paths = candidate_paths(candidates, candidate_sources)
+    patterns = loaded_policy.kernel_events.table
+    baselines: Mapping[NodeName, Snapshot] = {}
+    by_name: Mapping[NodeName, Snapshot] = {}
+    if not loaded_checklists:  # streaming: a node is loaded, judged and released (cli.gate_stream)
+        with _open_store(store) as st:
+            report = gate_streaming(
+                st, ref, paths, plan=loaded_plan, policy=loaded_policy, now=timestamp, patterns=patterns
+            )
+    else:  # checklists read every candidate and baseline at once
+        snaps = [load_candidate(p, patterns) for p in paths]
+        names = sorted({s.node.name for s in snaps} | set(loaded_plan.canaries.nodes if loaded_plan else ()))
+        with _open_store(store) as st:
+            baselines, references, denylist = _from_store(st, ref, names, snaps)
+        report = judge(
+            baselines=baselines,
+            candidates=snaps,
+            plan=loaded_plan,
+            policy=loaded_policy,
+            references=references,
+            denylist=denylist,
+            attestations=attestations,
+            checklists=loaded_checklists,
+            now=timestamp,
+        )
+        by_name = {s.node.name: s for s in snaps}
     ctx = ReportContext(
         report=report,
         baselines=baselines,
-        candidates={s.node.name: s for s in snaps},
+        candidates=by_name,
         color=sys.stdout.isatty() and "NO_COLOR" not in os.environ,
     )
-    typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
-    write_reports(outputs, report, baselines=baselines, candidates=ctx.candidates)
+    if len(report.nodes) > SUMMARY_FROM_NODES and not verbose:  # a fleet: a summary, not megabytes
+        typer.echo(console_summary(report, reports=[f"{fmt.value}:{path}" for fmt, path in outputs]), nl=False)
+    else:
+        typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
+    write_reports(outputs, report, baselines=baselines, candidates=by_name)
     return _exit(report)
 
 

@@ -37,6 +37,12 @@ COMMAND_MODULES = (
 
 _state: dict[str, bool] = {"debug": False}
 
+TRACEBACK_ENV = "UPGRADE_GATE_TRACEBACK"
+"""Set to 1 to print the stack of any error (same as `--traceback`)."""
+
+ALLOW_MOVED_TAG_ENV = "UPGRADE_GATE_ALLOW_MOVED_TAG"
+"""Same name as `store.gitstore.ALLOW_MOVED_TAG_ENV` (pinned by a test; not imported: gitpython is slow)."""
+
 
 def _version(value: bool) -> None:
     if value:
@@ -67,8 +73,15 @@ def build_app() -> typer.Typer:
         version: bool = typer.Option(
             False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
+        allow_moved_tag: bool = typer.Option(
+            False,
+            "--allow-moved-tag",
+            help=f"Read baselines at a tag that was moved or made by hand (or set {ALLOW_MOVED_TAG_ENV}=1).",
+        ),
     ) -> None:
         _state["debug"] = debug
+        if allow_moved_tag:  # read by store.gitstore (which the CLI imports only when a command needs it)
+            os.environ[ALLOW_MOVED_TAG_ENV] = "1"
 
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(app)
@@ -81,10 +94,6 @@ class Terminated(BaseException):
 
 class Interrupted(BaseException):
     """Raised by the SIGINT handler instead of KeyboardInterrupt, which typer turns into a silent Exit(130)."""
-
-
-TRACEBACK_ENV = "UPGRADE_GATE_TRACEBACK"
-"""Set to 1 to print the stack of any error (same as `--traceback`)."""
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -100,11 +109,16 @@ def run(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     json_errors = _wants_json(args)
     previous = _install_handlers()
+    allow_moved_tag = os.environ.get(ALLOW_MOVED_TAG_ENV)
     try:
         return _run(args, json_errors)
     finally:
         kill_children()
         _restore_handlers(previous)
+        if allow_moved_tag is None:  # the root option sets it for this run only
+            os.environ.pop(ALLOW_MOVED_TAG_ENV, None)
+        else:
+            os.environ[ALLOW_MOVED_TAG_ENV] = allow_moved_tag
 
 
 def _run(args: list[str], json_errors: bool) -> int:
@@ -173,6 +187,10 @@ def _wants_json(args: list[str]) -> bool:
 
 
 def _on_signal(signum: int, frame: object) -> None:
+    from upgrade_gate.collect.runner import defer_signal
+
+    if defer_signal(signum):  # a child is being started: raised again once it is tracked
+        return
     # Ignore repeats: a second Ctrl-C or SIGTERM must not cut the cleanup (killing children) short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

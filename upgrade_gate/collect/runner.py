@@ -28,7 +28,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -96,6 +96,40 @@ _children: dict[int, subprocess.Popen[bytes]] = {}
 _children_lock = threading.Lock()
 
 
+class _SpawnState:
+    active = False
+    pending: int | None = None
+
+
+_spawn = _SpawnState()
+
+
+@contextlib.contextmanager
+def spawn_guard() -> Iterator[None]:
+    """Hold off SIGINT/SIGTERM (see `defer_signal`) while a child is started and tracked.
+
+    A signal that arrives inside `Popen()` (after the child has exec'd, before Popen returns) would
+    otherwise leave a child that nobody tracks, hence nobody kills. The CLI's handler defers it; it is
+    re-sent to this process as soon as the child is tracked.
+    """
+    _spawn.active = True
+    try:
+        yield
+    finally:
+        _spawn.active = False
+        signum, _spawn.pending = _spawn.pending, None
+        if signum is not None:
+            os.kill(os.getpid(), signum)
+
+
+def defer_signal(signum: int) -> bool:
+    """Called by a signal handler: True (and the signal is re-sent later) while a child is being started."""
+    if _spawn.active:
+        _spawn.pending = signum
+        return True
+    return False
+
+
 def track_child(proc: subprocess.Popen[bytes]) -> None:
     """Remember a child started with `start_new_session=True` until `forget_child`."""
     with _children_lock:
@@ -145,15 +179,17 @@ class LocalRunner:
         args = tuple(argv)
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self._env,
-                cwd=self._cwd,
-                start_new_session=True,
-            )
+            with spawn_guard():
+                proc = subprocess.Popen(
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self._env,
+                    cwd=self._cwd,
+                    start_new_session=True,
+                )
+                track_child(proc)
         except OSError as exc:  # not found, not executable, exec format error
             return CommandResult(
                 argv=args,
@@ -163,7 +199,6 @@ class LocalRunner:
                 duration_s=time.monotonic() - start,
                 missing=True,
             )
-        track_child(proc)
         try:
             out, err, over, timed_out = _stream(proc, start + timeout, self._limit)
             if not timed_out and over is None:

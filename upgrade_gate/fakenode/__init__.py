@@ -46,6 +46,7 @@ from upgrade_gate.fakenode.faults import FaultKind, Faults, ToolFault
 from upgrade_gate.fakenode.shapes import mi210_node, mi300x_cpx_node
 from upgrade_gate.fakenode.spec import (
     DMESG_ACA_MODE1_RESET,
+    DMESG_FATAL_INIT,
     BandwidthProfile,
     GpuSpec,
     NicSpec,
@@ -56,6 +57,7 @@ from upgrade_gate.fakenode.spec import (
 
 __all__ = [
     "DMESG_ACA_MODE1_RESET",
+    "DMESG_FATAL_INIT",
     "ROCMSMI_ARGV",
     "TOOLS",
     "BandwidthProfile",

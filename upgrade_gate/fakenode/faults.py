@@ -101,6 +101,11 @@ def take_port_down(spec: NodeSpec, nic: int = 0) -> NodeSpec:
     return _replace_nic(spec, nic, port_up=False)
 
 
+def take_port_down_in_rdma_link_only(spec: NodeSpec, nic: int = 0) -> NodeSpec:
+    """NIC `nic`'s port is DOWN / DISABLED in `rdma link` while ibv_devinfo still says PORT_ACTIVE."""
+    return _replace_nic(spec, nic, rdma_link_up=False)
+
+
 def empty_gid_table(spec: NodeSpec, nic: int = 0) -> NodeSpec:
     """NIC `nic` reports no GID at all (RoCE unusable although the port is ACTIVE)."""
     return _replace_nic(spec, nic, gid_count=0)
@@ -153,7 +158,7 @@ def fail_agfhc(spec: NodeSpec, test: str = "hbm_bw") -> NodeSpec:
 
 
 def inject_dmesg_event(spec: NodeSpec, event: str) -> NodeSpec:
-    """Append a recorded kernel event (see `spec.DMESG_ACA_MODE1_RESET`) to dmesg."""
+    """Append a kernel event (`spec.DMESG_ACA_MODE1_RESET`, `spec.DMESG_FATAL_INIT`) to dmesg."""
     return replace(spec, dmesg_events=(*spec.dmesg_events, event))
 
 

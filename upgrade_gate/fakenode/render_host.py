@@ -26,7 +26,7 @@ import ipaddress
 import re
 from pathlib import Path
 
-from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, GpuSpec, NicSpec, NodeSpec
+from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET, DMESG_FATAL_INIT, GpuSpec, NicSpec, NodeSpec
 from upgrade_gate.fakenode.templates import fill, fill_sequence, load_template
 
 _AMD_VENDOR_NAME = "Advanced Micro Devices, Inc. [AMD/ATI]"
@@ -178,13 +178,17 @@ def render_rdma_link(spec: NodeSpec) -> str:
             {
                 "DEV": nic.name,
                 "PORT": 1,
-                "STATE": "ACTIVE" if nic.port_up else "DOWN",
-                "PHYS_STATE": "LINK_UP" if nic.port_up else "DISABLED",
+                "STATE": "ACTIVE" if _rdma_up(nic) else "DOWN",
+                "PHYS_STATE": "LINK_UP" if _rdma_up(nic) else "DISABLED",
                 "NETDEV": nic.netdev,
             },
         )
         for nic in spec.nics
     )
+
+
+def _rdma_up(nic: NicSpec) -> bool:
+    return nic.port_up if nic.rdma_link_up is None else nic.rdma_link_up
 
 
 def render_dmesg(spec: NodeSpec) -> str:
@@ -199,10 +203,28 @@ def render_dmesg(spec: NodeSpec) -> str:
             stamps.append(f"{micros // 1_000_000:5d}.{micros % 1_000_000:06d}")
         parts.append(fill_sequence(block.replace("{{BDF}}", gpu.bdf), "TS", stamps))
     for event in spec.dmesg_events:
-        if event != DMESG_ACA_MODE1_RESET:
-            raise ValueError(f"unknown dmesg event {event!r}; known: {DMESG_ACA_MODE1_RESET}")
-        parts.append(_aca_event(spec))
+        if event == DMESG_ACA_MODE1_RESET:
+            parts.append(_aca_event(spec))
+        elif event == DMESG_FATAL_INIT:
+            parts.append(_fatal_init_event(spec, micros))
+        else:
+            raise ValueError(f"unknown dmesg event {event!r}; known: {DMESG_ACA_MODE1_RESET}, {DMESG_FATAL_INIT}")
     return "".join(parts)
+
+
+def _fatal_init_event(spec: NodeSpec, micros: int) -> str:
+    """The two lines issue 10 quotes from a real 2x MI210 dmesg (amdgpu 6.16.13), on the first GPU.
+
+    No capture of them is in the corpus; their form is the kernel's: amdgpu_device_init's
+    `dev_err(adev->dev, "Fatal error during GPU init\n")` through the amdgpu prefix, and the driver
+    core's `pr_warn("%s: probe of %s failed with error %d\n", drv->name, dev_name(dev), ret)`.
+    """
+    bdf = next(g for g in spec.gpus if g.physical).bdf
+    stamps = [f"{(micros + n * 2_113) // 1_000_000:5d}.{(micros + n * 2_113) % 1_000_000:06d}" for n in (1, 2)]
+    return (
+        f"[{stamps[0]}] amdgpu {bdf}: amdgpu: Fatal error during GPU init\n"
+        f"[{stamps[1]}] amdgpu: probe of {bdf} failed with error -12\n"
+    )
 
 
 def _aca_event(spec: NodeSpec) -> str:

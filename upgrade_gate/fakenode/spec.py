@@ -45,6 +45,9 @@ MI300X_GPU_BUSES = (0x05, 0x15, 0x65, 0x75, 0x85, 0x95, 0xE5, 0xF5)
 DMESG_ACA_MODE1_RESET = "aca_mode1_reset"
 """Name of the injectable dmesg event: ACA hardware errors then a MODE1 reset of every GPU."""
 
+DMESG_FATAL_INIT = "fatal_init"
+"""Name of the injectable dmesg event: the first GPU fails to initialise and its probe fails (-12)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PcieLinkSpec:
@@ -125,6 +128,7 @@ class NicSpec:
     vendor_id: int = 0x1DD8
     device_id: int = 0x1002  # vendor_part_id 4098
     port_up: bool = True
+    rdma_link_up: bool | None = None  # `rdma link` state when it disagrees with ibv_devinfo (None: port_up)
     gid_count: int = 4  # GIDs printed by ibv_devinfo -v; 0 = empty GID table
     roce_v2: bool = True
     link: PcieLinkSpec = field(default_factory=PcieLinkSpec)

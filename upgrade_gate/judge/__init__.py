@@ -9,4 +9,5 @@ Modules (imported directly; this package imports nothing, so `--help` stays fast
 - `judge.rules`: the closed rule set, one module per family, `REGISTRY`.
 - `judge.stats`: the bandwidth decision (Hodges-Lehmann drop, one-sided Mann-Whitney, scipy).
 - `judge.checklist`: pre-change / canary / observe checklists, attestations.
+- `judge.causes`: the findings grouped into root causes (with `cause_groups`, `cause_text`); shown, not decided.
 """

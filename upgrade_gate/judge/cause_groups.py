@@ -27,6 +27,7 @@ RANK = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 FIRMWARE_PATH = re.compile(r"gpus\[[^\]]*\]\.(?:firmware\.(?P<block>.+)|(?P<vbios>vbios))$")
 _METRIC = re.compile(r"measurements\[key=(?P<key>.+)\]")
 _SIZE = re.compile(r"^(?P<family>.+)/busbw/(?P<bytes>\d+)$")
+MORE_SHOWN = 4  # a per-rule cause lists this many of its other findings' messages under its headline
 _PHASE_OF_SCOPE = {"mesh": 2, "rail": 4, "cluster": 5}
 _SCOPE_WORDS = {"mesh": "intra-node", "cluster": "multi-node", "rail": "RDMA"}
 
@@ -238,7 +239,11 @@ def claim_by_rule(pool: Pool, candidate: Snapshot | None) -> None:
         headline = first.message if len(found) == 1 else f"{first.message} (and {len(found) - 1} more like it)"
         if key.startswith("evidence:") and not key.startswith("evidence:phases") and len(found) > 1:
             headline = f"{key.split(':', 1)[1]}: {plural(len(found), 'probe')} failed, e.g. {first.message}"
-        pool.add(key, indexes, headline, next_step=_rule_step(pool.node, first), details=())
+        others = [f.message for f in found if f is not first]
+        details = tuple(others[:MORE_SHOWN])
+        if len(others) > MORE_SHOWN:
+            details += (f"... and {len(others) - MORE_SHOWN} more (--verbose lists them)",)
+        pool.add(key, indexes, headline, next_step=_rule_step(pool.node, first), details=details)
 
 
 def rerun_phase(node: NodeName, phase: int) -> str:

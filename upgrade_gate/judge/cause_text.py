@@ -31,6 +31,8 @@ _CATEGORY_BY_PREFIX: tuple[tuple[str, CauseCategory], ...] = (
     ("firmware.", CauseCategory.FIRMWARE),
     ("vbios.", CauseCategory.FIRMWARE),
     ("software.", CauseCategory.DRIVER),
+    ("abi.", CauseCategory.DRIVER),
+    ("library.", CauseCategory.DRIVER),
     ("nic.firmware", CauseCategory.FIRMWARE),
     ("nic.", CauseCategory.FABRIC),
     ("sriov.", CauseCategory.CONFIGURATION),

@@ -12,13 +12,22 @@ Claims run in a fixed order, each taking the findings its fault explains from th
    "not comparable" findings whose only difference is fewer ranks;
 2. a GPU order change owns the odd-one-out finding that restates it against the class;
 3. a probe fallback (rocm-smi standing in for amd-smi) owns the failed tool's own evidence findings and
-   the firmware / VBIOS / tool-version readings that are absent on one side only because the stand-in
-   reports less: "amd-smi unusable (reason); rocm-smi used";
+   the GPU readings (firmware, VBIOS, partitions...) and tool version that are absent on one side only
+   because the stand-in reports less: "amd-smi unusable (reason); rocm-smi used";
 4. a bandwidth metric family (`mesh/all_reduce`, `rail/ionic_0`, ...) is one cause per kind: a drop
    (baseline regression, CVF floor and the odd-one-out findings that restate it) and "not comparable";
 5. firmware and VBIOS findings of a node (baseline or class) are one cause, software ones per field;
 6. everything else: one cause per rule (per probe tool for evidence, per aspect for the odd one out).
 Fleet findings: the failed checklist items of one checklist are one cause.
+
+Design decisions:
+- Claims read a finding's rule, path, device and expected/actual values, never its message: the path is
+  the finding's address in the grammar the diff and the plan globs share (`gpus[serial=X].firmware.PM`,
+  `measurements[key=mesh/all_reduce/busbw/1024]`), so a reworded message cannot regroup anything.
+- Folding never hides: a folded finding keeps its severity (the fallback's absent readings still block
+  until the rules say otherwise), the cause counts it, `--verbose` and every report file list it.
+- Snapshots are read where a finding cannot say enough: the missing GPUs (identity matching, as the rules
+  do), the `ROCR_VISIBLE_DEVICES` pin in baseline order, which probe stood in for which.
 """
 
 from __future__ import annotations
@@ -27,7 +36,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from upgrade_gate.judge.cause_groups import (
-    FIRMWARE_PATH,
     RANK,
     Pool,
     claim_bandwidth,
@@ -198,12 +206,13 @@ def _order(pool: Pool, baseline: Snapshot | None, candidate: Snapshot | None) ->
     taken = pool.take(is_order)
     before = shown.expected if isinstance(shown.expected, list) else []
     after = shown.actual if isinstance(shown.actual, list) else []
-    basis = "" if main is not None else " from its class"
     what = moved_summary(before, after) if before and after else shown.message
+    cls = candidate.node.node_class if candidate is not None else None
+    head = "GPU enumeration order changed" if main is not None else f"GPU order departs from class {cls or '?'}"
     pool.add(
         "device.order",
         taken,
-        f"GPU enumeration order changed{basis}: {what}",
+        f"{head}: {what}",
         category=CauseCategory.DRIVER,
         owner=owner_of("device.order_changed"),
         next_step=(_order_pin(baseline, candidate) or main.hint) if main is not None else None,
@@ -254,7 +263,7 @@ def _fallbacks(pool: Pool, candidate: Snapshot | None) -> None:
             one_side_absent = (f.expected is None) != (f.actual is None)
             if not one_side_absent or f.path is None:
                 return False
-            return FIRMWARE_PATH.search(f.path) is not None or f.path == version_path
+            return f.path.startswith("gpus[") or f.path == version_path
 
         taken = pool.take(explained)
         failed = first_failure[tool]

@@ -65,6 +65,7 @@ _NA = informational("why a value is absent; the absent value itself is judged wh
 _PHASE = "phase results are judged on the candidate alone (phase.failed, evidence.missing)"
 _PROBE = "probe health is judged on the candidate alone, against the baseline's probe list"
 _BW = "bandwidth is judged statistically (bandwidth.regression/threshold), like with like"
+_LIB = "judged per soname against the plan's ROCm change and soname bumps (the diff leaves hashes out)"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
 
@@ -96,6 +97,13 @@ COVERAGE: Mapping[str, Coverage] = {
     "host.os_pretty_name": compared("host.os_release"),
     "host.captured": checked("host.bios", "a baseline from before host facts were captured warns once per rule"),
     "host.na_reasons": _NA,
+    # ------------------------------------------------------------------ ROCm libraries
+    "libraries[]": checked("library.unplanned", _LIB),
+    "libraries[].soname": checked("library.unplanned", _LIB),
+    "libraries[].path": checked("library.unplanned", _LIB),
+    "libraries[].symbols_sha256": checked("library.unplanned", _LIB),
+    "libraries[].symbol_count": checked("library.unplanned", _LIB),
+    "libraries[].file_sha256": checked("library.unplanned", _LIB),
     # ------------------------------------------------------------------ GPUs
     "gpus[]": compared("device.missing"),
     "gpus[].index": compared("device.order_changed"),

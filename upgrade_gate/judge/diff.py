@@ -24,10 +24,12 @@ Design decisions:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from upgrade_gate import codec
 from upgrade_gate.judge.identity import match_gpus
+from upgrade_gate.judge.rules.host import comparable_cmdline
 from upgrade_gate.model import Change, ChangeOp, Gpu, Measurement, Snapshot, measurements_of
 
 _KEYED = {
@@ -143,7 +145,8 @@ def _sections(snap: Snapshot, gpus: dict[str, Gpu]) -> dict[str, Any]:
     return {
         "node": snap.node,
         "software": snap.software,
-        "host": snap.host,
+        # compared as rules.host compares it (snapshots older than the builder's stripping carry BOOT_IMAGE=)
+        "host": replace(snap.host, kernel_cmdline=comparable_cmdline(snap.host.kernel_cmdline)),
         "gpus": gpus,
         "gpu_links": {f"a={link.a},b={link.b}": link for link in snap.gpu_links},
         "pcie": {str(link.bdf): link for link in snap.pcie},

@@ -299,10 +299,12 @@ def parse_rccl_tests(text: str) -> RcclTestsResult:
 def to_measurements(
     result: RcclTestsResult, *, prefix: str = "mesh", op: str = "all_reduce", env: Mapping[str, str] | None = None
 ) -> tuple[Measurement, ...]:
-    """Measurements `<prefix>/<op>/busbw/<bytes>` (out-of-place, GB/s) and `<prefix>/<op>/avg_busbw`.
+    """Measurements `<prefix>/<op>/busbw/<bytes>` (out-of-place, GB/s), `<prefix>/<op>/busbw_inplace/<bytes>`
+    (in-place, GB/s; issue 10: both halves of the table are recorded) and `<prefix>/<op>/avg_busbw`.
 
     Zero-byte rows (alltoall rounds small sizes down to 0) carry no bandwidth and are skipped; rows of
-    several cycles (`-N`) become several samples of one measurement.
+    several cycles (`-N`) become several samples of one measurement. A half the tool did not print
+    (`-z`-style runs, a JSON record without it) is simply absent.
     """
     s = result.settings
     if s is None:
@@ -323,18 +325,22 @@ def to_measurements(
     }
     settings.update({k: v for k, v in (env or {}).items() if k.startswith(("NCCL_", "RCCL_"))})
     per_size: dict[int, list[float]] = {}
+    in_place: dict[int, list[float]] = {}
     for row in result.rows:
         if row.size > 0 and row.out_of_place is not None:
             per_size.setdefault(row.size, []).append(row.out_of_place.busbw_gbs)
+        if row.size > 0 and row.in_place is not None:
+            in_place.setdefault(row.size, []).append(row.in_place.busbw_gbs)
     out = [
         Measurement(
-            key=f"{prefix}/{op}/busbw/{size}",
+            key=f"{prefix}/{op}/{metric}/{size}",
             unit="GB/s",
             samples=tuple(vals),
             settings=dict(settings),
             source=TOOL,
         )
-        for size, vals in per_size.items()
+        for metric, values in (("busbw", per_size), ("busbw_inplace", in_place))
+        for size, vals in values.items()
     ]
     if result.avg_busbw_gbs is not None:
         out.append(

@@ -28,6 +28,7 @@ from upgrade_gate.report.text import counts, one_line, show_value
 
 _STYLE = {Severity.BLOCK: "bold red", Severity.WARN: "yellow", Severity.INFO: "cyan"}
 _INDENT = "    "
+_NAME_COLUMN = 32  # node names up to this long share the line of their first cause
 
 
 def _fit(text: str, width: int) -> str:
@@ -54,7 +55,8 @@ def _cause_line(node: str, cause: Cause, name_width: int, width: int) -> Text:
 
 
 def _who(cause: Cause) -> str:
-    return f"{cause.category.value}, {one_line(cause.owner)}"
+    rules = f"; {', '.join(cause.rules)}" if cause.rules else ""
+    return f"{cause.category.value}, {one_line(cause.owner)}{rules}"
 
 
 def _step_lines(who: str, step: str, width: int) -> list[str]:
@@ -62,7 +64,7 @@ def _step_lines(who: str, step: str, width: int) -> list[str]:
     lines: list[str] = []
     parts = one_line(step).split("; ")
     if cell_len(f"{_INDENT}{who}: next: {parts[0]}") > width:
-        lines.append(_INDENT + who)
+        lines.append(_fit(_INDENT + who, width))
     for part in parts:
         lead = (
             f"{_INDENT}{who}: next: "
@@ -129,8 +131,11 @@ def _node_block(
     findings: tuple[Finding, ...],
     name_width: int,
 ) -> None:
+    long_name = len(node) > name_width
+    if long_name:  # a long name (a path) gets its own line, so the causes keep their column
+        console.print(Text(_fit(node, ctx.width), style="bold"))
     for i, cause in enumerate(causes):
-        console.print(_cause_line(node if i == 0 else "", cause, name_width, ctx.width))
+        console.print(_cause_line(node if i == 0 and not long_name else "", cause, name_width, ctx.width))
         if ctx.detail is ConsoleDetail.VERBOSE:
             for index in cause.findings:
                 console.print(_finding_line(findings[index], ctx.width))
@@ -140,7 +145,7 @@ def _node_block(
             for line in _step_lines(_who(cause), cause.next_step, ctx.width):
                 console.print(Text(line, style="green"))
         else:
-            console.print(Text(_INDENT + _who(cause), style="dim"))
+            console.print(Text(_fit(_INDENT + _who(cause), ctx.width), style="dim"))
 
 
 def _passing(nodes: list[NodeReport], width: int) -> str:
@@ -186,7 +191,7 @@ def render_console(ctx: ReportContext) -> str:
     )
     console.print(_headline(report))
     names = [one_line(n.node) for n in report.nodes] + ["fleet"]
-    name_width = min(max(len(n) for n in names), 32)
+    name_width = max(len(n) for n in names if len(n) <= _NAME_COLUMN)  # "fleet" always fits
     if ctx.detail is ConsoleDetail.SUMMARY:
         _summary(console, ctx, name_width)
         return buf.getvalue()

@@ -79,49 +79,10 @@ def vf_counts(snapshot: Snapshot) -> dict[str, int | None]:
 
 def aggregate_class(node_class: str, snapshots: Sequence[Snapshot]) -> ClassReference:
     """The prevailing state of `node_class` over `snapshots` (one per node)."""
-    if not snapshots:
-        raise InputError(f"class {node_class}: no snapshots to aggregate")
-    names = [s.node.name for s in snapshots]
-    twice = sorted(n for n, c in Counter(names).items() if c > 1)
-    if twice:
-        raise InputError(f"class {node_class}: node {twice[0]} is given twice")
-    gpu_count = prevailing(len(s.gpus) for s in snapshots) or 0
-    by_index = [{g.index: g for g in s.gpus} for s in snapshots]
-    gpu_order = tuple(
-        prevailing(str(gpus[i].bdf) if gpus[i].bdf is not None else None for gpus in by_index if i in gpus)
-        for i in range(gpu_count)
-    )
-    votes: defaultdict[str, list[str]] = defaultdict(list)
+    acc = ClassAccumulator(node_class)
     for snap in snapshots:
-        for gpu in snap.gpus:
-            for block, version in gpu.firmware.items():
-                votes[f"gpu/{block}"].append(version)
-            if gpu.vbios is not None:
-                votes["gpu/vbios"].append(gpu.vbios)
-        for nic in snap.nics:
-            if nic.fw_ver is not None:
-                votes[nic_firmware_key(nic)].append(nic.fw_ver)
-    firmware = {key: v for key in sorted(votes) if (v := prevailing(votes[key])) is not None}
-    software: dict[str, str] = {}
-    for name in _SOFTWARE_FIELDS:
-        value = prevailing(getattr(s.software, name) for s in snapshots)
-        if value is not None:
-            software[name] = str(value)
-    vf_votes: defaultdict[str, list[int]] = defaultdict(list)
-    for snap in snapshots:
-        for pf, count in vf_counts(snap).items():
-            if count is not None:
-                vf_votes[pf].append(count)
-    sriov = {pf: n for pf in sorted(vf_votes) if (n := prevailing(vf_votes[pf])) is not None}
-    return ClassReference(
-        node_class=node_class,
-        nodes=tuple(sorted(names)),
-        gpu_order=gpu_order,
-        firmware=firmware,
-        software=software,
-        sriov=sriov,
-        metrics=_metrics(snapshots),
-    )
+        acc.add(snap)
+    return acc.result()
 
 
 # Settings that name the run rather than the measurement: a rail measured against another peer is the
@@ -129,36 +90,109 @@ def aggregate_class(node_class: str, snapshots: Sequence[Snapshot]) -> ClassRefe
 PER_RUN_SETTINGS = frozenset({"peer"})
 
 
-def _metrics(snapshots: Sequence[Snapshot]) -> tuple[MetricSummary, ...]:
-    # key -> node -> settings -> pooled samples
-    pooled: defaultdict[str, dict[NodeName, dict[Settings, list[float]]]] = defaultdict(dict)
-    for snap in snapshots:
+def _prevailing_count(counts: Counter[Any]) -> Any:
+    """`prevailing` over a tally (same tie rule)."""
+    if not counts:
+        return None
+    return min(counts, key=lambda v: (-counts[v], v is None, str(v)))
+
+
+class ClassAccumulator:
+    """`aggregate_class` one snapshot at a time, keeping only tallies and per-node medians.
+
+    Streaming (issue 14): a class reference over 8,192 baselines holds ~80 medians per node, not the
+    snapshots. `aggregate_class` is this accumulator over a list, so both give the same reference.
+    """
+
+    def __init__(self, node_class: str) -> None:
+        self.node_class = node_class
+        self._names: list[NodeName] = []
+        self._seen: set[NodeName] = set()
+        self._gpu_counts: Counter[int] = Counter()
+        self._order: defaultdict[int, Counter[str | None]] = defaultdict(Counter)
+        self._firmware: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self._software: defaultdict[str, Counter[str | None]] = defaultdict(Counter)
+        self._vfs: defaultdict[str, Counter[int]] = defaultdict(Counter)
+        # key -> settings -> (nodes voting for it, per-node medians)
+        self._metrics: defaultdict[str, dict[Settings, list[float]]] = defaultdict(dict)
+
+    def add(self, snap: Snapshot) -> None:
+        """Count one node's snapshot in (a node given twice is an InputError)."""
+        name = snap.node.name
+        if name in self._seen:
+            raise InputError(f"class {self.node_class}: node {name} is given twice")
+        self._seen.add(name)
+        self._names.append(name)
+        self._gpu_counts[len(snap.gpus)] += 1
+        for gpu in snap.gpus:
+            self._order[gpu.index][str(gpu.bdf) if gpu.bdf is not None else None] += 1
+            for block, version in gpu.firmware.items():
+                self._firmware[f"gpu/{block}"][version] += 1
+            if gpu.vbios is not None:
+                self._firmware["gpu/vbios"][gpu.vbios] += 1
+        for nic in snap.nics:
+            if nic.fw_ver is not None:
+                self._firmware[nic_firmware_key(nic)][nic.fw_ver] += 1
+        for field in _SOFTWARE_FIELDS:
+            self._software[field][getattr(snap.software, field)] += 1
+        for pf, count in vf_counts(snap).items():
+            if count is not None:
+                self._vfs[pf][count] += 1
+        pooled: dict[str, dict[Settings, list[float]]] = {}
         for m in measurements_of(snap):
             if not m.samples:
                 continue
             kept = tuple(sorted((k, v) for k, v in m.settings.items() if k not in PER_RUN_SETTINGS))
-            settings: Settings = (m.unit, kept)
-            per_node = pooled[m.key].setdefault(snap.node.name, {})
-            per_node.setdefault(settings, []).extend(m.samples)
-    out: list[MetricSummary] = []
-    for key in sorted(pooled):
-        nodes = pooled[key]
-        chosen = prevailing(s for per_node in nodes.values() for s in per_node)
-        if chosen is None:
-            continue
-        medians = [statistics.median(per_node[chosen]) for per_node in nodes.values() if chosen in per_node]
-        centre = statistics.median(medians)
-        out.append(
-            MetricSummary(
-                key=key,
-                unit=chosen[0],
-                median=float(centre),
-                spread=float(statistics.median(abs(m - centre) for m in medians)),
-                n_nodes=len(medians),
-                settings=dict(chosen[1]),
-            )
+            pooled.setdefault(m.key, {}).setdefault((m.unit, kept), []).extend(m.samples)
+        for key, per_settings in pooled.items():
+            slot = self._metrics[key]
+            for settings, samples in per_settings.items():
+                slot.setdefault(settings, []).append(statistics.median(samples))
+
+    def result(self) -> ClassReference:
+        """The class reference of everything added so far."""
+        if not self._names:
+            raise InputError(f"class {self.node_class}: no snapshots to aggregate")
+        gpu_count = _prevailing_count(self._gpu_counts) or 0
+        gpu_order = tuple(_prevailing_count(self._order[i]) if i in self._order else None for i in range(gpu_count))
+        firmware = {k: v for k in sorted(self._firmware) if (v := _prevailing_count(self._firmware[k])) is not None}
+        software = {
+            name: str(value)
+            for name in _SOFTWARE_FIELDS
+            if (value := _prevailing_count(self._software[name])) is not None
+        }
+        sriov = {pf: n for pf in sorted(self._vfs) if (n := _prevailing_count(self._vfs[pf])) is not None}
+        return ClassReference(
+            node_class=self.node_class,
+            nodes=tuple(sorted(self._names)),
+            gpu_order=gpu_order,
+            firmware=firmware,
+            software=software,
+            sriov=sriov,
+            metrics=self._summaries(),
         )
-    return tuple(out)
+
+    def _summaries(self) -> tuple[MetricSummary, ...]:
+        out: list[MetricSummary] = []
+        for key in sorted(self._metrics):
+            per_settings = self._metrics[key]
+            votes = Counter({s: len(medians) for s, medians in per_settings.items()})
+            chosen = _prevailing_count(votes)
+            if chosen is None:
+                continue
+            medians = per_settings[chosen]
+            centre = statistics.median(medians)
+            out.append(
+                MetricSummary(
+                    key=key,
+                    unit=chosen[0],
+                    median=float(centre),
+                    spread=float(statistics.median(abs(m - centre) for m in medians)),
+                    n_nodes=len(medians),
+                    settings=dict(chosen[1]),
+                )
+            )
+        return tuple(out)
 
 
 def deviations(reference: ClassReference, snapshot: Snapshot) -> tuple[Deviation, ...]:

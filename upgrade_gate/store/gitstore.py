@@ -28,21 +28,38 @@ Design decisions:
   `StoreConflictError` (exit 4): retrying can.
 - Commits are written with the store's local user.name/user.email (set by `init`), falling back to
   "upgrade-gate <upgrade-gate@localhost>" in a clone without them; no global git config is needed.
+- Creating a store is as safe as saving into one: `init` holds a flock on the store folder itself
+  (`locking.init_lock`), so concurrent first saves all land.
+- A save reports exactly what happened. Once the ref has moved the save has landed: a failure while
+  mirroring the working tree (disk full) is a warning in `warnings`, not an error, and the next write
+  catches the mirror up. Retrying a save whose tag already holds exactly the same baselines returns
+  that commit (with a note in `warnings`) instead of "tag exists".
+- Tags are immutable names of a baseline: a tagged save writes the trailer `Upgrade-Gate-Tag: TAG`
+  into its commit message. Reading at a tag whose commit lacks the trailer for that tag (the tag was
+  moved with `git tag -f`, or made by hand) is refused (`MovedTagError`, exit 3) unless the store was
+  opened with `allow_moved_tag` (CLI: `--allow-moved-tag`, or UPGRADE_GATE_ALLOW_MOVED_TAG=1). A store
+  whose history has no trailer at all was written before the check existed: its tags are read as they
+  are (nothing can tell a moved one there); its first tagged save adopts them where they stand
+  (`Upgrade-Gate-Legacy-Tag: NAME SHA` lines), so from then on a moved old tag is refused too.
+- Without a git binary on PATH, gitpython would refuse to import with a 15-line message; its refresh
+  is set to quiet here, and any store operation fails with one line (exit 4) instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
+import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first (no 15-line ImportError without git)
 from git.objects.fun import tree_entries_from_data, tree_to_stream
 from gitdb import IStream, LooseObjectDB
 from gitdb.exc import ODBError
@@ -82,6 +99,15 @@ class TagExistsError(InputError):
     """The tag asked for already names another baseline (tags are immutable)."""
 
 
+class MovedTagError(InputError):
+    """A tag points at a commit upgrade-gate did not save under that tag (moved or made by hand)."""
+
+
+TAG_TRAILER = "Upgrade-Gate-Tag"
+LEGACY_TRAILER = "Upgrade-Gate-Legacy-Tag"  # a tag made before trailers existed, adopted as it stood
+ALLOW_MOVED_TAG_ENV = "UPGRADE_GATE_ALLOW_MOVED_TAG"
+
+
 def _fire(hook: Hook | None, point: str) -> None:
     if hook is not None:
         hook(point)
@@ -90,6 +116,13 @@ def _fire(hook: Hook | None, point: str) -> None:
 def _first_line(text: object) -> str:
     lines = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
     return lines[0].removeprefix("stderr: ").strip("'") if lines else "no message"
+
+
+def _without_trailer(message: str) -> str:
+    lines = [
+        ln for ln in message.strip().splitlines() if not ln.startswith((f"{TAG_TRAILER}: ", f"{LEGACY_TRAILER}: "))
+    ]
+    return "\n".join(lines).strip()
 
 
 def _write_bytes_atomic(target: Path, data: bytes) -> None:
@@ -108,11 +141,17 @@ def _write_bytes_atomic(target: Path, data: bytes) -> None:
 class BaselineStore(StoreDocuments):
     """A git repository of node snapshots (see the module docstring for the guarantees)."""
 
-    def __init__(self, path: Path, *, lock_timeout_s: float = 60.0) -> None:
+    def __init__(self, path: Path, *, lock_timeout_s: float = 60.0, allow_moved_tag: bool | None = None) -> None:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
+        if allow_moved_tag is None:
+            allow_moved_tag = os.environ.get(ALLOW_MOVED_TAG_ENV, "") not in ("", "0")
+        self.allow_moved_tag = allow_moved_tag
+        self._trailers: bool | None = None
+        self.warnings: list[str] = []  # what a write could not do although it landed (see the docstring)
         self._repo: git.Repo | None = None
         self._trees: dict[bytes, dict[str, tuple[bytes, int]]] = {}
+        self._pinned: dict[str, git.Commit] = {}
 
     def __enter__(self) -> BaselineStore:
         return self
@@ -134,6 +173,8 @@ class BaselineStore(StoreDocuments):
             yield
         except GateError:
             raise
+        except git.GitCommandNotFound as exc:
+            raise StoreError(f"{self.path}: {action}: the git binary is not on PATH (the store needs git)") from exc
         except git.GitCommandError as exc:
             verb = exc.command[1] if isinstance(exc.command, list | tuple) and len(exc.command) > 1 else ""
             raise StoreError(f"{self.path}: {action}: git {verb}: {_first_line(exc.stderr)}") from exc
@@ -179,12 +220,57 @@ class BaselineStore(StoreDocuments):
     def _commit_of(self, repo: git.Repo, ref: str | None) -> git.Commit | None:
         if ref is None:
             return self._head(repo)
+        pinned = self._pinned.get(ref)  # a full sha (from `pin`): immutable, resolved once per store object
+        if pinned is not None:
+            return pinned
+        if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+            try:
+                self._pinned[ref] = commit = repo.commit(ref)
+                commit.tree  # noqa: B018 - resolve the tree now, once
+                return commit
+            except (ODBError, ValueError) as exc:
+                raise NotFoundError(f"{self.path}: no commit {ref} in the baseline store") from exc
         try:
             obj = repo.rev_parse(f"{ref}^{{commit}}")
         except (ODBError, ValueError, IndexError) as exc:
             raise NotFoundError(f"{self.path}: no ref {ref!r} in the baseline store") from exc
         assert isinstance(obj, git.Commit)
+        self._check_tag(repo, ref, obj)
         return obj
+
+    def _writes_trailers(self, repo: git.Repo) -> bool:
+        """True once any commit of the store carries a tag trailer (stores older than the check have none)."""
+        if self._trailers is None:
+            found = repo.git.log("--all", "-1", "--format=%H", f"--grep=^{TAG_TRAILER}: ")
+            self._trailers = bool(found.strip())
+        return self._trailers
+
+    def _legacy(self, repo: git.Repo) -> dict[str, str]:
+        """Tags adopted by the first trailer-writing save (name -> commit sha)."""
+        out: dict[str, str] = {}
+        text = repo.git.log("--all", "--format=%B", f"--grep=^{LEGACY_TRAILER}: ")
+        for line in text.splitlines():
+            if line.startswith(f"{LEGACY_TRAILER}: "):
+                name, _, sha = line.removeprefix(f"{LEGACY_TRAILER}: ").partition(" ")
+                out.setdefault(name, sha)
+        return out
+
+    def _check_tag(self, repo: git.Repo, ref: str, commit: git.Commit) -> None:
+        """Refuse a tag whose commit was not saved under it (see the module docstring)."""
+        name = ref.removeprefix("refs/tags/")
+        if self.allow_moved_tag or f"refs/tags/{name}" not in {t.path for t in repo.tags}:
+            return  # a branch or a commit sha: nothing was promised about it (a tag wins in rev-parse's order)
+        if f"{TAG_TRAILER}: {name}" in str(commit.message).splitlines():
+            return
+        if not self._writes_trailers(repo):
+            return  # a store saved before tags carried the trailer: its tags cannot be checked (README)
+        if self._legacy(repo).get(name) == commit.hexsha:
+            return  # adopted where it stood by the first save that wrote trailers
+        raise MovedTagError(
+            f"{self.path}: tag {name!r} points at {commit.hexsha[:12]}, which upgrade-gate did not save under "
+            f"that tag (moved with `git tag -f`, or made by hand); baselines are immutable. Restore the tag, or "
+            f"pass --allow-moved-tag ({ALLOW_MOVED_TAG_ENV}=1) to read it anyway"
+        )
 
     def _entries(self, repo: git.Repo, tree: bytes) -> dict[str, tuple[bytes, int]]:
         # Trees are immutable by sha, so parsed ones are cached: gitpython's `tree / path` re-parses
@@ -216,32 +302,35 @@ class BaselineStore(StoreDocuments):
     # ------------------------------------------------------------------ writing
 
     def init(self) -> None:
-        """Create the store if absent (idempotent); StoreError if the path is something else."""
+        """Create the store if absent (idempotent, safe under concurrency); StoreError if it is something else."""
         path = self.path
         with self._mapped("init"):
             if path.exists() and not path.is_dir():
                 raise StoreError(f"{path}: exists and is not a baseline store (not a directory)")
-            if path.is_dir() and not (path / ".git").exists() and any(path.iterdir()):
-                raise StoreError(f"{path}: exists, is not empty and is not a baseline store")
-            if not (path / ".git" / "HEAD").exists():  # absent, or a `git init` that was cut short
-                path.mkdir(parents=True, exist_ok=True)
-                git.Repo.init(path).close()
-            repo = self._open()
-            if self._head(repo) is not None:
+            if self._repo is not None and self._head(self._repo) is not None:
                 return
-            with locking.store_lock(Path(repo.git_dir), timeout_s=self.lock_timeout_s, store=path):
+            path.mkdir(parents=True, exist_ok=True)
+            with locking.init_lock(path, timeout_s=self.lock_timeout_s):
+                if not (path / ".git").exists() and any(path.iterdir()):
+                    raise StoreError(f"{path}: exists, is not empty and is not a baseline store")
+                if not (path / ".git" / "HEAD").exists():  # absent, or a `git init` that was cut short
+                    git.Repo.init(path).close()
+                repo = self._open()
                 if self._head(repo) is not None:
-                    return  # a concurrent init finished first
-                repo.git.symbolic_ref("HEAD", "refs/heads/main")
-                with repo.config_writer("repository") as cfg:
-                    cfg.set_value("user", "name", _DEFAULT_IDENTITY[0])
-                    cfg.set_value("user", "email", _DEFAULT_IDENTITY[1])
-                files = {
-                    layout.README_PATH: layout.README_TEXT.encode(),
-                    layout.MARKER_PATH: canonical_json(layout.marker_document()).encode(),
-                    layout.KEEP_PATH: b"",
-                }
-                self._commit_locked(repo, lambda: files, "initialise upgrade-gate baseline store")
+                    return
+                with locking.store_lock(Path(repo.git_dir), timeout_s=self.lock_timeout_s, store=path):
+                    if self._head(repo) is not None:
+                        return  # a concurrent init finished first
+                    repo.git.symbolic_ref("HEAD", "refs/heads/main")
+                    with repo.config_writer("repository") as cfg:
+                        cfg.set_value("user", "name", _DEFAULT_IDENTITY[0])
+                        cfg.set_value("user", "email", _DEFAULT_IDENTITY[1])
+                    files = {
+                        layout.README_PATH: layout.README_TEXT.encode(),
+                        layout.MARKER_PATH: canonical_json(layout.marker_document()).encode(),
+                        layout.KEEP_PATH: b"",
+                    }
+                    self._commit_locked(repo, lambda: files, "initialise upgrade-gate baseline store")
 
     def save(
         self,
@@ -249,9 +338,13 @@ class BaselineStore(StoreDocuments):
         *,
         tag: str | None = None,
         message: str | None = None,
+        documents: Mapping[str, tuple[str, object]] | None = None,
         _hook: Hook | None = None,
     ) -> str:
         """Store each snapshot as nodes/<node>.json in one commit (sha returned), optionally tagged.
+
+        `documents` (name -> (schema, document)), e.g. the class references of the classes saved, are
+        validated and committed in the same commit, so a tag names baselines and references together.
 
         `_hook` is for tests only: it is called with the name of each step reached ("validated",
         "locked", "blobs", "tree", "commit", "ref", "worktree-partial", "worktree", "index").
@@ -264,6 +357,10 @@ class BaselineStore(StoreDocuments):
             if path in files:
                 raise InputError(f"node {snap.node.name} is given twice in one save")
             files[path] = dumps_snapshot(snap).encode("utf-8")
+        for name, (schema, document) in (documents or {}).items():
+            layout.check_document_name(name)
+            schemas.validate(schema, document, source=name)
+            files[name] = canonical_json(document).encode("utf-8")
         if tag is not None:
             layout.check_tag(tag)
         names = sorted(s.node.name for s in snapshots)
@@ -290,13 +387,26 @@ class BaselineStore(StoreDocuments):
         if repo.head.is_detached:
             raise StoreError(f"{self.path}: HEAD is detached; check out the store's branch first")
         branch = repo.head.reference.path
-        if tag is not None and f"refs/tags/{tag}" in {t.path for t in repo.tags}:
-            sha = repo.tags[tag].commit.hexsha
-            raise TagExistsError(f"{self.path}: tag {tag!r} already exists (at {sha[:12]}); choose another")
         head = self._head(repo)
+        if tag is not None and f"refs/tags/{tag}" in {t.path for t in repo.tags}:
+            existing = repo.tags[tag].commit
+            files = build()
+            if files is not None and self._holds(repo, existing, files, tag):
+                # A retry of a save that landed (its mirror may have failed): the same answer again.
+                self.warnings.append(f"tag {tag!r} already holds exactly these baselines (at {existing.hexsha[:12]})")
+                if head is not None and head.hexsha == existing.hexsha:
+                    self._mirror(repo, existing.hexsha, None)
+                return existing.hexsha
+            sha = existing.hexsha
+            raise TagExistsError(f"{self.path}: tag {tag!r} already exists (at {sha[:12]}); choose another")
         files = build()
         if files is None:
             return None
+        if tag is not None:
+            message = f"{message}\n\n{TAG_TRAILER}: {tag}"
+            if not self._writes_trailers(repo):  # the first: adopt the tags an older upgrade-gate made
+                adopted = sorted(f"{LEGACY_TRAILER}: {t.name} {t.commit.hexsha}" for t in repo.tags)
+                message = "\n".join([message, *adopted])
         blobs = {path: self._store_object(repo, b"blob", data) for path, data in files.items()}
         _fire(hook, "blobs")
         root = self._store_tree(repo, head.tree.binsha if head is not None else None, blobs)
@@ -317,8 +427,24 @@ class BaselineStore(StoreDocuments):
                     raise TagExistsError(f"{self.path}: tag {tag!r} already exists; choose another") from exc
                 raise StoreConflictError(f"{self.path}: another writer moved {branch} first: {line}") from exc
         _fire(hook, "ref")
-        self._sync_worktree(repo, new, hook)
+        self._mirror(repo, new, hook)
         return new
+
+    def _holds(self, repo: git.Repo, commit: git.Commit, files: Mapping[str, bytes], tag: str) -> bool:
+        if f"{TAG_TRAILER}: {tag}" not in str(commit.message).splitlines():
+            return False
+        return all(self._read_blob(repo, commit, path) == data for path, data in files.items())
+
+    def _mirror(self, repo: git.Repo, new: str, hook: Hook | None) -> None:
+        """Mirror `new` into the working tree; the save has landed, so a failure is a warning."""
+        try:
+            self._sync_worktree(repo, new, hook)
+        except (OSError, git.GitError, ODBError, StoreError) as exc:
+            detail = _first_line(exc.stderr) if isinstance(exc, git.GitCommandError) else _first_line(exc)
+            self.warnings.append(
+                f"saved {new[:12]}, but mirroring it into the working tree failed ({detail}); the baselines are "
+                "committed and tagged, and the next save catches the working tree up"
+            )
 
     @staticmethod
     def _store_object(repo: git.Repo, kind: bytes, data: bytes) -> bytes:
@@ -408,6 +534,60 @@ class BaselineStore(StoreDocuments):
                 raise InputError(f"{source}: holds node {snap.node.name!r}, expected {node!r}")
             return snap
 
+    def pin(self, ref: str | None = None) -> str:
+        """The commit sha `ref` (default HEAD) names now; reads given that sha resolve nothing again.
+
+        A `gate` over a fleet resolves its ref once (issue 14: resolving HEAD per node cost 3.4 s at
+        8,192 nodes) and reads one consistent commit even if a save lands meanwhile.
+        """
+        with self._mapped("pin"):
+            repo = self._open()
+            commit = self._commit_of(repo, ref)
+            if commit is None:
+                raise NotFoundError(f"{self.path}: the baseline store has no commit yet")
+            self._pinned[commit.hexsha] = commit
+            return commit.hexsha
+
+    def load_trusted(self, node: str, pinned: str) -> Snapshot:
+        """The baseline of `node` at a `pin`ned commit, decoded without a schema walk.
+
+        The store validated the document against the schema when it saved it; git names the blob
+        by the hash of its content, and that hash is checked here, so the bytes are the ones saved.
+        Decoding is still typed and strict about types (codec.decode_json, trusted).
+        """
+        from upgrade_gate import codec
+
+        path = layout.node_path(node)
+        with self._mapped("load"):
+            repo = self._open()
+            commit = self._commit_of(repo, pinned)
+            found = self._lookup(repo, commit, path) if commit is not None else None
+            if found is None or found[1] >> 12 != 0o10:
+                raise NotFoundError(f"{self.path}: no baseline for node {node!r} at {pinned[:12]}")
+            data = self._loose_blob(repo, found[0])
+            source = f"{self.path}/{path}@{pinned[:12]}"
+            if hashlib.sha1(b"blob %d\x00" % len(data) + data).digest() != found[0]:
+                raise InputError(f"{source}: content does not match its git object id (corrupt store)")
+            snap = codec.decode_json(Snapshot, data, trusted=True, source=source)
+            if snap.node.name != node:
+                raise InputError(f"{source}: holds node {snap.node.name!r}, expected {node!r}")
+            return snap
+
+    @staticmethod
+    def _loose_blob(repo: git.Repo, sha: bytes) -> bytes:
+        """A blob's content: straight from its loose object file (as saves write them), else via git."""
+        hexsha = sha.hex()
+        path = Path(repo.git_dir) / "objects" / hexsha[:2] / hexsha[2:]
+        try:
+            raw = zlib.decompress(path.read_bytes())
+        except (FileNotFoundError, zlib.error):  # packed by `git gc`, or unreadable: git knows
+            data: bytes = repo.odb.stream(sha).read()
+            return data
+        header, _, body = raw.partition(b"\x00")
+        if header != b"blob %d" % len(body):
+            raise InputError(f"{path}: not a blob object")
+        return body
+
     def log(self, node: str) -> tuple[LogEntry, ...]:
         """Every commit that changed `node`'s baseline, newest first, with the tags on each."""
         path = layout.node_path(node)
@@ -427,7 +607,7 @@ class BaselineStore(StoreDocuments):
                 LogEntry(
                     sha=c.hexsha,
                     date=iso_utc(c.committed_date),
-                    message=str(c.message).strip(),
+                    message=_without_trailer(str(c.message)),
                     tags=tuple(sorted(tags.get(c.hexsha, ()))),
                 )
                 for c in commits

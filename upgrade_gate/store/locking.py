@@ -46,6 +46,27 @@ def store_lock(git_dir: Path, *, timeout_s: float, store: Path) -> Iterator[None
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise StoreError(f"{store}: cannot open the store lock {lock_path}: {exc.strerror}") from exc
+    with _held(fd, timeout_s=timeout_s, what=f"{store}: another writer holds the store lock {lock_path}"):
+        yield
+
+
+@contextmanager
+def init_lock(store: Path, *, timeout_s: float) -> Iterator[None]:
+    """Hold an exclusive flock on the store folder itself while it is created (before `.git` exists).
+
+    Eight concurrent first saves into a store that does not exist yet all land: each waits here, and
+    only the first runs `git init`; the others find a store.
+    """
+    try:
+        fd = os.open(store, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise StoreError(f"{store}: cannot open the store folder: {exc.strerror}") from exc
+    with _held(fd, timeout_s=timeout_s, what=f"{store}: another writer is creating the store"):
+        yield
+
+
+@contextmanager
+def _held(fd: int, *, timeout_s: float, what: str) -> Iterator[None]:
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -54,10 +75,7 @@ def store_lock(git_dir: Path, *, timeout_s: float, store: Path) -> Iterator[None
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise StoreConflictError(
-                        f"{store}: another writer holds the store lock {lock_path} "
-                        f"(waited {timeout_s:g} s); retry when it has finished"
-                    ) from None
+                    raise StoreConflictError(f"{what} (waited {timeout_s:g} s); retry when it has finished") from None
                 time.sleep(_POLL_S)
         yield
     finally:

@@ -26,7 +26,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from upgrade_gate.collect.runner import CommandResult, CommandRunner, LocalRunner, forget_child, track_child
+from upgrade_gate.collect.runner import (
+    CommandResult,
+    CommandRunner,
+    LocalRunner,
+    forget_child,
+    spawn_guard,
+    track_child,
+)
 from upgrade_gate.errors import EnvironmentFailure
 from upgrade_gate.model import NodeName
 
@@ -123,16 +130,17 @@ class _LocalBackground:
         self._error: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         try:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=dict(env) if env is not None else None,
-                cwd=cwd,
-                start_new_session=True,
-            )
-            track_child(self._proc)  # killed with the gate on SIGINT/SIGTERM (collect.runner.kill_children)
+            with spawn_guard():  # killed with the gate on SIGINT/SIGTERM (collect.runner.kill_children)
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=dict(env) if env is not None else None,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
+                track_child(self._proc)
         except OSError as exc:  # not found, not executable
             self._error = str(exc)
 

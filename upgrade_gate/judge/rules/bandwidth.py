@@ -30,10 +30,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge import stats
+from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.plan import glob_match, metric_expectation
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.model import Finding, Measurement, Snapshot, measurements_of
+from upgrade_gate.model import Finding, Measurement, Severity, Snapshot, measurements_of
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -134,78 +134,120 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
         yield finding(ctx, entry, message, device=key, path=path, expected=expected, actual=actual, evidence=b.source)
 
 
-def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Per-metric regression: drop beyond tolerance AND a one-sided rank test (see judge.stats)."""
+def curve_params(entry: RuleEntry) -> curves.Params:
+    """`judge.curves.Params` from `bandwidth.regression`'s policy parameters."""
+    return curves.Params(
+        tolerance=entry.number("tolerance"),
+        alpha=entry.number("alpha"),
+        node_false_block=entry.number("node_false_block"),
+        detect_drop=entry.number("detect_drop"),
+        miss_rate=entry.number("miss_rate"),
+        min_effect=entry.number("min_effect"),
+        max_samples=entry.integer("max_samples"),
+        min_samples=entry.integer("min_samples"),
+        tolerance_few_samples=entry.number("tolerance_few_samples"),
+        noise_floor=entry.number("noise_floor"),
+        resolution=entry.number("print_resolution"),
+    )
+
+
+def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
+    """The comparable metrics of a node as `curves.Row`s (plan expectations and overrides applied)."""
     assert ctx.baseline is not None
     ignore = entry.strings("ignore_settings")
     overrides = entry.number_map("tolerance_overrides")
-    alpha, min_samples = entry.number("alpha"), entry.integer("min_samples")
-    few = entry.number("tolerance_few_samples")
-    resolution = entry.number("print_resolution")
+    every = "**" in entry.strings("metrics")
+    accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
+    rows = []
     for key in sorted(base.keys() & cand.keys()):
-        if not _selected(entry, key) or key in base_broken or key in cand_broken:
+        if not (every or _selected(entry, key)) or key in base_broken or key in cand_broken:
             continue
         b, c = base[key], cand[key]
         if b.unit != c.unit or _settings_diff(b.settings, c.settings, ignore):
             continue
         if not _usable(b.samples) or not _usable(c.samples):
             continue
-        tolerance = next((t for g, t in overrides.items() if glob_match(g, key)), entry.number("tolerance"))
-        shift, accepted_by = 0.0, None
-        expectation = metric_expectation(ctx.plan, key)
-        if expectation is not None:
+        tolerance = next((t for g, t in overrides.items() if glob_match(g, key)), None) if overrides else None
+        shift, group = 0.0, None
+        expectation = metric_expectation(ctx.plan, key) if accepts else None
+        if expectation is not None:  # a planned shift is judged on its own, against the plan's tolerance
             accepted, index = expectation
-            shift, tolerance, accepted_by = accepted.shift, accepted.tolerance, f"accept[{index}]"
-        # A value printed as 0.13 moves 7.7% with one printed step: under two steps is not evidence.
-        floor = 2 * resolution / abs(stats.median(b.samples)) if stats.median(b.samples) else 0.0
-        tolerance = max(tolerance, floor)
-        try:
-            cmp = stats.compare(
-                key,
-                b.samples,
-                c.samples,
+            shift, tolerance, group = accepted.shift, accepted.tolerance, f"{key} (plan accept[{index}])"
+        rows.append(
+            curves.Row(
+                key=key,
+                baseline=b.samples,
+                candidate=c.samples,
                 higher_is_better=b.higher_is_better,
                 shift=shift,
-                min_samples=min_samples,
                 tolerance=tolerance,
+                group=group,
             )
-        except ValueError as exc:
-            yield finding(ctx, entry, str(exc), device=key, path=f"measurements[key={key}]")
-            continue
-        outcome = stats.decide(
-            cmp, tolerance=tolerance, alpha=alpha, tolerance_few_samples=few, min_samples=min_samples
         )
-        if outcome == "ok":
-            continue
-        what = (
-            f"{key}: {cmp.drop:.1%} worse than the baseline (median {cmp.baseline_median:.2f} -> "
-            f"{cmp.candidate_median:.2f} {b.unit}, {cmp.n_baseline} vs {cmp.n_candidate} samples)"
-        )
-        plan_note = f" of plan {accepted_by}" if accepted_by else ""
-        if cmp.p_value is None:
-            why = (
-                f"beyond the {max(tolerance, few):.0%} tolerance for fewer than {min_samples} samples per side "
-                "(no rank test possible: the drop alone decides)"
-            )
-        elif outcome == "block":
-            why = f"beyond the {tolerance:.0%} tolerance{plan_note}; one-sided Mann-Whitney p={cmp.p_value:.4f}"
-        else:
-            why = (
-                f"beyond the {tolerance:.0%} tolerance{plan_note} but not significant "
-                f"(one-sided Mann-Whitney p={cmp.p_value:.4f} > {alpha:g})"
-            )
+    return rows
+
+
+def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Sweeps as curves, sizes against their curve, re-measure when inconclusive (judge.curves)."""
+    assert ctx.baseline is not None
+    params = curve_params(entry)
+    rows = regression_rows(ctx, entry)
+    if not rows:
+        return
+    base = merged_measurements(ctx.baseline)[0]
+    cand_m = merged_measurements(ctx.candidate)[0]
+    units = {r.key: base[r.key].unit for r in rows}
+    sources = {r.key: base[r.key].source for r in rows}
+    assessment = curves.assess(rows, params)
+    inconclusive = entry.string("inconclusive")
+    skipped: dict[str, list[str]] = {}
+    for d in assessment.metrics:
+        if d.outcome == "not_comparable":
+            skipped.setdefault(d.group, []).append(d.key.rsplit("/", 1)[-1])
+    for group, sizes in sorted(skipped.items()):
+        sizes.sort(key=lambda x: (not x.isdigit(), int(x) if x.isdigit() else 0, x))
         yield finding(
             ctx,
             entry,
-            f"{what}, {why}",
-            device=key,
-            path=f"measurements[key={key}]",
-            expected=cmp.baseline_median,
-            actual=cmp.candidate_median,
-            evidence=b.source,
-            severity=None if outcome == "block" else softer(entry.severity),
+            f"{group}: {len(sizes)} value(s) under two printed steps ({2 * params.resolution:g}, e.g. rccl-tests' "
+            f"busbw 0.00 under ~256 B) at {', '.join(sizes[:8])}{', ...' if len(sizes) > 8 else ''}: "
+            "nothing is comparable there; not judged",
+            device=group,
+            path=f"measurements[key={group}]",
+            severity=Severity.INFO,
+        )
+    judged = [*assessment.groups, *(d for d in assessment.metrics if d.outcome != "not_comparable")]
+    seen: set[str] = set()
+    for d in judged:
+        if d.key in seen or d.outcome in ("pass", "not_comparable"):
+            continue
+        seen.add(d.key)
+        unit = units.get(d.key, "")
+        where = "curve" if d.key not in units else "metric"
+        what = (
+            f"{d.key}: {where} {d.drop:.1%} worse than the baseline (bounds {d.low:.1%} .. {d.high:.1%}; "
+            f"{d.n_baseline} vs {d.n_candidate} samples{', ' + unit if unit else ''})"
+        )
+        if d.outcome == "block":
+            severity = None
+            message = f"{what}: {d.why}"
+        else:
+            severity = softer(entry.severity) if inconclusive == "warn" else None  # anything else fails closed
+            message = f"{what}: {d.why}; the phase should re-measure it"
+        yield finding(
+            ctx,
+            entry,
+            message,
+            device=d.key,
+            path=f"measurements[key={d.key}]",
+            # a metric: its medians (as reports and cause headlines read them); a curve: its level
+            # relative to the baseline (1.0), so the shift reads the same way
+            expected=stats.median(base[d.key].samples) if d.key in base else 1.0,
+            actual=stats.median(cand_m[d.key].samples) if d.key in cand_m else round(1.0 - d.drop, 4),
+            evidence=sources.get(d.key),
+            severity=severity,
         )
 
 
@@ -214,45 +256,53 @@ def _median(m: Measurement) -> float | None:
 
 
 def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """CVF absolute floors: PHASE2_BW_THRESHOLD on the mesh average, PHASE4_BW_THRESHOLD per rail."""
+    """CVF absolute floors judged on evidence: PHASE2_BW_THRESHOLD (mesh average), PHASE4_BW_THRESHOLD per rail.
+
+    A floor fails when the samples' upper bound is below it, passes when the lower bound is above it,
+    and in between asks for more samples (up to `max_samples` of `bandwidth.regression`); still in
+    between at the limit, it warns. CVF's own single-sample decision (the first run) is quoted beside it.
+    """
     t = ctx.policy.thresholds
     cand, _ = merged_measurements(ctx.candidate)
+    params = curve_params(_regression_entry(ctx, entry)) if _has_curve_params(ctx, entry) else curves.Params()
     mesh_key = entry.string("mesh_metric")
+    floors: list[tuple[str, Measurement | None, str, float, str, str]] = []
     if ctx.policy.phase_applies(2, ctx.node_class):
-        yield from _floor(
-            ctx,
-            entry,
-            cand.get(mesh_key),
-            mesh_key,
-            "GB/s",
-            t.mesh_avg_busbw_min_gbs,
-            "PHASE2_BW_THRESHOLD",
-            t.source("mesh_avg_busbw_min_gbs"),
+        floors.append(
+            (
+                mesh_key,
+                cand.get(mesh_key),
+                "GB/s",
+                t.mesh_avg_busbw_min_gbs,
+                "PHASE2_BW_THRESHOLD",
+                t.source("mesh_avg_busbw_min_gbs"),
+            )
         )
+    rails: list[str] = []
     if ctx.policy.phase_applies(4, ctx.node_class):
         rails = sorted(k for k in cand if glob_match(entry.string("rail_metrics"), k))
         for key in rails:
-            yield from _floor(
-                ctx,
-                entry,
-                cand[key],
-                key,
-                "Gb/s",
-                t.rail_bw_min_gbits,
-                "PHASE4_BW_THRESHOLD",
-                t.source("rail_bw_min_gbits"),
+            floors.append(
+                (key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits"))
             )
-        if entry.flag("check_rail_count") and len(rails) < t.rail_count:
-            yield finding(
-                ctx,
-                entry,
-                f"{len(rails)} rail bandwidth measurement(s), PHASE4_RAIL_COUNT is {t.rail_count} "
-                f"({t.source('rail_count')})",
-                path=f"measurements[key={entry.string('rail_metrics')}]",
-                expected=t.rail_count,
-                actual=len(rails),
-                evidence="phase 4",
-            )
+    rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if _usable(cand[k].samples)], params)
+    for key, m, unit, floor, cvf_key, source in floors:
+        yield from _floor(ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors))
+    if ctx.policy.phase_applies(4, ctx.node_class) and entry.flag("check_rail_count") and len(rails) < t.rail_count:
+        yield finding(
+            ctx,
+            entry,
+            f"{len(rails)} rail bandwidth measurement(s), PHASE4_RAIL_COUNT is {t.rail_count} "
+            f"({t.source('rail_count')})",
+            path=f"measurements[key={entry.string('rail_metrics')}]",
+            expected=t.rail_count,
+            actual=len(rails),
+            evidence="phase 4",
+        )
+
+
+def _has_curve_params(ctx: NodeContext, entry: RuleEntry) -> bool:
+    return ctx.policy.rule_for(REGRESSION, ctx.node_class) is not None
 
 
 def _floor(
@@ -264,6 +314,9 @@ def _floor(
     floor: float,
     cvf_key: str,
     source: str,
+    params: curves.Params,
+    rail_sigma: float,
+    tests: int,
 ) -> Iterable[Finding]:
     path = f"measurements[key={key}]"
     if m is None or _median(m) is None:
@@ -277,8 +330,6 @@ def _floor(
             actual=None,
         )
         return
-    value = _median(m)
-    assert value is not None
     if m.unit != unit:
         yield finding(
             ctx,
@@ -290,17 +341,39 @@ def _floor(
             actual=m.unit,
             evidence=m.source,
         )
-    elif value < floor:
-        yield finding(
-            ctx,
-            entry,
-            f"{key}: median {value:.2f} {unit} is below {cvf_key} {floor:g} {unit} ({source})",
-            device=key,
-            path=path,
-            expected=floor,
-            actual=value,
-            evidence=m.source,
+        return
+    sigma = rail_sigma if key.startswith("rail/") else curves.pooled_sigma([m.samples], params)
+    d = curves.floor_check(m.samples, floor, sigma=sigma, tests=tests, p=params)
+    if d.outcome == "pass":
+        return
+    cvf = f"CVF's single-sample decision (first run {m.samples[0]:.2f}): {d.cvf_single}"
+    bounds = f"{d.n} sample(s), bounds {d.low:.2f} .. {d.high:.2f} {unit}"
+    if d.outcome == "fail":
+        message = (
+            f"{key}: median {d.estimate:.2f} {unit} is below {cvf_key} {floor:g} {unit} ({source}): "
+            f"upper bound under the floor ({bounds}); {cvf}"
         )
+        severity = None
+    elif d.cvf_single == "passed":
+        return  # between the bounds and CVF passes it too: nothing says it is below
+    else:  # between the bounds: a single unlucky sample never fails a node; more samples decide
+        limit = "after the limit of" if d.outcome == "inconclusive" else "re-measure, up to"
+        message = (
+            f"{key}: median {d.estimate:.2f} {unit} is not shown above or below {cvf_key} {floor:g} {unit} "
+            f"({source}; {bounds}; {limit} {params.max_samples} samples); {cvf}"
+        )
+        severity = softer(entry.severity)
+    yield finding(
+        ctx,
+        entry,
+        message,
+        device=key,
+        path=path,
+        expected=floor,
+        actual=round(d.estimate, 2),
+        evidence=m.source,
+        severity=severity,
+    )
 
 
 def check_metric(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -338,7 +411,7 @@ def check_metric(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 SPECS = (
     spec(
         REGRESSION,
-        "a metric dropped beyond its tolerance, confirmed by a one-sided rank test",
+        "a curve shifted beyond its tolerance, or one metric departs from its curve (judge.curves)",
         check_regression,
         needs_baseline=True,
         params={
@@ -346,7 +419,11 @@ SPECS = (
                 kind="number", default=stats.DEFAULT_TOLERANCE, doc="relative drop allowed", minimum=0, maximum=1
             ),
             "alpha": ParamSpec(
-                kind="number", default=stats.DEFAULT_ALPHA, doc="per-metric rank-test level", minimum=1e-6, maximum=0.5
+                kind="number",
+                default=stats.DEFAULT_ALPHA,
+                doc="a curve passes when its one-sided (1 - alpha) upper bound is within the tolerance",
+                minimum=1e-6,
+                maximum=0.5,
             ),
             "tolerance_few_samples": ParamSpec(
                 kind="number",
@@ -364,9 +441,44 @@ SPECS = (
             "print_resolution": ParamSpec(
                 kind="number",
                 default=0.01,
-                doc="smallest step the tools print (rccl-tests, perftest: 2 decimals); a drop of under two "
-                "steps is no evidence, so small values get a wider tolerance",
+                doc="smallest step the tools print (rccl-tests, perftest: 2 decimals); under two steps nothing is "
+                "comparable (not judged), and a drop of under two steps is no evidence",
                 minimum=0,
+            ),
+            "node_false_block": ParamSpec(
+                kind="number",
+                default=0.01,
+                doc="node-level false-block rate of the single-metric tests (Bonferroni over the node's metrics)",
+                minimum=1e-6,
+                maximum=0.5,
+            ),
+            "detect_drop": ParamSpec(
+                kind="number", default=0.10, doc="a single-metric drop that must be seen", minimum=0, maximum=1
+            ),
+            "miss_rate": ParamSpec(
+                kind="number",
+                default=0.0025,
+                doc="per look, chance to settle a detect_drop as within",
+                minimum=1e-6,
+                maximum=0.5,
+            ),
+            "min_effect": ParamSpec(
+                kind="number", default=0.05, doc="a single metric's drop below this never blocks", minimum=0, maximum=1
+            ),
+            "max_samples": ParamSpec(
+                kind="integer",
+                default=20,
+                doc="candidate samples per metric before an inconclusive test decides",
+                minimum=1,
+            ),
+            "noise_floor": ParamSpec(
+                kind="number", default=0.005, doc="smallest relative run-to-run noise assumed", minimum=0, maximum=1
+            ),
+            "inconclusive": ParamSpec(
+                kind="string",
+                default="warn",
+                doc="an inconclusive comparison below max_samples: warn (the phase should have re-measured it) or "
+                "block (fail closed until it is re-measured)",
             ),
         },
     ),

@@ -43,8 +43,12 @@ def _device(path: str) -> str | None:
 
 def _covered(change: Change, rule: str, found: Sequence[Finding]) -> bool:
     device = _device(change.path)
-    # GPU findings name the pair label (`serial=X`), NIC/PCIe ones the bare name or BDF (`ionic_0`).
+    # GPU findings name the pair label (`serial=X`), NIC/PCIe ones the bare name or BDF (`ionic_0`); a
+    # whole GPU that appeared or vanished may be named by its slot (device.replaced).
     names = {device, device.split("=", 1)[-1]} if device is not None else set()
+    for side in (change.baseline, change.candidate):
+        if isinstance(side, dict) and isinstance(side.get("bdf"), str):
+            names.add(side["bdf"])
     for f in found:
         at_path = f.path is not None and _overlaps(f.path, change.path)
         same_device = f.device is not None and f.device in names

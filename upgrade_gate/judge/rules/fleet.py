@@ -18,7 +18,6 @@ Design decisions:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -141,25 +140,33 @@ def check_odd_one_out(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     assert ctx.reference is not None
     cand, _ = merged_measurements(ctx.candidate)
-    ignore = entry.strings("ignore_settings")
+    ignore = set(entry.strings("ignore_settings"))
+    min_nodes = entry.integer("metric_min_nodes")
+    base_tolerance, spread_k = entry.number("metric_tolerance"), entry.number("metric_spread_k")
+    accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     for summary in ctx.reference.metrics:
         m = cand.get(summary.key)
         if m is None or not m.samples or m.unit != summary.unit or summary.median <= 0:
             continue
-        if summary.n_nodes < entry.integer("metric_min_nodes"):
+        if summary.n_nodes < min_nodes:
             continue  # a class "median" of one or two nodes is no reference for the odd one out
-        keys = (set(m.settings) | set(summary.settings)) - set(ignore)
-        if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
-            continue
-        tolerance, shift = entry.number("metric_tolerance"), 0.0
-        expectation = metric_expectation(ctx.plan, summary.key)
+        if m.settings != summary.settings:
+            keys = (m.settings.keys() | summary.settings.keys()) - ignore
+            if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
+                continue
+        tolerance, shift = base_tolerance, 0.0
+        expectation = metric_expectation(ctx.plan, summary.key) if accepts else None
         if expectation is not None:
             tolerance, shift = expectation[0].tolerance, expectation[0].shift
         centre = summary.median * (1.0 + shift)
-        value = statistics.median(m.samples)
+        ordered = sorted(m.samples)
+        mid = len(ordered) // 2
+        value = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
         drop = (centre - value) / centre if m.higher_is_better else (value - centre) / centre
+        if drop <= tolerance:
+            continue
         sigma = _MAD_TO_SIGMA * summary.spread / centre
-        if drop > tolerance and drop > entry.number("metric_spread_k") * sigma:
+        if drop > spread_k * sigma:
             yield finding(
                 ctx,
                 entry,

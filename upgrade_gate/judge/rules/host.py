@@ -6,8 +6,9 @@ The incident names these as causes (a BIOS update re-enumerates PCIe; kernel par
   (`host.bios_version`, `host.kernel_cmdline`, `software.rccl_library`, ...): a BIOS update is planned
   work, so the plan says so. A value that was readable and no longer is blocks too (evidence vanished),
   with the recorded reason; one that appears where the baseline had none is a change like any other.
-- The kernel command line is compared without `BOOT_IMAGE=` and `initrd=`: the boot loader writes the
-  kernel image's path there, which moves with every kernel update (`software.kernel` judges that).
+- The kernel command line is recorded without `BOOT_IMAGE=` and `initrd=` (snapshot.host): the boot
+  loader writes the kernel image's path there, which moves with every kernel update (`software.kernel`
+  judges that). The rule compares exactly what `diff` compares, so the two never disagree.
 - The RCCL library ships with ROCm: a plan that changes ROCm explains its change (as it does for
   amd-smi and HIP); without one, a new librccl blocks.
 - A baseline saved before upgrade-gate captured host facts (`host.captured` false) cannot say what
@@ -32,7 +33,8 @@ _OS = (("os_id", "OS"), ("os_version_id", "OS version"), ("os_pretty_name", "OS 
 _BOOT_LOADER_KEYS = ("BOOT_IMAGE=", "initrd=")
 
 
-def _cmdline(value: str | None) -> str | None:
+def comparable_cmdline(value: str | None) -> str | None:
+    """The kernel command line as compared: without the boot loader's `BOOT_IMAGE=` / `initrd=`."""
     if value is None:
         return None
     return " ".join(t for t in value.split() if not t.startswith(_BOOT_LOADER_KEYS))
@@ -81,7 +83,7 @@ def _host_fields(
 
 def _value(host: Host, name: str) -> str | None:
     value: str | None = getattr(host, name)
-    return _cmdline(value) if name == "kernel_cmdline" else value
+    return comparable_cmdline(value) if name == "kernel_cmdline" else value
 
 
 def check_bios(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -90,7 +92,7 @@ def check_bios(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 
 def check_kernel_cmdline(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Kernel command line (without the boot loader's image path) vs the baseline."""
+    """Kernel command line (recorded without the boot loader's image path) vs the baseline."""
     return _host_fields(ctx, entry, (("kernel_cmdline", "kernel command line"),), "kernel_cmdline")
 
 
