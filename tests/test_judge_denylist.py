@@ -3,6 +3,7 @@ workflow (`gate --ref rocm-6.1.3`) blocks a GPU denied after the tag was cut."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -71,7 +72,8 @@ def test_denylist_ci_workflow_passes_before_and_blocks_after_a_deny(ci_folder: P
     assert run(["baseline", "deny", serial, "--reason", "RVS gst failed", "--store", str(folder / "baselines")]) == 0
     done = _bash(_github_script(), folder, {"GITHUB_STEP_SUMMARY": str(summary)})
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "device.denylisted" in done.stdout and serial in done.stdout and "RVS gst failed" in done.stdout
+    junit = (folder / "reports" / "upgrade-gate.xml").read_text(encoding="utf-8")  # the report CI publishes
+    assert "device.denylisted" in junit and serial in junit and "RVS gst failed" in junit
 
 
 def test_denylist_gate_ref_reads_baselines_at_ref_and_denylist_at_head(
@@ -95,9 +97,12 @@ def test_denylist_gate_ref_reads_baselines_at_ref_and_denylist_at_head(
         str(folder / "policies" / CI_POLICY.name),
     ]
     for ref in ("rocm-6.1.3", "HEAD"):
-        assert run([*args, "--ref", ref]) == 1
-        out = capsys.readouterr().out
-        assert "device.denylisted" in out and "ECC storm" in out
+        report = tmp_path / f"report-{ref}.json"
+        assert run([*args, "--ref", ref, "--report", f"json:{report}"]) == 1
+        doc = json.loads(report.read_text(encoding="utf-8"))
+        denied = [f for n in doc["nodes"] for f in n["findings"] if f["rule"] == "device.denylisted"]
+        assert [f["severity"] for f in denied] == ["block"] and "ECC storm" in denied[0]["message"]
     # `baseline denylist --ref` still shows history as it was at the tag
+    capsys.readouterr()
     assert run(["baseline", "denylist", "--store", str(store), "--ref", "rocm-6.1.3"]) == 0
     assert serial not in capsys.readouterr().out
