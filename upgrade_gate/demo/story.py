@@ -343,12 +343,13 @@ def _save(store: Path, snapshots: list[Snapshot], *, tag: str, message: str) -> 
 def _judge_inputs(
     store: Path, nodes: tuple[NodeName, ...], ref: str
 ) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[GpuSerial, str]]:
-    """The canaries' baselines, the class reference of every stored baseline, and the denylist at `ref`."""
+    """The canaries' baselines at `ref`, the class reference of every stored baseline, and the denylist at HEAD
+    (a GPU denied after `ref` must not pass, as in `gate`)."""
     from upgrade_gate.store.aggregate import aggregate_class
 
     with _open_store(store) as st:
         everyone = {n: st.load(n, ref) for n in st.nodes(ref)}
-        denylist = {serial: entry.reason for serial, entry in st.denylist(ref).items()}
+        denylist = {serial: entry.reason for serial, entry in st.denylist().items()}
     reference = aggregate_class(demo_fleet.NODE_CLASS, list(everyone.values()))
     return {n: everyone[n] for n in nodes}, {demo_fleet.NODE_CLASS: reference}, denylist
 
