@@ -161,7 +161,9 @@ def _judge(candidate: Snapshot, baseline: Snapshot, plan: object = None) -> list
         policy=POLICY,
         now=NOW,
     )
-    return [(f.rule, f.severity, f.message) for f in report.findings]
+    # The scenario snapshots carry seeded bandwidth noise; the curve statistics may ask for a re-measure
+    # (a warning) there. These tests are about host facts, so bandwidth findings are left out.
+    return [(f.rule, f.severity, f.message) for f in report.findings if not f.rule.startswith("bandwidth.")]
 
 
 BASE = _with(mi300x_snapshot())
