@@ -488,20 +488,15 @@ def _print_record(record: WindowRecord) -> None:
 
 def _write_window_html(store: BaselineStore, record: WindowRecord, path: Path) -> None:
     from upgrade_gate.errors import NotFoundError
-    from upgrade_gate.model import measurements_of
+    from upgrade_gate.fleet.window_rollout import key_metrics
     from upgrade_gate.report.window_html import render_window_html
     from upgrade_gate.snapshot.io import write_text_atomic
 
     baselines: dict[str, dict[str, float]] = {}
     for node in record.canaries:
         try:
-            snap = store.load(node)
+            baselines[node] = key_metrics(store.load(node))
         except NotFoundError:
             continue
-        values = {"kernel_events": float(len(snap.events))}
-        for m in measurements_of(snap):
-            if m.key == "mesh/all_reduce/avg_busbw" and m.samples:
-                values[m.key] = sorted(m.samples)[len(m.samples) // 2]
-        baselines[node] = values
     write_text_atomic(path, render_window_html(record.doc, baselines))
     typer.echo(f"wrote the window's page to {path}")

@@ -26,7 +26,7 @@ from upgrade_gate.fleet.rollout import (
 )
 from upgrade_gate.fleet.window_state import State, WindowRecord, WindowStateError, event, list_windows, load_window
 from upgrade_gate.fleet.window_state import save_window as _save
-from upgrade_gate.model import GateReport, NodeName, Severity, Snapshot, Verdict
+from upgrade_gate.model import GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.executor import ExecutorSettings
@@ -111,17 +111,10 @@ def observe_window(
         )
         for name in record.canaries
     }
-    metrics: dict[str, dict[str, float]] = {
-        name: {
-            **{m.key: sorted(m.samples)[len(m.samples) // 2] for m in _measurements(snap) if m.key in _KEY_METRICS},
-            "kernel_events": float(len(snap.events)),
-        }
-        for name, snap in candidates.items()
-    }
+    metrics: dict[str, dict[str, float]] = {name: key_metrics(snap) for name, snap in candidates.items()}
     doc = dict(record.doc)
     doc["soak"] = dict(doc["soak"], observations=list(doc["soak"]["observations"]))
-    kept = {k: v for k, v in metrics.items() if v}
-    passed = add_observation(doc, at=actor.at, by=actor.by, nodes=nodes, metrics=kept)
+    passed = add_observation(doc, at=actor.at, by=actor.by, nodes=nodes, metrics=metrics)
     if not passed:
         doc["state"] = str(State.BLOCKED)
     status = soak_status(doc, parse_time(actor.at))
@@ -135,10 +128,13 @@ def observe_window(
     return Observation(record=saved, report=report, errors=errors, passed=passed)
 
 
-def _measurements(snap: Snapshot) -> Sequence[Any]:
-    from upgrade_gate.model import measurements_of
-
-    return measurements_of(snap)
+def key_metrics(snap: Snapshot) -> dict[str, float]:
+    """The values a soak observation records and the window page draws: kernel events, mesh bus bandwidth."""
+    values = {"kernel_events": float(len(snap.events))}
+    for m in measurements_of(snap):
+        if m.key in _KEY_METRICS and m.samples:
+            values[m.key] = sorted(m.samples)[len(m.samples) // 2]  # the median sample, as the judge reports it
+    return values
 
 
 def _capture(
