@@ -10,6 +10,7 @@ import pytest
 
 from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.fakenode import NodeSpec, build_fake_node, faults, mi300x_node
+from upgrade_gate.parse.bdf import PciAddress
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fakenode"
 SWEEP = ["-b", "1K", "-e", "2G", "-f", "2", "-g", "8", "-n", "20", "-w", "5"]
@@ -96,7 +97,7 @@ def test_fakenode_runs_differ_by_seeded_noise_only(node: LocalRunner) -> None:
 def test_fakenode_rccl_device_lines_follow_enumeration_order(tmp_path: Path) -> None:
     spec = faults.reverse_enumeration(mi300x_node("node-05", seed=5))
     out = runner_for(tmp_path, spec).run(["all_reduce_perf", "-b", "1M", "-e", "1M", "-g", "8"], timeout=30.0).stdout
-    assert re.findall(r"device +\d+ \[(\S+)\]", out) == [g.bdf[:-2] for g in reversed(spec.gpus)]
+    assert re.findall(r"device +\d+ \[(\S+)\]", out) == [PciAddress.parse(g.bdf).slot_text for g in reversed(spec.gpus)]
 
 
 def test_fakenode_json_output_is_refused(node: LocalRunner) -> None:

@@ -41,6 +41,7 @@ from upgrade_gate.fakenode import (
     mi300x_cpx_node,
     mi300x_node,
 )
+from upgrade_gate.parse.bdf import PciAddress
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.gitstore import BaselineStore
@@ -76,8 +77,8 @@ def _vfs(spec: NodeSpec) -> NodeSpec:
 
 def _device_of(spec: NodeSpec, pos: int) -> list[int]:
     """Positions (in spec.gpus) of every partition of the device GPU `pos` belongs to."""
-    head = spec.gpus[pos].bdf.rsplit(".", 1)[0]
-    return [i for i, g in enumerate(spec.gpus) if g.bdf.rsplit(".", 1)[0] == head]
+    head = PciAddress.parse(spec.gpus[pos].bdf).slot
+    return [i for i, g in enumerate(spec.gpus) if PciAddress.parse(g.bdf).slot == head]
 
 
 def _on_device(spec: NodeSpec, pos: int, **changes: Any) -> NodeSpec:

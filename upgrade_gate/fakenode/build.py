@@ -40,6 +40,7 @@ from upgrade_gate.fakenode import render_gpu, render_host, render_validation
 from upgrade_gate.fakenode.faults import FaultKind, Faults
 from upgrade_gate.fakenode.spec import NodeSpec
 from upgrade_gate.fakenode.templates import load_json_template, load_template
+from upgrade_gate.parse.bdf import PciAddress
 
 TOOLS = (
     "rocminfo",
@@ -211,7 +212,7 @@ def _rccl_params(spec: NodeSpec) -> dict[str, Any]:
         "version": version,
         "table_header": header,
         "trailer": [*trailer, "# Avg bus bandwidth    : {{AVG}}", "#"],
-        "gpus": [{"bdf_short": g.bdf[:-2], "name": g.market_name} for g in spec.enumerated_gpus],
+        "gpus": [{"bdf_short": PciAddress.parse(g.bdf).slot_text, "name": g.market_name} for g in spec.enumerated_gpus],
         "profiles": profiles,
         "programs": ["all_reduce_perf", "all_gather_perf"],
     }

@@ -31,6 +31,7 @@ import random
 from dataclasses import replace
 
 from upgrade_gate.fakenode.spec import GpuSpec, NicSpec, NodeSpec, PcieLinkSpec, mi300x_node
+from upgrade_gate.parse.bdf import PciAddress
 
 MI300X_CPX_PARTITIONS = 8
 MI210_GPU_BUSES = (0x4C, 0x63, 0xCC, 0xE3)
@@ -62,12 +63,12 @@ def mi300x_cpx_node(
     whole = mi300x_node(name, seed=seed, gpu_count=gpu_count, nic_count=nic_count, node_class=node_class)
     gpus: list[GpuSpec] = []
     for device in whole.gpus:
-        head = device.bdf.rsplit(".", 1)[0]
+        address = PciAddress.parse(device.bdf)
         for part in range(partitions):
             gpus.append(
                 replace(
                     device,
-                    bdf=f"{head}.{part}",
+                    bdf=str(address.with_function(part)),
                     partition=part,
                     compute_units=device.compute_units // partitions,
                     vram_mib=device.vram_mib // partitions,

@@ -25,6 +25,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from upgrade_gate.parse.bdf import PciAddress
+
 MI300X_FIRMWARE: tuple[tuple[str, str], ...] = (
     ("CP_MEC1", "166"),
     ("CP_MEC2", "166"),
@@ -86,13 +88,12 @@ class GpuSpec:
     @property
     def bus(self) -> int:
         """The PCI bus number."""
-        return int(self.bdf.split(":")[1], 16)
+        return PciAddress.parse(self.bdf).bus
 
     @property
     def bdf_id(self) -> int:
         """rocminfo's BDFID: bus << 8 | device << 3 | function (a partition's function is its number)."""
-        dev, fn = self.bdf.split(":")[2].split(".")
-        return self.bus << 8 | int(dev, 16) << 3 | int(fn, 16)
+        return PciAddress.parse(self.bdf).bdf_id
 
     @property
     def physical(self) -> bool:

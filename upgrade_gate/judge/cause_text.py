@@ -17,6 +17,7 @@ import functools
 from collections.abc import Sequence
 
 from upgrade_gate.model import CauseCategory, RuleId
+from upgrade_gate.parse.bdf import address_of
 
 DEFAULT_OWNER = "platform on-call"
 PERMUTATION_COLUMNS = 10
@@ -89,8 +90,8 @@ def short_bdf(bdf: object) -> str:
     """ "0000:05:00.0" -> "05:00.0" (domain 0 dropped), anything else as is, None as "-"."""
     if bdf is None:
         return "-"
-    text = str(bdf)
-    return text[5:] if text.startswith("0000:") else text
+    address = address_of(str(bdf))
+    return address.display if address is not None else str(bdf)
 
 
 def permutation_table(before: Sequence[object], after: Sequence[object]) -> tuple[str, ...]:

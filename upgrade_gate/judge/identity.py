@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from upgrade_gate.model import Gpu
+from upgrade_gate.parse.bdf import address_of
 
 PLACEHOLDER_IDS = frozenset(
     {"", "0", "n/a", "na", "none", "null", "unknown", "unsupported", "0x0", "0x00000000", "0x0000000000000000"}
@@ -91,13 +92,15 @@ def canonical_uid(value: str | None) -> str | None:
     return None if number == 0 else f"0x{number:x}"
 
 
+def _slot(gpu: Gpu) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of the GPU's BDF: its physical device whatever the partition."""
+    address = address_of(gpu.bdf)
+    return address.slot if address is not None else None
+
+
 def _function(gpu: Gpu) -> int | None:
-    if gpu.bdf is None:
-        return None
-    try:
-        return int(str(gpu.bdf).rsplit(".", 1)[1], 16)
-    except (IndexError, ValueError):
-        return None
+    address = address_of(gpu.bdf)
+    return address.function if address is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +274,7 @@ def duplicate_ids(gpus: Sequence[Gpu]) -> list[tuple[str, str, tuple[Gpu, ...]]]
         for value, members in sorted(groups.items()):
             if len(members) < 2:
                 continue
-            devices = {str(gpus[p].bdf).rsplit(".", 1)[0] if gpus[p].bdf is not None else None for p in members}
+            devices = {_slot(gpus[p]) for p in members}
             pairs = {(ids[p].serial, ids[p].uid) for p in members}
             parts = [ids[p].partition for p in members]
             one_device = len(devices) == 1 and None not in devices and len(pairs) == 1 and len(set(parts)) == len(parts)

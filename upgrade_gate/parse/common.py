@@ -2,9 +2,8 @@
 
 Design notes:
 - Kept deliberately small (not a grab-bag): only what at least two tool formats need.
-- `normalize_bdf` returns the canonical lower-case `dddd:bb:dd.f`. A short form is accepted only when
-  the caller says the tool's format defines it (`allow_missing_domain` for plain `lspci` without `-D`,
-  `allow_missing_function` for rccl-tests' `[0000:05:00]`); otherwise it is a `ParseError`, never a guess.
+- `normalize_bdf` returns the canonical lower-case `dddd:bb:dd.f` through `parse.bdf.PciAddress`, whose
+  docstring says which short forms a caller may allow; anything else is a `ParseError`, never a guess.
 - 2024-xx rocm-smi 6.2.3 prints the colour codes of its header sub-row in caret notation when captured
   through some terminals (`^[3m`, corpus rocm-smi/mi300x-8gpu-concise-...-ansi-caret-hung.txt); rocminfo
   7.2.4 wraps its banner in real `ESC[37m ... ESC[0m`. `strip_ansi` removes both forms.
@@ -16,16 +15,12 @@ import re
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
+from upgrade_gate.parse.bdf import PciAddress
 from upgrade_gate.parse.sanity import name_problem
 
 # Real CSI sequences (ESC [ params final-byte), two-byte ESC sequences, and their caret-notation
 # remnants ("^[[3m", or "^[3m" where the copy lost the bracket).
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\^\[\[?[0-9;]*[A-Za-z]")
-
-_BDF_RE = re.compile(
-    r"^(?:(?P<domain>[0-9A-Fa-f]{4,8}):)?(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})"
-    r"(?:\.(?P<fn>[0-7]))?$"
-)
 
 NA_TOKENS = frozenset({"n/a"})
 
@@ -44,24 +39,13 @@ def normalize_bdf(
     allow_missing_function: bool = False,
 ) -> Bdf:
     """Canonical lower-case `dddd:bb:dd.f` for a printed PCI address, or ParseError."""
-    text = raw.strip()
-    match = _BDF_RE.match(text)
-    if match is None:
-        raise ParseError(tool, line_no, raw, "not a PCI address (dddd:bb:dd.f)")
-    domain = match.group("domain")
-    fn = match.group("fn")
-    if domain is None and not allow_missing_domain:
-        raise ParseError(tool, line_no, raw, "PCI address without a domain")
-    if fn is None and not allow_missing_function:
-        raise ParseError(tool, line_no, raw, "PCI address without a function number")
-    dom_val = int(domain, 16) if domain is not None else 0
-    # Linux prints domains with %04x, so a VMD domain above 0xffff keeps its extra digits ("10000").
-    dom_txt = f"{dom_val:04x}"
-    bus = int(match.group("bus"), 16)
-    dev = int(match.group("dev"), 16)
-    if dev > 0x1F:
-        raise ParseError(tool, line_no, raw, "PCI device number above 0x1f")
-    return Bdf(f"{dom_txt}:{bus:02x}:{dev:02x}.{int(fn or '0')}")
+    return PciAddress.parse(
+        raw,
+        tool=tool,
+        line_no=line_no,
+        allow_missing_domain=allow_missing_domain,
+        allow_missing_function=allow_missing_function,
+    ).bdf
 
 
 def check_name(name: str, *, tool: str, line_no: int, excerpt: str) -> str:
@@ -74,11 +58,6 @@ def check_name(name: str, *, tool: str, line_no: int, excerpt: str) -> str:
     if problem is not None:
         raise ParseError(tool, line_no, excerpt, problem)
     return name
-
-
-def bdf_from_parts(domain: int, bus: int, dev: int, fn: int) -> Bdf:
-    """Canonical BDF from numeric parts (e.g. rocminfo's BDFID integer, KFD's location_id)."""
-    return Bdf(f"{domain:04x}:{bus:02x}:{dev:02x}.{fn}")
 
 
 def is_na(value: str | None) -> bool:

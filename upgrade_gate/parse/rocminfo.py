@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
-from upgrade_gate.parse.common import bdf_from_parts, strip_ansi
+from upgrade_gate.parse.bdf import PciAddress
+from upgrade_gate.parse.common import strip_ansi
 
 TOOL = "rocminfo"
 
@@ -112,7 +113,7 @@ def agent_bdf(agent: RocmAgent, *, domain: int) -> Bdf | None:
     """Full BDF of a GPU agent given its PCI domain, which rocminfo itself never prints."""
     if agent.bdf_id is None:
         return None
-    return bdf_from_parts(domain, agent.bdf_id >> 8, (agent.bdf_id >> 3) & 0x1F, agent.bdf_id & 0x7)
+    return PciAddress.from_bdf_id(agent.bdf_id, domain=domain).bdf
 
 
 def vram_kb(agent: RocmAgent) -> int | None:
@@ -222,7 +223,7 @@ class _AgentBuilder:
                 bdf_id = _int(*f["BDFID"])
                 if bdf_id > 0xFFFF:
                     raise ParseError(TOOL, f["BDFID"][1], f["BDFID"][2], "BDFID above 16 bits")
-                bus_dev_fn = f"{bdf_id >> 8:02x}:{(bdf_id >> 3) & 0x1F:02x}.{bdf_id & 0x7}"
+                bus_dev_fn = PciAddress.from_bdf_id(bdf_id).short
         return RocmAgent(
             number=self.number,
             name=name,

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
-from upgrade_gate.parse.common import bdf_from_parts, check_name, normalize_bdf, strip_ansi
+from upgrade_gate.parse.bdf import PciAddress
+from upgrade_gate.parse.common import check_name, normalize_bdf, strip_ansi
 
 GREP_TOOL = "sysfs-grep"
 KFD_TOOL = "kfd-properties"
@@ -202,7 +203,7 @@ def parse_kfd_properties(text: str) -> KfdProperties:
             loc = values["location_id"]
             if not 0 <= loc <= 0xFFFF or not 0 <= values["domain"] <= 0xFFFF:
                 raise ParseError(KFD_TOOL, 0, f"location_id {loc}", "location_id/domain out of range")
-            bdf = bdf_from_parts(values["domain"], loc >> 8, (loc >> 3) & 0x1F, loc & 0x7)
+            bdf = PciAddress.from_bdf_id(loc, domain=values["domain"]).bdf
         version = values.get("gfx_target_version", 0)
         if version > 0:
             major, minor, step = version // 10000, (version // 100) % 100, version % 100

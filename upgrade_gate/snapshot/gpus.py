@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from upgrade_gate.model import Bdf, Gpu, GpuSerial
 from upgrade_gate.parse import lspci, rocminfo
 from upgrade_gate.parse.amdsmi_types import AmdSmiFirmware, AmdSmiList, AmdSmiStatic, AmdSmiStaticGpu
+from upgrade_gate.parse.bdf import PciAddress
 from upgrade_gate.parse.rocmsmi_types import RocmSmiGpu, RocmSmiInfo
 
 _AMD_VENDOR = "1002"
@@ -54,9 +55,9 @@ class GpuSources:
     reason: Callable[..., str]
 
 
-def _short(bdf: str) -> str:
+def _short(bdf: Bdf) -> str:
     """'0000:05:00.0' -> '05:00.0' (rocminfo's domain-less form)."""
-    return bdf.split(":", 1)[1]
+    return PciAddress.parse(bdf).short
 
 
 def _full_bdfs(src: GpuSources) -> dict[str, Bdf | None]:
@@ -85,11 +86,11 @@ def _full_bdfs(src: GpuSources) -> dict[str, Bdf | None]:
 
 def _partition_bdf(full: dict[str, Bdf | None], short: str) -> Bdf | None:
     """`05:00.3` -> `0000:05:00.3` when the device's function 0 is confirmed (see the module docstring)."""
-    head, _, fn = short.rpartition(".")
-    device = full.get(f"{head}.0")
-    if fn in ("", "0") or device is None:
+    partition = PciAddress.parse(short, allow_missing_domain=True)
+    device = full.get(partition.with_function(0).short)
+    if partition.function == 0 or device is None:
         return None
-    return Bdf(f"{device.rsplit('.', 1)[0]}.{fn}")
+    return PciAddress.parse(device).with_function(partition.function).bdf
 
 
 def _firmware_by_bdf(src: GpuSources) -> dict[Bdf, dict[str, str]]:
