@@ -30,6 +30,22 @@ def sample_report() -> GateReport:
         message="index 0 was 0000:05:00.0 (serial 692251001234), now 0000:f5:00.0 (serial 692251009999)",
         evidence="rocminfo",
         hint="HIP_VISIBLE_DEVICES=GPU-4b1e...,GPU-9a3f...",
+        data={
+            "order": [
+                {
+                    "index": 0,
+                    "baseline": {"bdf": "0000:05:00.0", "id": "692251001234"},
+                    "candidate": {"bdf": "0000:f5:00.0", "id": "692251009999"},
+                    "moved": True,
+                },
+                {
+                    "index": 1,
+                    "baseline": {"bdf": "0000:f5:00.0", "id": "692251009999"},
+                    "candidate": {"bdf": "0000:05:00.0", "id": "692251001234"},
+                    "moved": True,
+                },
+            ]
+        },
     )
     bw = Finding(
         rule=RuleId("bandwidth.regression"),

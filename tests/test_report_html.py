@@ -85,3 +85,28 @@ def test_html_report_charts_draw_in_headless_chromium(tmp_path: Path) -> None:
     match = re.search(r'data-charts-drawn="(\d+)"', dom)
     assert match is not None, dom[:500]
     assert int(match.group(1)) >= 2, "expected the baseline and candidate curves to draw"
+
+
+def test_html_order_table_shows_the_judges_decision_not_a_rederived_one() -> None:
+    # Indices 0 and 1 swap slots and the board in slot 5 is replaced: the judge counts 0 and 1 as
+    # moved and leaves slot 5 to device.replaced; a table rebuilt from "BDF or serial differs at an
+    # index" would mark index 5 too.
+    from dataclasses import replace
+
+    from tests.judge_scenarios import NODE, NOW, mi300x_snapshot, upgraded
+    from upgrade_gate.judge.judge import judge
+    from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.model import GpuSerial
+
+    base, cand = mi300x_snapshot(), upgraded()
+    gpus = list(cand.gpus)
+    gpus[0], gpus[1] = replace(gpus[1], index=0), replace(gpus[0], index=1)
+    gpus[5] = replace(gpus[5], serial=GpuSerial("NEWBOARD"), unique_id="0x1")
+    cand = replace(cand, gpus=tuple(gpus))
+    report = judge(baselines={NODE: base}, candidates=[cand], plan=None, policy=load_policy(), now=NOW)
+    rules = {f.rule for f in report.findings}
+    assert {"device.order_changed", "device.replaced"} <= rules
+    page = render(ReportFormat.HTML, ReportContext(report=report, baselines={NODE: base}, candidates={NODE: cand}))
+    table = page.split('<table class="order">', 1)[1].split("</table>", 1)[0]
+    marked = re.findall(r'<tr class="changed"><td>(\d+)</td>', table)
+    assert marked == ["0", "1"]

@@ -382,6 +382,7 @@ class Finding:
     actual: object = None
     evidence: str | None = None  # probe or phase file behind it
     hint: str | None = None  # e.g. an ordering pin the operator can apply
+    data: object = None  # the rule's facts a reporter renders as they are (device.order_changed: the order table)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

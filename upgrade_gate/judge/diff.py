@@ -109,6 +109,27 @@ def _key_prefix(segments: list[Any], pos: int) -> str | None:
     return None
 
 
+def path_item(path: str) -> str | None:
+    """The item label in a path's first brackets (`gpus[serial=X].numa_node` -> `serial=X`), else None."""
+    if "[" not in path:
+        return None
+    return path.split("[", 1)[1].split("]", 1)[0]
+
+
+def item_names(path: str) -> set[str]:
+    """The names a finding may give the path's item: its label, and the bare key of a keyed collection.
+
+    `nics[name=ionic_0].fw` -> {`name=ionic_0`, `ionic_0`} (NIC rules name the device); a GPU item is
+    named by its label only (`GpuKey` text, which GPU rules use as the finding's device).
+    """
+    label = path_item(path)
+    if label is None:
+        return set()
+    section = path.split("[", 1)[0]
+    prefix = _KEYED.get(section, "")
+    return {label, label.removeprefix(prefix)} if prefix else {label}
+
+
 def snapshot_views(baseline: Snapshot, candidate: Snapshot) -> tuple[dict[str, Any], dict[str, Any]]:
     """The identity-keyed plain views the diff compares, without the items equal on both sides."""
     pairs = match_gpus(baseline.gpus, candidate.gpus)

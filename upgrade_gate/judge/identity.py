@@ -26,9 +26,10 @@ those, and the devices rule blocks on them). Unique ids are compared in one cano
 lower-case hex without leading zeros), since rocminfo (`GPU-`), amd-smi (`0x`, 16 upper-case digits)
 and rocm-smi (`hex()`) print the same number three ways.
 
-Each pair gets a *label* (`serial=692409006566`, `serial=692409006566,partition=3`,
-`unique_id=0x28246ce5673b4aa0`, `bdf=0000:05:00.0`, `index=3`) used in diff paths and finding
-devices. Everything here is dictionary work: O(n log n) in the GPU count (a 10,008-GPU snapshot used
+Each pair gets a `GpuKey` (kind, value, partition) whose text is its *label* (`serial=692409006566`,
+`serial=692409006566,partition=3`, `unique_id=0x28246ce5673b4aa0`, `bdf=0000:05:00.0`, `index=3`) used
+in diff paths and finding devices; code that needs the kind reads the key, never the label.
+Everything here is dictionary work: O(n log n) in the GPU count (a 10,008-GPU snapshot used
 to take minutes of CPU in pairwise scans).
 """
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from upgrade_gate.model import Gpu
@@ -62,13 +63,48 @@ class MatchKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GpuKey:
+    """What identifies a GPU in diff paths and findings: the kind of key, its value, its partition.
+
+    `str()` is the label (`serial=X`, `serial=X,partition=3`, `unique_id=0x..`, `bdf=..`, `index=3`,
+    with `#candidate` when a candidate GPU's key collides with an unmatched baseline GPU's); this is
+    the one place that writes it, and nothing parses it back: code that needs the kind reads `kind`.
+    """
+
+    kind: MatchKind
+    value: str
+    partition: int | None = None
+    candidate_only: bool = False
+
+    def __str__(self) -> str:
+        part = f",partition={self.partition}" if self.partition is not None else ""
+        return f"{self.kind.value}={self.value}{part}{'#candidate' if self.candidate_only else ''}"
+
+    @classmethod
+    def of_slot(cls, gpu: Gpu) -> GpuKey:
+        """The key of a GPU known by its slot only (its BDF, else its index)."""
+        if gpu.bdf is not None:
+            return cls(kind=MatchKind.BDF, value=str(gpu.bdf))
+        return cls(kind=MatchKind.INDEX, value=str(gpu.index))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuPair:
     """One GPU as seen in the baseline and/or the candidate (None on the side it is absent from)."""
 
-    label: str
-    kind: MatchKind
+    key: GpuKey
     baseline: Gpu | None
     candidate: Gpu | None
+
+    @property
+    def kind(self) -> MatchKind:
+        """How the pair was matched (BDF and INDEX: identity unverified)."""
+        return self.key.kind
+
+    @property
+    def label(self) -> str:
+        """The pair's label in diff paths and finding devices."""
+        return str(self.key)
 
 
 def normalise_id(value: str | None) -> str | None:
@@ -112,16 +148,14 @@ class Ident:
     partition: int | None
     shared: bool  # another GPU of the snapshot prints the same ids (a partition of one device)
 
-    def label(self, gpu: Gpu, kind: MatchKind) -> str:
-        """The label of this GPU keyed by `kind`."""
-        part = f",partition={self.partition}" if self.shared and self.partition is not None else ""
-        if kind is MatchKind.SERIAL:
-            return f"serial={self.serial}{part}"
-        if kind is MatchKind.UNIQUE_ID:
-            return f"unique_id={self.uid}{part}"
-        if kind is MatchKind.BDF:
-            return f"bdf={gpu.bdf}"
-        return f"index={gpu.index}"
+    def key(self, gpu: Gpu, kind: MatchKind) -> GpuKey:
+        """The key of this GPU of `kind`."""
+        part = self.partition if self.shared else None
+        if kind is MatchKind.SERIAL and self.serial is not None:
+            return GpuKey(kind=kind, value=self.serial, partition=part)
+        if kind is MatchKind.UNIQUE_ID and self.uid is not None:
+            return GpuKey(kind=kind, value=self.uid, partition=part)
+        return GpuKey.of_slot(gpu)
 
 
 def identities(gpus: Sequence[Gpu]) -> list[Ident]:
@@ -176,23 +210,16 @@ _TIERS = (
 )
 
 
-def best_label(gpu: Gpu, ident: Ident, usable: dict[str, dict[int, Hashable]], pos: int) -> tuple[str, MatchKind]:
-    """The label of an unmatched GPU: its most trusted usable key."""
+def best_key(gpu: Gpu, ident: Ident, usable: dict[str, dict[int, Hashable]], pos: int) -> GpuKey:
+    """The key of an unmatched GPU: its most trusted usable one."""
     for tier, kind in _TIERS:
         if pos in usable[tier]:
-            return ident.label(gpu, kind), kind
+            return ident.key(gpu, kind)
     if ident.serial is not None:
-        return ident.label(gpu, MatchKind.SERIAL), MatchKind.SERIAL
+        return ident.key(gpu, MatchKind.SERIAL)
     if ident.uid is not None:
-        return ident.label(gpu, MatchKind.UNIQUE_ID), MatchKind.UNIQUE_ID
-    return f"index={gpu.index}", MatchKind.INDEX
-
-
-def gpu_label(gpu: Gpu, gpus: Sequence[Gpu]) -> str:
-    """The label of one GPU within its own snapshot (most trusted usable id first)."""
-    pos = next(i for i, g in enumerate(gpus) if g is gpu)
-    ids = identities(gpus)
-    return best_label(gpu, ids[pos], _keys(gpus, ids), pos)[0]
+        return ident.key(gpu, MatchKind.UNIQUE_ID)
+    return GpuKey(kind=MatchKind.INDEX, value=str(gpu.index))
 
 
 def match_gpus(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPair, ...]:
@@ -219,8 +246,7 @@ def match_gpus(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPa
                 continue
             if not kind.verified and _conflicting(bi, ci):
                 continue
-            label = b_ids[bi].label(baseline[bi], kind)
-            pairs.append(GpuPair(label=label, kind=kind, baseline=baseline[bi], candidate=candidate[ci]))
+            pairs.append(GpuPair(key=b_ids[bi].key(baseline[bi], kind), baseline=baseline[bi], candidate=candidate[ci]))
             left.discard(bi)
             right.discard(ci)
             del by_key[key]
@@ -234,25 +260,24 @@ def match_gpus(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPa
             del c_blind[baseline[bi].index]
             pairs.append(
                 GpuPair(
-                    label=f"index={baseline[bi].index}",
-                    kind=MatchKind.INDEX,
+                    key=GpuKey(kind=MatchKind.INDEX, value=str(baseline[bi].index)),
                     baseline=baseline[bi],
                     candidate=candidate[ci],
                 )
             )
             left.discard(bi)
             right.discard(ci)
-    taken = {p.label for p in pairs}
+    taken = {p.key for p in pairs}
     for bi in sorted(left):
-        label, kind = best_label(baseline[bi], b_ids[bi], b_keys, bi)
-        pairs.append(GpuPair(label=label, kind=kind, baseline=baseline[bi], candidate=None))
-        taken.add(label)
+        key = best_key(baseline[bi], b_ids[bi], b_keys, bi)
+        pairs.append(GpuPair(key=key, baseline=baseline[bi], candidate=None))
+        taken.add(key)
     for ci in sorted(right):
-        label, kind = best_label(candidate[ci], c_ids[ci], c_keys, ci)
-        if label in taken:  # same slot or same ids, different device: keep labels distinct
-            label = f"{label}#candidate"
-        taken.add(label)
-        pairs.append(GpuPair(label=label, kind=kind, baseline=None, candidate=candidate[ci]))
+        key = best_key(candidate[ci], c_ids[ci], c_keys, ci)
+        if key in taken:  # same slot or same ids, different device: keep labels distinct
+            key = replace(key, candidate_only=True)
+        taken.add(key)
+        pairs.append(GpuPair(key=key, baseline=None, candidate=candidate[ci]))
     return tuple(pairs)
 
 

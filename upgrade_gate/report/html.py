@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from upgrade_gate.model import GateReport, Gpu, NodeName, Severity, Snapshot, Verdict, measurements_of
+from upgrade_gate.judge.order_table import OrderRow, OrderSide, rows_of
+from upgrade_gate.model import Finding, GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of
 from upgrade_gate.report.interface import ReportContext
 from upgrade_gate.report.text import show_value, sorted_findings
 
@@ -87,22 +88,40 @@ def _chart_svg(title: str, series: Mapping[str, Mapping[int, float]]) -> str:
     return svg[svg.index("<svg") :]
 
 
-def _order_table(base: Snapshot | None, cand: Snapshot | None) -> str:
-    def by_index(s: Snapshot | None) -> dict[int, Gpu]:
-        return {g.index: g for g in s.gpus} if s else {}
+def _order_finding(ctx: ReportContext, node: NodeName) -> Finding | None:
+    return next((f for f in ctx.report.findings if f.node == node and f.rule == "device.order_changed"), None)
 
-    b, c = by_index(base), by_index(cand)
+
+def _listed_rows(base: Snapshot | None, cand: Snapshot | None) -> tuple[OrderRow, ...]:
+    """Both snapshots' GPUs by index, nothing marked: the judge found no order change to show."""
+
+    def side(s: Snapshot | None, idx: int) -> OrderSide | None:
+        gpu = next((g for g in s.gpus if g.index == idx), None) if s else None
+        if gpu is None:
+            return None
+        return OrderSide(bdf=None if gpu.bdf is None else str(gpu.bdf), ident=gpu.serial or gpu.unique_id)
+
+    indices = sorted({g.index for s in (base, cand) if s for g in s.gpus})
+    return tuple(OrderRow(index=i, baseline=side(base, i), candidate=side(cand, i), moved=False) for i in indices)
+
+
+def _order_table(ctx: ReportContext, node: NodeName) -> str:
+    order = _order_finding(ctx, node)
+    judged = rows_of(order) if order is not None else None
+    rows_in = judged if judged is not None else _listed_rows(ctx.baselines.get(node), ctx.candidates.get(node))
+    note = (
+        "<p>The judge found the order changed (see its finding); this report carries no order table.</p>"
+        if order is not None and judged is None
+        else ""
+    )
     rows = []
-    for idx in sorted(set(b) | set(c)):
-        bg, cg = b.get(idx), c.get(idx)
-        b_bdf, c_bdf = (bg.bdf if bg else None), (cg.bdf if cg else None)
-        b_ser = (bg.serial or bg.unique_id) if bg else None
-        c_ser = (cg.serial or cg.unique_id) if cg else None
-        changed = (b_bdf, b_ser) != (c_bdf, c_ser)
-        mark = "changed" if changed else ""
+    for row in rows_in:
+        b, c = row.baseline, row.candidate
+        mark = "changed" if row.moved else ""
         rows.append(
-            f'<tr class="{mark}"><td>{idx}</td><td>{_e(b_bdf)}</td><td>{_e(b_ser)}</td>'
-            f"<td>{_e(c_bdf)}</td><td>{_e(c_ser)}</td><td>{'&#9888; changed' if changed else ''}</td></tr>"
+            f'<tr class="{mark}"><td>{row.index}</td><td>{_e(b.bdf if b else None)}</td>'
+            f"<td>{_e(b.ident if b else None)}</td><td>{_e(c.bdf if c else None)}</td>"
+            f"<td>{_e(c.ident if c else None)}</td><td>{'&#9888; moved' if row.moved else ''}</td></tr>"
         )
     if not rows:
         return "<p>No GPUs in either snapshot.</p>"
@@ -110,12 +129,12 @@ def _order_table(base: Snapshot | None, cand: Snapshot | None) -> str:
         "<tr><th>index</th><th>baseline BDF</th><th>baseline serial</th>"
         "<th>candidate BDF</th><th>candidate serial</th><th></th></tr>"
     )
-    return f'<table class="order">{head}{"".join(rows)}</table>'
+    return f'{note}<table class="order">{head}{"".join(rows)}</table>'
 
 
 def _node_section(ctx: ReportContext, node: NodeName) -> str:
     base, cand = ctx.baselines.get(node), ctx.candidates.get(node)
-    parts = [f"<h3>Device order: {html.escape(node)}</h3>", _order_table(base, cand)]
+    parts = [f"<h3>Device order: {html.escape(node)}</h3>", _order_table(ctx, node)]
     b_curves, c_curves = _curves(base), _curves(cand)
     for name in sorted(set(b_curves) | set(c_curves)):
         series = {k: v for k, v in (("baseline", b_curves.get(name)), ("candidate", c_curves.get(name))) if v}

@@ -127,6 +127,7 @@ def finding(
     evidence: str | None = None,
     hint: str | None = None,
     severity: Severity | None = None,
+    data: object = None,
 ) -> Finding:
     """A finding of `entry`'s rule on `ctx`'s node, at the entry's severity unless given."""
     return Finding(
@@ -140,6 +141,7 @@ def finding(
         actual=actual,
         evidence=evidence,
         hint=hint,
+        data=data,
     )
 
 

@@ -25,7 +25,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge.identity import GpuPair, canonical_uid, duplicate_ids, normalise_id, rocr_uuid
+from upgrade_gate.judge.identity import (
+    GpuKey,
+    GpuPair,
+    MatchKind,
+    canonical_uid,
+    duplicate_ids,
+    normalise_id,
+    rocr_uuid,
+)
+from upgrade_gate.judge.order_table import order_data
 from upgrade_gate.judge.rules.base import NodeContext, finding, spec
 from upgrade_gate.model import Finding, Gpu, GpuSerial, Severity
 
@@ -50,7 +59,7 @@ def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     cand_by_index = {g.index: g for g in ctx.candidate.gpus}
     replaced = _replaced_slots(ctx.pairs)
     pair_of = _pairs_by_baseline(ctx.pairs)
-    moved: list[str] = []
+    moved: dict[int, str] = {}
     for index in sorted(base_by_index):
         was = base_by_index[index]
         now = cand_by_index.get(index)
@@ -61,7 +70,7 @@ def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         pair = pair_of.get(id(was))
         same_device = pair is not None and pair.candidate is now
         if not same_device or was.bdf != now.bdf:
-            moved.append(f"index {index} was {_describe(was)}, now {_describe(now)}")
+            moved[index] = f"index {index} was {_describe(was)}, now {_describe(now)}"
     if not moved:
         return
     base_order = [str(base_by_index[i].bdf) for i in sorted(base_by_index)]
@@ -69,12 +78,13 @@ def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     yield finding(
         ctx,
         entry,
-        "GPU enumeration order changed: " + "; ".join(moved),
+        "GPU enumeration order changed: " + "; ".join(moved.values()),
         path="gpus.order",
         expected=base_order,
         actual=cand_order,
         evidence="rocminfo",
         hint=_order_pin(ctx),
+        data=order_data(base_by_index, cand_by_index, set(moved)),
     )
 
 
@@ -249,7 +259,7 @@ def check_denylisted(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                     entry,
                     f"GPU {ident} (index {gpu.index}, {gpu.bdf}) is on the denylist: {ctx.denylist[GpuSerial(ident)]}",
                     device=ident,
-                    path=f"gpus[serial={ident}]",
+                    path=f"gpus[{GpuKey(kind=MatchKind.SERIAL, value=ident)}]",
                     expected="not denylisted",
                     actual=ctx.denylist[GpuSerial(ident)],
                     evidence="denylist",

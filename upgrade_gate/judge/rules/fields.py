@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.coverage import UNPLANNED, CoverageKind, coverage_of
+from upgrade_gate.judge.diff import item_names, path_item
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
 from upgrade_gate.model import Change, ChangeOp, Finding, RuleId, Severity
 
@@ -33,19 +34,10 @@ def _overlaps(a: str, b: str) -> bool:
     return long.startswith(short) and long[len(short)] in ".["
 
 
-def _device(path: str) -> str | None:
-    """The label in the first brackets of a path (`gpus[serial=X].numa_node` -> `serial=X`)."""
-    if "[" not in path:
-        return None
-    inner = path.split("[", 1)[1]
-    return inner.split("]", 1)[0]
-
-
 def _covered(change: Change, rule: str, found: Sequence[Finding]) -> bool:
-    device = _device(change.path)
     # GPU findings name the pair label (`serial=X`), NIC/PCIe ones the bare name or BDF (`ionic_0`); a
     # whole GPU that appeared or vanished may be named by its slot (device.replaced).
-    names = {device, device.split("=", 1)[-1]} if device is not None else set()
+    names = item_names(change.path)
     for side in (change.baseline, change.candidate):
         if isinstance(side, dict) and isinstance(side.get("bdf"), str):
             names.add(side["bdf"])
@@ -95,7 +87,7 @@ def unplanned_findings(
             ctx,
             entry,
             f"{change.path} {what} outside the plan ({field})",
-            device=_device(change.path),
+            device=path_item(change.path),
             path=change.path,
             expected=change.baseline,
             actual=change.candidate,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from upgrade_gate.judge.identity import GpuKey
 from upgrade_gate.judge.plan import FirmwareChange, glob_match, version_matches
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
 from upgrade_gate.model import Finding, Gpu
@@ -39,7 +40,7 @@ def _label(labels: dict[int, str], gpu: Gpu) -> str:
     found = labels.get(id(gpu))
     if found is not None:
         return found
-    return f"bdf={gpu.bdf}" if gpu.bdf is not None else f"index={gpu.index}"
+    return str(GpuKey.of_slot(gpu))
 
 
 def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
