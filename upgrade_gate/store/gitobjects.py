@@ -1,0 +1,252 @@
+"""Git object plumbing under the baseline store: trees, blobs and commits read and written directly.
+
+`store.gitstore` holds the store's API and guarantees (what a save promises, how tags are checked);
+this module holds how those map onto git's object database. Together with `gitstore` it is the only
+code of the package that imports gitpython / gitdb (import-linter checks it).
+
+Design decisions:
+- Objects are written in-process through gitdb's LooseObjectDB (a temp file `objects/obj*`, then
+  rename) rather than `repo.odb.store`, which starts one `git hash-object` per object.
+- Trees are parsed once per `GitObjects` (they are immutable by sha): gitpython's `tree / path`
+  re-parses a whole folder per lookup, which made listing and loading a fleet quadratic.
+- A trusted read takes a blob straight from its loose object file (as saves write them), and falls
+  back to git for a packed one (after an operator's `git gc`).
+- The working-tree mirror writes each changed file as temp file + rename, then resets the index; a
+  path that could escape the work tree (a hostile clone) is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first (no 15-line ImportError without git)
+from git.objects.fun import tree_entries_from_data, tree_to_stream
+from gitdb import IStream, LooseObjectDB
+from gitdb.exc import ODBError
+
+from upgrade_gate.errors import GateError, InputError, NotFoundError, StoreError
+
+BLOB_MODE = 0o100644
+TREE_MODE = 0o040000
+ZERO_SHA = "0" * 40
+DEFAULT_IDENTITY = ("upgrade-gate", "upgrade-gate@localhost")
+
+Entry = tuple[bytes, int]  # (binary sha, mode)
+
+
+def first_line(text: object) -> str:
+    """The first non-empty line of an error's text (git's stderr), without gitpython's decoration."""
+    lines = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
+    return lines[0].removeprefix("stderr: ").strip("'") if lines else "no message"
+
+
+def is_file(entry: Entry | None) -> bool:
+    """True for a regular file's entry: no tree, link or submodule."""
+    return entry is not None and entry[1] >> 12 == 0o10
+
+
+def write_bytes_atomic(target: Path, data: bytes) -> None:
+    """Write `data` to `target` through a temp file and a rename (0644, like any checkout)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; a mirrored file reads like any checkout
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def mapped_errors(store: Path, action: str) -> Iterator[None]:
+    """Turn git's, gitdb's and the file system's errors into one-line `StoreError`s (exit 4)."""
+    try:
+        yield
+    except GateError:
+        raise
+    except git.GitCommandNotFound as exc:
+        raise StoreError(f"{store}: {action}: the git binary is not on PATH (the store needs git)") from exc
+    except git.GitCommandError as exc:
+        verb = exc.command[1] if isinstance(exc.command, list | tuple) and len(exc.command) > 1 else ""
+        raise StoreError(f"{store}: {action}: git {verb}: {first_line(exc.stderr)}") from exc
+    except (git.GitError, ODBError, OSError, ValueError) as exc:
+        raise StoreError(f"{store}: {action}: {first_line(exc)}") from exc
+
+
+def head_commit(repo: git.Repo) -> git.Commit | None:
+    """The commit HEAD names; None on an unborn branch (a store whose init was interrupted)."""
+    try:
+        return repo.head.commit
+    except ValueError:
+        return None
+
+
+class GitObjects:
+    """Reads and writes the objects of one repository, with a cache of parsed trees."""
+
+    def __init__(self, repo: git.Repo) -> None:
+        self.repo = repo
+        self._trees: dict[bytes, dict[str, Entry]] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    def entries(self, tree: bytes) -> dict[str, Entry]:
+        """name -> (sha, mode) of a tree object."""
+        entries = self._trees.get(tree)
+        if entries is None:
+            raw = self.repo.odb.stream(tree).read()
+            entries = {name: (sha, mode) for sha, mode, name in tree_entries_from_data(raw)}
+            if len(self._trees) >= 64:
+                self._trees.clear()
+            self._trees[tree] = entries
+        return entries
+
+    def lookup(self, commit: git.Commit, path: str) -> Entry | None:
+        """The entry at `path` (slash-separated) in the commit's tree, None when absent."""
+        found: Entry | None = (commit.tree.binsha, TREE_MODE)
+        for part in path.split("/"):
+            if found is None or found[1] != TREE_MODE:
+                return None
+            found = self.entries(found[0]).get(part)
+        return found
+
+    def read_blob(self, commit: git.Commit, path: str) -> bytes | None:
+        """The content of the regular file at `path`, None when absent or not a regular file."""
+        found = self.lookup(commit, path)
+        if found is None or not is_file(found):
+            return None
+        data: bytes = self.repo.odb.stream(found[0]).read()
+        return data
+
+    def commit(self, ref: str, *, store: Path) -> git.Commit:
+        """The commit a ref (full sha, tag, branch, any rev) names; NotFoundError when none."""
+        if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+            try:
+                commit = self.repo.commit(ref)
+                commit.tree  # noqa: B018 - resolve the tree now, once
+                return commit
+            except (ODBError, ValueError) as exc:
+                raise NotFoundError(f"{store}: no commit {ref} in the baseline store") from exc
+        try:
+            obj = self.repo.rev_parse(f"{ref}^{{commit}}")
+        except (ODBError, ValueError, IndexError) as exc:
+            raise NotFoundError(f"{store}: no ref {ref!r} in the baseline store") from exc
+        assert isinstance(obj, git.Commit)
+        return obj
+
+    def file_names(self, commit: git.Commit, folder: str, *, suffix: str) -> tuple[str, ...]:
+        """The regular files directly in `folder` whose names end in `suffix`, sorted."""
+        found = self.lookup(commit, folder)
+        if found is None or found[1] != TREE_MODE:
+            return ()
+        entries = self.entries(found[0])
+        return tuple(sorted(n for n, entry in entries.items() if n.endswith(suffix) and is_file(entry)))
+
+    def loose_blob(self, sha: bytes) -> bytes:
+        """A blob's content: straight from its loose object file (as saves write them), else via git."""
+        hexsha = sha.hex()
+        path = Path(self.repo.git_dir) / "objects" / hexsha[:2] / hexsha[2:]
+        try:
+            raw = zlib.decompress(path.read_bytes())
+        except (FileNotFoundError, zlib.error):  # packed by `git gc`, or unreadable: git knows
+            data: bytes = self.repo.odb.stream(sha).read()
+            return data
+        header, _, body = raw.partition(b"\x00")
+        if header != b"blob %d" % len(body):
+            raise InputError(f"{path}: not a blob object")
+        return body
+
+    def verified_blob(self, sha: bytes, *, source: str) -> bytes:
+        """A blob's content, checked against its object id (git names a blob by the hash of its content)."""
+        data = self.loose_blob(sha)
+        if hashlib.sha1(b"blob %d\x00" % len(data) + data).digest() != sha:
+            raise InputError(f"{source}: content does not match its git object id (corrupt store)")
+        return data
+
+    # ------------------------------------------------------------------ writing
+
+    def move_branch(self, branch: str, new: str, old: git.Commit | None, *, tag: str | None, reason: str) -> None:
+        """One `git update-ref --stdin` transaction: compare-and-swap `branch` from `old` to `new` and
+        create `tag` on `new`; either both move or nothing does (git.GitCommandError)."""
+        script = f"update {branch} {new} {old.hexsha if old is not None else ZERO_SHA}\n"
+        if tag is not None:
+            script += f"create refs/tags/{tag} {new}\n"
+        with tempfile.TemporaryFile() as fh:
+            fh.write(script.encode())
+            fh.seek(0)
+            self.repo.git.update_ref("-m", reason, "--stdin", istream=fh)
+
+    def store(self, kind: bytes, data: bytes) -> bytes:
+        """Write one object (b"blob", b"tree", b"commit"); its binary sha."""
+        loose = LooseObjectDB(os.path.join(self.repo.git_dir, "objects"))
+        binsha: bytes = loose.store(IStream(kind, len(data), io.BytesIO(data))).binsha
+        return binsha
+
+    def store_tree(self, base: bytes | None, changes: Mapping[str, bytes]) -> bytes:
+        """The tree `base` (or an empty one) with the blobs in `changes` (path -> blob sha) put in."""
+        entries = dict(self.entries(base)) if base is not None else {}
+        below: dict[str, dict[str, bytes]] = {}
+        for path, sha in changes.items():
+            first, sep, rest = path.partition("/")
+            if sep:
+                below.setdefault(first, {})[rest] = sha
+            else:
+                entries[first] = (sha, BLOB_MODE)
+        for name, sub in below.items():
+            old = entries.get(name)
+            old_tree = old[0] if old is not None and old[1] == TREE_MODE else None
+            entries[name] = (self.store_tree(old_tree, sub), TREE_MODE)
+
+        # git orders tree entries by name bytes, a subtree's name compared as if it ended in "/".
+        def order(item: tuple[str, Entry]) -> bytes:
+            return item[0].encode() + (b"/" if item[1][1] == TREE_MODE else b"")
+
+        buf = io.BytesIO()
+        tree_to_stream([(sha, mode, name) for name, (sha, mode) in sorted(entries.items(), key=order)], buf.write)
+        return self.store(b"tree", buf.getvalue())
+
+    def store_commit(self, root: bytes, parent: git.Commit | None, message: str) -> str:
+        """A commit of `root` on `parent` by the repository's user (or the default identity); its hex sha."""
+        reader = self.repo.config_reader("repository")
+        name = str(reader.get_value("user", "name", DEFAULT_IDENTITY[0]))
+        email = str(reader.get_value("user", "email", DEFAULT_IDENTITY[1]))
+        who = f"{name} <{email}> {int(time.time())} +0000"
+        head = [f"tree {root.hex()}"]
+        if parent is not None:
+            head.append(f"parent {parent.hexsha}")
+        head += [f"author {who}", f"committer {who}"]
+        body = "\n".join(head) + "\n\n" + message + "\n"
+        return self.store(b"commit", body.encode("utf-8")).hex()
+
+    def sync_worktree(self, new: str, fire: Callable[[str], None], *, store: Path) -> None:
+        """Make the working tree and index show commit `new` (the index is the mirror's last state)."""
+        repo = self.repo
+        work_tree = Path(str(repo.working_tree_dir))
+        # -R: the index is the old side, the new commit the new one; raw records carry the blob shas.
+        raw = repo.git.diff_index("--cached", "-R", "--raw", "-z", "--no-renames", new, stdout_as_string=False)
+        fields = raw.split(b"\0")
+        for i, (meta, rel) in enumerate(zip(fields[0:-1:2], fields[1::2], strict=True)):
+            new_sha = meta.split()[3].decode()
+            parts = rel.decode("utf-8", "replace").split("/")
+            if any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):  # a hostile clone
+                raise StoreError(f"{store}: refusing to mirror unsafe path {rel!r} from {new[:12]}")
+            target = work_tree.joinpath(*parts)
+            if new_sha == ZERO_SHA:
+                target.unlink(missing_ok=True)
+            else:
+                write_bytes_atomic(target, repo.odb.stream(bytes.fromhex(new_sha)).read())
+            if i == 0:
+                fire("worktree-partial")
+        fire("worktree")
+        repo.git.reset("-q")
+        fire("index")
