@@ -29,7 +29,7 @@ from typing import Any
 
 from upgrade_gate import codec
 from upgrade_gate.judge.identity import match_gpus
-from upgrade_gate.judge.rules.host import comparable_cmdline
+from upgrade_gate.judge.rules.facts import comparable_cmdline
 from upgrade_gate.model import Change, ChangeOp, Gpu, Measurement, Snapshot, measurements_of
 
 _KEYED = {

@@ -27,8 +27,6 @@ from upgrade_gate.parse.amdsmi_json import (
     check_unique,
     device_entries,
     gpu_index,
-    load_json,
-    looks_like_json,
     topology_from_json,
 )
 from upgrade_gate.parse.amdsmi_tables import parse_partition_text, parse_topology_text
@@ -48,6 +46,7 @@ from upgrade_gate.parse.amdsmi_types import (
 )
 from upgrade_gate.parse.amdsmi_values import Fields
 from upgrade_gate.parse.amdsmi_xgmi import parse_xgmi_text
+from upgrade_gate.parse.common import load_json, looks_like_json
 from upgrade_gate.parse.preamble import parse_after_preamble
 
 _STATIC_SECTIONS = frozenset(

@@ -19,7 +19,6 @@ where each link has `gpu`, `bdf`, `weight`, `link_status` (ENABLED/DISABLED), `l
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
@@ -27,28 +26,11 @@ from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
 from upgrade_gate.parse.amdsmi_types import AmdSmiTopoLink, AmdSmiTopology
 from upgrade_gate.parse.amdsmi_values import Fields
+from upgrade_gate.parse.common import load_json
 
 _BW_RE = re.compile(r"^(\d+)-(\d+)$")
 _LINK_TYPES = frozenset({"XGMI", "PCIE", "UNKNOWN"})
 _FLAG_FIELDS = ("coherent", "atomics", "dma", "bi_dir")
-
-
-def looks_like_json(text: str) -> bool:
-    """True when the first non-blank character opens a JSON document."""
-    stripped = text.lstrip()
-    return stripped[:1] in ("{", "[")
-
-
-def load_json(text: str, *, tool: str) -> object:
-    """Decode JSON or raise ParseError naming the line of the syntax error."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        lines = text.splitlines()
-        excerpt = lines[exc.lineno - 1] if 0 < exc.lineno <= len(lines) else text[:80]
-        raise ParseError(tool, exc.lineno, excerpt, f"invalid JSON: {exc.msg}") from exc
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(tool, 0, text[:80], f"invalid JSON: {exc}") from exc
 
 
 def device_entries(doc: object, *, tool: str) -> tuple[str, list[Mapping[str, object]]]:

@@ -1,6 +1,6 @@
 """Text parsers for amd-smi's table-shaped commands `topology` and `partition` (`xgmi`: `amdsmi_xgmi`).
 
-Column positions come from each table's header row (`amdsmi_text.header_columns`); a data cell that
+Column positions come from each table's header row (`common.header_columns`); a data cell that
 runs into the next column is a ParseError, not a guess about where one value ends.
 
 Tool quirks (dated notes):
@@ -24,7 +24,6 @@ from upgrade_gate.parse.amdsmi_text import (
     Line,
     numbered_lines,
     read_blocks,
-    slice_row,
     table_body,
     titled_sections,
 )
@@ -37,7 +36,7 @@ from upgrade_gate.parse.amdsmi_types import (
     AmdSmiTopology,
 )
 from upgrade_gate.parse.amdsmi_values import Fields
-from upgrade_gate.parse.common import is_na, normalize_bdf
+from upgrade_gate.parse.common import is_na, normalize_bdf, slice_row
 
 _BW_RE = re.compile(r"^(\d+)-(\d+)$")
 _CURRENT_FIELDS = {

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.amdsmi_types import AmdSmiVersion
-from upgrade_gate.parse.common import is_na, strip_ansi
+from upgrade_gate.parse.common import header_columns, is_na, strip_ansi
 
 _KEY_LINE_RE = re.compile(r"^(?P<indent> *)(?P<key>[^\s:][^:]*?)[ \t]*:(?:[ \t]+(?P<value>.*?))?[ \t]*$")
 _TITLE_RE = re.compile(r"^(?P<name>[A-Z][A-Z_ /-]*?):\s*$")
@@ -163,23 +163,6 @@ def read_blocks(text: str, *, tool: str, lines: list[Line] | None = None) -> Tex
         if isinstance(item, dict):
             stack.append((indent, -1, item, dotted))
     return TextDoc(tuple(blocks), version, truncated)
-
-
-def header_columns(line: str, *, min_gap: int = 1) -> list[tuple[int, str]]:
-    """(start position, name) of each header cell; cells are separated by >= `min_gap` spaces."""
-    pattern = r"\S+" if min_gap <= 1 else r"\S+(?:" + r"\s{1," + str(min_gap - 1) + r"}\S+)*"
-    return [(m.start(), m.group()) for m in re.finditer(pattern, line)]
-
-
-def slice_row(line: str, starts: list[int], *, tool: str, line_no: int) -> list[str]:
-    """Cut a data row at the header's column starts; a value running into the next column fails."""
-    cells: list[str] = []
-    for i, start in enumerate(starts):
-        end = starts[i + 1] if i + 1 < len(starts) else len(line)
-        if 0 < start < len(line) and not line[start - 1].isspace() and not line[start].isspace():
-            raise ParseError(tool, line_no, line, f"cells run together at column {start + 1}")
-        cells.append(line[start:end].strip())
-    return cells
 
 
 def titled_sections(lines: list[Line], tool: str) -> tuple[list[tuple[str, int, list[Line]]], bool]:

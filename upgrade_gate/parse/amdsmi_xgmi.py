@@ -16,14 +16,14 @@ import re
 from dataclasses import replace
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.amdsmi_text import Line, numbered_lines, slice_row, table_body, titled_sections
+from upgrade_gate.parse.amdsmi_text import Line, numbered_lines, table_body, titled_sections
 from upgrade_gate.parse.amdsmi_types import (
     AmdSmiXgmi,
     AmdSmiXgmiLinkStatus,
     AmdSmiXgmiMetric,
     AmdSmiXgmiPortStatus,
 )
-from upgrade_gate.parse.common import is_na, normalize_bdf
+from upgrade_gate.parse.common import is_na, normalize_bdf, slice_row
 
 _GPU_LABEL_RE = re.compile(r"^GPU(\d+)$")
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?) Gb/s$")

@@ -1,7 +1,13 @@
-"""Small helpers shared by every parser module: escape stripping, BDF normalisation, N/A detection.
+"""Small helpers shared by the parser modules: escape stripping, BDF normalisation, N/A detection, JSON
+decoding with the line of an error, fixed-width table columns.
 
 Design notes:
-- Kept deliberately small (not a grab-bag): only what at least two tool formats need.
+- Kept deliberately small (not a grab-bag): only what at least two tool formats need. Parser modules
+  of different tools never import each other (import-linter's independence contract); what two of
+  them share lives here.
+- Fixed-width tables (amd-smi `topology`/`partition`/`xgmi`, rocm-smi's concise table): column
+  positions come from the header row (`header_columns`), never from one sample's spacing; a value
+  running into the next column is a `ParseError` (`slice_row`).
 - `normalize_bdf` returns the canonical lower-case `dddd:bb:dd.f` through `parse.bdf.PciAddress`, whose
   docstring says which short forms a caller may allow; anything else is a `ParseError`, never a guess.
 - 2024-xx rocm-smi 6.2.3 prints the colour codes of its header sub-row in caret notation when captured
@@ -11,6 +17,7 @@ Design notes:
 
 from __future__ import annotations
 
+import json
 import re
 
 from upgrade_gate.errors import ParseError
@@ -98,3 +105,38 @@ class KeyValueBlock:
         """The line `key` was read from (the block's own line when absent)."""
         item = self.kv.get(key)
         return item[1] if item else self.line_no
+
+
+def looks_like_json(text: str) -> bool:
+    """True when the first non-blank character opens a JSON document."""
+    stripped = text.lstrip()
+    return stripped[:1] in ("{", "[")
+
+
+def load_json(text: str, *, tool: str) -> object:
+    """Decode JSON or raise ParseError naming the line of the syntax error."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        lines = text.splitlines()
+        excerpt = lines[exc.lineno - 1] if 0 < exc.lineno <= len(lines) else text[:80]
+        raise ParseError(tool, exc.lineno, excerpt, f"invalid JSON: {exc.msg}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(tool, 0, text[:80], f"invalid JSON: {exc}") from exc
+
+
+def header_columns(line: str, *, min_gap: int = 1) -> list[tuple[int, str]]:
+    """(start position, name) of each header cell; cells are separated by >= `min_gap` spaces."""
+    pattern = r"\S+" if min_gap <= 1 else r"\S+(?:" + r"\s{1," + str(min_gap - 1) + r"}\S+)*"
+    return [(m.start(), m.group()) for m in re.finditer(pattern, line)]
+
+
+def slice_row(line: str, starts: list[int], *, tool: str, line_no: int) -> list[str]:
+    """Cut a data row at the header's column starts; a value running into the next column fails."""
+    cells: list[str] = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(line)
+        if 0 < start < len(line) and not line[start - 1].isspace() and not line[start].isspace():
+            raise ParseError(tool, line_no, line, f"cells run together at column {start + 1}")
+        cells.append(line[start:end].strip())
+    return cells

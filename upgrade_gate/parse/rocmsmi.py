@@ -25,8 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.amdsmi_json import load_json, looks_like_json
-from upgrade_gate.parse.common import is_na, normalize_bdf
+from upgrade_gate.parse.common import is_na, load_json, looks_like_json, normalize_bdf
 from upgrade_gate.parse.rocmsmi_concise import parse_rocmsmi_concise
 from upgrade_gate.parse.rocmsmi_text import Matrix, read_sections
 from upgrade_gate.parse.rocmsmi_types import (

@@ -2,7 +2,7 @@
 
 Columns are located by the header row (cells separated by two or more spaces, so
 `[Model : Revision]` stays one column) and each data row is cut at those positions
-(`amdsmi_text.slice_row`); values are interpreted by column name, unknown columns are ignored.
+(`common.slice_row`); values are interpreted by column name, unknown columns are ignored.
 
 Layouts (dated notes):
 - ROCm 2.x (2019): `GPU  Temp  AvgPwr  SCLK  MCLK  Fan  Perf  PwrCap  VRAM%  GPU%`, "38.0c", fan
@@ -21,8 +21,7 @@ from __future__ import annotations
 import re
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.amdsmi_text import header_columns, slice_row
-from upgrade_gate.parse.common import is_na, strip_ansi
+from upgrade_gate.parse.common import header_columns, is_na, slice_row, strip_ansi
 from upgrade_gate.parse.rocmsmi_types import RocmSmiConcise, RocmSmiConciseRow
 
 TOOL = "rocm-smi-concise"

@@ -33,52 +33,13 @@ from typing import TYPE_CHECKING
 from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.plan import glob_match, metric_expectation
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.model import Finding, Measurement, Severity, Snapshot, measurements_of
+from upgrade_gate.judge.rules.facts import merged_measurements
+from upgrade_gate.model import Finding, Measurement, Severity
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
 
 REGRESSION = "bandwidth.regression"
-
-
-# Several rules read the merged measurements of the same snapshot; a judge run builds them once per
-# snapshot. Keyed by identity (snapshots hold dicts, so they are not hashable) with the snapshot kept
-# alive in the entry so an id is never reused while cached; small, since rules run node by node.
-_MERGED: dict[int, tuple[Snapshot, tuple[dict[str, Measurement], dict[str, str]]]] = {}
-_MERGED_MAX = 16
-
-
-def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
-    """Measurements by key (duplicates pooled), and keys that could not be merged -> why (do not mutate)."""
-    hit = _MERGED.get(id(snapshot))
-    if hit is not None and hit[0] is snapshot:
-        return hit[1]
-    merged = _merge(snapshot)
-    if len(_MERGED) >= _MERGED_MAX:
-        _MERGED.clear()
-    _MERGED[id(snapshot)] = (snapshot, merged)
-    return merged
-
-
-def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
-    out: dict[str, Measurement] = {}
-    broken: dict[str, str] = {}
-    for m in measurements_of(snapshot):
-        have = out.get(m.key)
-        if have is None:
-            out[m.key] = m
-        elif have.unit == m.unit and have.settings == m.settings:
-            out[m.key] = Measurement(
-                key=m.key,
-                unit=m.unit,
-                samples=have.samples + m.samples,
-                settings=dict(m.settings),
-                source=have.source,
-                higher_is_better=have.higher_is_better,
-            )
-        else:
-            broken[m.key] = f"measured twice with different settings ({have.settings} vs {m.settings})"
-    return out, broken
 
 
 def _settings_diff(a: Mapping[str, str], b: Mapping[str, str], ignore: tuple[str, ...]) -> list[str]:

@@ -32,7 +32,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.judge.rules.kernel import check_kernel_events
 from upgrade_gate.model import Finding, PhaseStatus, Severity
 
 if TYPE_CHECKING:
@@ -181,11 +180,6 @@ def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
-def check_dmesg(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Fatal (block) and error (warn) kernel events through the site's fatal-error map (rules.kernel)."""
-    return check_kernel_events(ctx, entry)
-
-
 SPECS = (
     spec(
         "evidence.missing",
@@ -207,14 +201,4 @@ SPECS = (
         },
     ),
     spec("phase.failed", "a CVF phase failed", check_phase_failed, plan_can_accept=False),
-    spec(
-        "dmesg.fatal",
-        "fatal amdgpu kernel events (RAS, ring timeouts, resets) in the candidate's dmesg",
-        check_dmesg,
-        plan_can_accept=False,
-        params={
-            "block_severities": ParamSpec(kind="strings", default=("fatal",), doc="event severities that block"),
-            "warn_severities": ParamSpec(kind="strings", default=("error",), doc="event severities that warn"),
-        },
-    ),
 )

@@ -22,9 +22,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.plan import explain, metric_expectation
-from upgrade_gate.judge.rules.bandwidth import merged_measurements
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
-from upgrade_gate.judge.rules.pcie import vf_map
+from upgrade_gate.judge.rules.facts import merged_measurements, vf_map
 from upgrade_gate.model import Finding, Nic
 
 if TYPE_CHECKING:

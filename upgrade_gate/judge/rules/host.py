@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, softer, spec
+from upgrade_gate.judge.rules.facts import comparable_cmdline
 from upgrade_gate.model import Finding, Host
 
 if TYPE_CHECKING:
@@ -30,14 +31,6 @@ if TYPE_CHECKING:
 
 _BIOS = (("bios_vendor", "BIOS vendor"), ("bios_version", "BIOS version"), ("bios_date", "BIOS date"))
 _OS = (("os_id", "OS"), ("os_version_id", "OS version"), ("os_pretty_name", "OS release"))
-_BOOT_LOADER_KEYS = ("BOOT_IMAGE=", "initrd=")
-
-
-def comparable_cmdline(value: str | None) -> str | None:
-    """The kernel command line as compared: without the boot loader's `BOOT_IMAGE=` / `initrd=`."""
-    if value is None:
-        return None
-    return " ".join(t for t in value.split() if not t.startswith(_BOOT_LOADER_KEYS))
 
 
 def _host_fields(

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge.rules.base import NodeContext, finding, softer
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.model import Finding, KernelEvent, Severity, Snapshot
 from upgrade_gate.parse.dmesg import family_of
 
@@ -87,3 +87,17 @@ def check_kernel_events(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]
             evidence="dmesg",
             severity=severity,
         )
+
+
+SPECS = (
+    spec(
+        "dmesg.fatal",
+        "fatal amdgpu kernel events (RAS, ring timeouts, resets) in the candidate's dmesg",
+        check_kernel_events,
+        plan_can_accept=False,
+        params={
+            "block_severities": ParamSpec(kind="strings", default=("fatal",), doc="event severities that block"),
+            "warn_severities": ParamSpec(kind="strings", default=("error",), doc="event severities that warn"),
+        },
+    ),
+)

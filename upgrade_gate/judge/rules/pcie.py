@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
-from upgrade_gate.model import Finding, PcieLink, Snapshot
+from upgrade_gate.judge.rules.facts import vf_map
+from upgrade_gate.model import Finding, PcieLink
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -88,15 +89,6 @@ def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             actual=None,
             evidence="lspci",
         )
-
-
-def vf_map(snapshot: Snapshot) -> dict[str, int | None]:
-    """VFs enabled per PF BDF: sysfs SR-IOV records first, a NIC's own count as fallback."""
-    out: dict[str, int | None] = {str(f.bdf): f.numvfs for f in snapshot.sriov}
-    for nic in snapshot.nics:
-        if nic.bdf is not None and nic.sriov_numvfs is not None:
-            out.setdefault(str(nic.bdf), nic.sriov_numvfs)
-    return out
 
 
 def check_sriov(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
