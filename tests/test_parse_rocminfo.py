@@ -10,7 +10,8 @@ import pytest
 from tests.conftest import CORPUS, FIXTURES, check_golden, needs_corpus
 from upgrade_gate import codec
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.rocminfo import PARSERS, agent_bdf, parse_rocminfo, vram_kb
+from upgrade_gate.parse.bdf import PciAddress
+from upgrade_gate.parse.rocminfo import PARSERS, parse_rocminfo, vram_kb
 
 FOLDER = FIXTURES / "rocminfo"
 CASES = sorted(FOLDER.glob("*.txt"))
@@ -62,7 +63,7 @@ def test_rocminfo_mi300x_lists_eight_gpus_in_hip_order() -> None:
     assert first.compute_units == 304
     assert first.node == 2
     assert first.bdf_id == 6912
-    assert agent_bdf(first, domain=0) == "0000:1b:00.0"
+    assert first.bdf_id is not None and PciAddress.from_bdf_id(first.bdf_id, domain=0).bdf == "0000:1b:00.0"
     assert vram_kb(first) == 201310208
     assert [p.segment for p in first.pools] == ["GLOBAL", "GLOBAL", "GLOBAL", "GROUP"]
     assert first.pools[1].flags == ("EXTENDED FINE GRAINED",)
@@ -75,7 +76,6 @@ def test_rocminfo_cpu_agents_have_no_uuid_and_no_bdf() -> None:
     cpu = info.agents[0]
     assert cpu.uuid is None
     assert cpu.bdf_id is None and cpu.bus_dev_fn is None and cpu.gfx_target is None
-    assert agent_bdf(cpu, domain=0) is None
     assert cpu.pools[1].flags == ("KERNARG", "FINE GRAINED")
 
 
@@ -157,7 +157,7 @@ def test_rocminfo_mi250x_eight_gcds_hip_order_is_not_bdf_order() -> None:
     assert {a.marketing_name for a in gpus} == {"AMD Instinct MI250X/MI250"}
     assert {vram_kb(a) for a in gpus} == {67092480}
     assert [a.node for a in gpus] == list(range(2, 10))
-    assert agent_bdf(gpus[4], domain=0) == "0000:ae:00.0"
+    assert gpus[4].bdf_id is not None and PciAddress.from_bdf_id(gpus[4].bdf_id).bdf == "0000:ae:00.0"
 
 
 def test_rocminfo_mi250x_one_gcd_behind_four_cpu_agents_with_ansi_banner() -> None:

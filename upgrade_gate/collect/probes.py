@@ -176,11 +176,6 @@ def probe_names() -> tuple[str, ...]:
     return tuple(spec.name for spec in _CATALOGUE)
 
 
-def skippable_probe_names() -> frozenset[str]:
-    """Probes the catalogue allows to be skipped: the file-read ones (skipped when no file matched)."""
-    return frozenset(skipped_argv())
-
-
 def skipped_argv() -> dict[str, tuple[str, ...]]:
     """File-read probe -> the argv it records when skipped (its command with no file appended)."""
     return {spec.name: spec.argv for spec in _CATALOGUE if isinstance(spec, _FileSpec)}

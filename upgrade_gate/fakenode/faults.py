@@ -137,11 +137,6 @@ def scale_mesh_bandwidth(spec: NodeSpec, factor: float) -> NodeSpec:
     return replace(spec, mesh=replace(spec.mesh, factor=factor))
 
 
-def scale_cluster_bandwidth(spec: NodeSpec, factor: float) -> NodeSpec:
-    """Multi-node (mpirun) rccl-tests bus bandwidth times `factor`."""
-    return replace(spec, cluster=replace(spec.cluster, factor=factor))
-
-
 def set_rail_bandwidth(spec: NodeSpec, nic: int, gbps: float) -> NodeSpec:
     """ib_write_bw on NIC `nic` plateaus at `gbps` Gb/s."""
     return _replace_nic(spec, nic, write_bw_gbps=gbps)

@@ -238,12 +238,6 @@ def coverage_of(path: str) -> tuple[str, Coverage] | None:
     return None
 
 
-def counts_as_unexpected(path: str) -> bool:
-    """True when an unexplained change at `path` is one the gate must block on (compared, or unknown)."""
-    found = coverage_of(path)
-    return found is None or found[1].kind is CoverageKind.COMPARED
-
-
 def schema_fields(schema: Mapping[str, Any]) -> Iterator[str]:
     """Every field path of a JSON Schema: objects recurse, `x[]` for arrays of objects, maps are leaves."""
     defs = schema.get("$defs", {})

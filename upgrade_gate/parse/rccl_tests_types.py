@@ -94,10 +94,3 @@ class RcclTestsResult:
         """Sum of #wrong over every row and half; None when no value was validated."""
         vals = [s.wrong for r in self.rows for s in (r.out_of_place, r.in_place) if s and s.wrong is not None]
         return sum(vals) if vals else None
-
-    def busbw_at(self, size: int) -> float | None:
-        """Out-of-place bus bandwidth (GB/s) of the first row of that size."""
-        for row in self.rows:
-            if row.size == size and row.out_of_place is not None:
-                return row.out_of_place.busbw_gbs
-        return None

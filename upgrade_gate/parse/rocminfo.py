@@ -6,8 +6,8 @@ Design notes and tool quirks (dated by the ROCm release that printed them):
 - rocminfo prints `BDFID` as one 16-bit integer, `bus << 8 | device << 3 | function`
   (`HSA_AMD_AGENT_INFO_BDFID`, a `uint16_t` in rocminfo.cc). It never prints the PCI domain, in any
   release checked (ROCm 3.x to 7.2.4), so this parser does not guess one: it keeps `bdf_id` and the
-  domain-less `bus_dev_fn` ("1b:00.0"). `agent_bdf(agent, domain=...)` builds the full BDF when a
-  caller knows the domain (from amd-smi, lspci or KFD's `domain` property).
+  domain-less `bus_dev_fn` ("1b:00.0"); the snapshot joins it with the full BDF another tool printed
+  (amd-smi, lspci, KFD's `domain` property): `parse.bdf.PciAddress.from_bdf_id(bdf_id, domain=...)`.
 - rocminfo prints no NUMA node for an agent in any release checked; the KFD topology (`parse_kfd_properties`)
   and amd-smi carry it instead, so `RocmAgent` has no NUMA field rather than an always-None one.
 - `Uuid:` reads `CPU-XX` for CPUs and `GPU-XX` for GPUs without a unique id (consumer iGPUs, corpus
@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Bdf
 from upgrade_gate.parse.bdf import PciAddress
 from upgrade_gate.parse.common import strip_ansi
 
@@ -107,13 +106,6 @@ class RocmInfo:
     def gpu_agents(self) -> tuple[RocmAgent, ...]:
         """GPU agents in enumeration order: the order HIP sees (index 0 first)."""
         return tuple(a for a in self.agents if a.device_type == "GPU")
-
-
-def agent_bdf(agent: RocmAgent, *, domain: int) -> Bdf | None:
-    """Full BDF of a GPU agent given its PCI domain, which rocminfo itself never prints."""
-    if agent.bdf_id is None:
-        return None
-    return PciAddress.from_bdf_id(agent.bdf_id, domain=domain).bdf
 
 
 def vram_kb(agent: RocmAgent) -> int | None:
