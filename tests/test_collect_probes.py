@@ -1,9 +1,12 @@
-"""The probe catalogue: the PROBES.md contract, glob expansion under a host root, no-match records."""
+"""The probe catalogue: the docs/PROBES.md contract (generated, checked for drift here), glob expansion
+under a host root, no-match records."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -15,7 +18,7 @@ from upgrade_gate.collect.probes import (
     probe_names,
 )
 
-# PROBES.md, verbatim: name -> (argv without the host-expanded files, parser key).
+# docs/PROBES.md, verbatim: name -> (argv without the host-expanded files, parser key).
 PINNED = {
     "rocminfo": (("rocminfo",), "rocminfo"),
     "amdsmi_version": (("amd-smi", "version", "--json"), "amd-smi-version"),
@@ -160,3 +163,32 @@ def test_host_fact_probes_without_files_are_skipped_with_the_reason(tmp_path: Pa
     probes = {p.name: p for p in probe_catalogue(tmp_path)}
     assert probes["bios"].skip_reason is not None and "sys/class/dmi/id/bios_version" in probes["bios"].skip_reason
     assert probes["rccl_library"].skip_reason == f"no files matched {tmp_path}/opt/rocm/lib/librccl.so.1"
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_probes_doc", REPO / "tools" / "gen_probes_doc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_probes_doc_is_generated_from_the_catalogue_and_up_to_date() -> None:
+    generated = _generator().render()
+    current = (REPO / "docs" / "PROBES.md").read_text(encoding="utf-8")
+    assert current == generated, "docs/PROBES.md is stale: run python3 tools/gen_probes_doc.py"
+    for name, (argv, parser) in PINNED.items():
+        assert f"| `{name}` |" in current and f"`{parser}`" in current, name
+        if argv[0] not in ("grep", "readlink", "upgrade-gate"):
+            assert f"`{' '.join(argv)}`" in current, name
+
+
+def test_probes_doc_check_mode_agrees(tmp_path: Path) -> None:
+    gen = _generator()
+    out = tmp_path / "PROBES.md"
+    assert gen.main(["--check", "--out", str(out)]) == 1
+    assert gen.main(["--out", str(out)]) == 0
+    assert gen.main(["--check", "--out", str(out)]) == 0

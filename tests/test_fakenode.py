@@ -1,4 +1,4 @@
-"""A fake node answers every probe of PROBES.md through LocalRunner, consistently across tools."""
+"""A fake node answers every probe of docs/PROBES.md through LocalRunner, consistently across tools."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ COMMAND_PROBES = {
     "kernel": ("uname", "-r"),
     "dmesg": ("dmesg",),
 }
-"""The command probes of PROBES.md (name -> argv), copied from the contract, not imported."""
+"""The command probes of docs/PROBES.md (name -> argv), copied from the contract, not imported."""
 
 FILE_PROBES = {
     "sysfs_sriov": ("sys/bus/pci/devices/*/sriov_numvfs", "sys/bus/pci/devices/*/sriov_totalvfs"),
@@ -50,7 +50,7 @@ FILE_PROBES = {
 
 
 def run_probes(node: FakeNode) -> dict[str, CommandResult]:
-    """Every PROBES.md probe on `node`, file reads as `grep -H .` over the host-root globs."""
+    """Every docs/PROBES.md probe on `node`, file reads as `grep -H .` over the host-root globs."""
     runner = LocalRunner(env=node.env(os.environ))
     results = {name: runner.run(argv, timeout=TIMEOUT) for name, argv in COMMAND_PROBES.items()}
     for name, globs in FILE_PROBES.items():

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.judge_scenarios import GPU_BDFS, SERIALS, lose_vf, mi300x_snapshot, reverse_order, set_firmware, upgraded
-from upgrade_gate.judge.diff import diff_snapshots, render_path
+from upgrade_gate.judge.diff import diff_snapshots
 from upgrade_gate.judge.identity import MatchKind, match_gpus, rocr_uuid
+from upgrade_gate.judge.paths import render_path
 from upgrade_gate.model import Change, ChangeOp, Gpu, GpuSerial
 
 

@@ -16,7 +16,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """The CLI contract (DESIGN.md): what each exit status means."""
+    """The CLI contract (docs/architecture.md): what each exit status means."""
 
     PASS = 0
     BLOCK = 1

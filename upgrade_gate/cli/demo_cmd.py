@@ -1,6 +1,6 @@
 """`upgrade-gate demo`: the whole story offline, in a work folder it names at the end.
 
-Exit codes follow DESIGN.md: the default (blocked) story exits 1 - BLOCK is its expected outcome and
+Exit codes follow docs/architecture.md: the default (blocked) story exits 1 - BLOCK is its expected outcome and
 the last lines say so - and `--healthy` exits 0 after promoting new baselines. 2 for bad flags (a
 `--workdir` that is not empty), 4 when the demo cannot run (no git for the store, a fleet that is
 not healthy before the change).

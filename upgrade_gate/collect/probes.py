@@ -1,7 +1,8 @@
-"""The probe catalogue: every command and sysfs read a capture runs, as data (PROBES.md).
+"""The probe catalogue: every command and sysfs read a capture runs, as data.
 
 Names, argv and parser keys are a contract shared by `capture`, the fake nodes and the snapshot
-builder; change them only together with PROBES.md.
+builder. docs/PROBES.md is generated from `CATALOGUE` (`python3 tools/gen_probes_doc.py`;
+tests/test_collect_probes.py fails when it is stale), so the document cannot drift from the code.
 
 Design decisions:
 - A file-read probe is `grep -H . FILE...` over the files its globs match under the host root, so
@@ -59,7 +60,9 @@ class Probe:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _CommandSpec:
+class CommandSpec:
+    """A catalogue entry that runs one command."""
+
     name: str
     argv: tuple[str, ...]
     parser: str
@@ -69,7 +72,9 @@ class _CommandSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _FileSpec:
+class FileSpec:
+    """A catalogue entry that reads the files its globs match under the host root."""
+
     name: str
     globs: tuple[str, ...]  # relative to the host root
     parser: str = "sysfs-grep"
@@ -78,19 +83,19 @@ class _FileSpec:
     argv: tuple[str, ...] = GREP_ARGV  # the command the matched files are appended to
 
 
-_CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
-    _CommandSpec(name="rocminfo", argv=("rocminfo",), parser="rocminfo"),
-    _CommandSpec(
+CATALOGUE: tuple[CommandSpec | FileSpec, ...] = (  # docs/PROBES.md is generated from this
+    CommandSpec(name="rocminfo", argv=("rocminfo",), parser="rocminfo"),
+    CommandSpec(
         name="amdsmi_version",
         argv=("amd-smi", "version", "--json"),
         parser="amd-smi-version",
         required=False,
     ),
-    _CommandSpec(name="amdsmi_list", argv=("amd-smi", "list", "--json"), parser="amd-smi-list"),
-    _CommandSpec(name="amdsmi_static", argv=("amd-smi", "static", "--json"), parser="amd-smi-static"),
-    _CommandSpec(name="amdsmi_firmware", argv=("amd-smi", "firmware", "--json"), parser="amd-smi-firmware"),
-    _CommandSpec(name="amdsmi_topology", argv=("amd-smi", "topology", "--json"), parser="amd-smi-topology"),
-    _CommandSpec(
+    CommandSpec(name="amdsmi_list", argv=("amd-smi", "list", "--json"), parser="amd-smi-list"),
+    CommandSpec(name="amdsmi_static", argv=("amd-smi", "static", "--json"), parser="amd-smi-static"),
+    CommandSpec(name="amdsmi_firmware", argv=("amd-smi", "firmware", "--json"), parser="amd-smi-firmware"),
+    CommandSpec(name="amdsmi_topology", argv=("amd-smi", "topology", "--json"), parser="amd-smi-topology"),
+    CommandSpec(
         name="rocmsmi",
         argv=(
             "rocm-smi",
@@ -106,28 +111,28 @@ _CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
         required=False,
         fallback_for=AMDSMI_FALLBACK_TARGETS,
     ),
-    _CommandSpec(
+    CommandSpec(
         name="rocmsmi_topo",
         argv=("rocm-smi", "--showtopo", "--json"),
         parser="rocm-smi",
         required=False,
         fallback_for=("amdsmi_topology",),
     ),
-    _CommandSpec(name="lspci", argv=("lspci", "-D", "-nn", "-vvv"), parser="lspci"),
-    _CommandSpec(name="ibv_devinfo", argv=("ibv_devinfo", "-v"), parser="ibv_devinfo"),
-    _CommandSpec(name="rdma_link", argv=("rdma", "link", "show"), parser="rdma-link"),
-    _FileSpec(
+    CommandSpec(name="lspci", argv=("lspci", "-D", "-nn", "-vvv"), parser="lspci"),
+    CommandSpec(name="ibv_devinfo", argv=("ibv_devinfo", "-v"), parser="ibv_devinfo"),
+    CommandSpec(name="rdma_link", argv=("rdma", "link", "show"), parser="rdma-link"),
+    FileSpec(
         name="sysfs_sriov",
         globs=("sys/bus/pci/devices/*/sriov_numvfs", "sys/bus/pci/devices/*/sriov_totalvfs"),
     ),
     # Read through the PCI device so each line names both the PF's BDF and the RDMA device:
     # /sys/bus/pci/devices/<bdf>/infiniband/<dev>/fw_ver is the same file as /sys/class/infiniband/<dev>/fw_ver.
-    _FileSpec(name="sysfs_ib", globs=("sys/bus/pci/devices/*/infiniband/*/fw_ver",)),
-    _FileSpec(name="driver_version", globs=("sys/module/amdgpu/version",)),
-    _FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
+    FileSpec(name="sysfs_ib", globs=("sys/bus/pci/devices/*/infiniband/*/fw_ver",)),
+    FileSpec(name="driver_version", globs=("sys/module/amdgpu/version",)),
+    FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
     # upgrade-gate's own ELF reader lists the ROCm libraries (soname, symbol-set hash): upgrade_gate.abi.listing.
     # Optional: its loss blocks through rule library.unplanned wherever the baseline recorded libraries.
-    _FileSpec(
+    FileSpec(
         name="rocm_libs",
         globs=("opt/rocm/lib",),
         parser="abi-list",
@@ -135,19 +140,19 @@ _CATALOGUE: tuple[_CommandSpec | _FileSpec, ...] = (
         required=False,
         timeout_s=300.0,
     ),
-    _CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
-    _CommandSpec(name="dmesg", argv=("dmesg",), parser="dmesg"),
+    CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
+    CommandSpec(name="dmesg", argv=("dmesg",), parser="dmesg"),
     # Host facts the incident names as causes (a BIOS update re-enumerates PCIe). No DMI (a VM) or no
     # ROCm: no file matches, the probe is skipped with that reason and the values are None with it.
-    _FileSpec(
+    FileSpec(
         name="bios",
         globs=tuple(f"sys/class/dmi/id/{f}" for f in ("bios_vendor", "bios_version", "bios_date")),
         parser="host-files",
     ),
-    _FileSpec(name="kernel_cmdline", globs=("proc/cmdline",), parser="host-files"),
-    _FileSpec(name="os_release", globs=("etc/os-release", "usr/lib/os-release"), parser="host-files"),
+    FileSpec(name="kernel_cmdline", globs=("proc/cmdline",), parser="host-files"),
+    FileSpec(name="os_release", globs=("etc/os-release", "usr/lib/os-release"), parser="host-files"),
     # The soname programs load; readlink -f names the real file (librccl.so.1.0.<ROCm build>).
-    _FileSpec(
+    FileSpec(
         name="rccl_library",
         globs=("opt/rocm/lib/librccl.so.1",),
         parser="readlink-rccl",
@@ -163,8 +168,8 @@ def probe_catalogue(host_root: Path = Path("/"), *, timeout_s: float | None = No
     """
     root = Path(os.path.abspath(host_root))
     probes: list[Probe] = []
-    for spec in _CATALOGUE:
-        probe = _command_probe(spec) if isinstance(spec, _CommandSpec) else _file_probe(spec, root)
+    for spec in CATALOGUE:
+        probe = _command_probe(spec) if isinstance(spec, CommandSpec) else _file_probe(spec, root)
         if timeout_s is not None:
             probe = replace(probe, timeout_s=timeout_s)
         probes.append(probe)
@@ -173,15 +178,15 @@ def probe_catalogue(host_root: Path = Path("/"), *, timeout_s: float | None = No
 
 def probe_names() -> tuple[str, ...]:
     """Names of every catalogue probe, in capture order."""
-    return tuple(spec.name for spec in _CATALOGUE)
+    return tuple(spec.name for spec in CATALOGUE)
 
 
 def skipped_argv() -> dict[str, tuple[str, ...]]:
     """File-read probe -> the argv it records when skipped (its command with no file appended)."""
-    return {spec.name: spec.argv for spec in _CATALOGUE if isinstance(spec, _FileSpec)}
+    return {spec.name: spec.argv for spec in CATALOGUE if isinstance(spec, FileSpec)}
 
 
-def _command_probe(spec: _CommandSpec) -> Probe:
+def _command_probe(spec: CommandSpec) -> Probe:
     return Probe(
         name=spec.name,
         argv=spec.argv,
@@ -192,7 +197,7 @@ def _command_probe(spec: _CommandSpec) -> Probe:
     )
 
 
-def _file_probe(spec: _FileSpec, root: Path) -> Probe:
+def _file_probe(spec: FileSpec, root: Path) -> Probe:
     files: list[str] = []
     for pattern in spec.globs:
         files.extend(sorted(str(p) for p in root.glob(pattern)))

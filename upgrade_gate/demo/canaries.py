@@ -1,6 +1,6 @@
 """Canary selection for the demo: at most a capped share of a node class changes at once.
 
-DESIGN.md's rule, with the plan's `canaries` settings (`judge.plan.CanarySettings`): a class of N
+docs/architecture.md's rule, with the plan's `canaries` settings (`judge.plan.CanarySettings`): a class of N
 nodes gets floor(max_fraction x N) canaries, at least `min`, at most `cap`, never more than the class;
 a plan that names `nodes` explicitly gets exactly those. The Kubernetes change window (`window plan`)
 applies the same rule with live node state (idle nodes first, never a node someone else cordoned);

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from upgrade_gate.collect.probes import CATALOGUE
 from upgrade_gate.fakenode import render_gpu, render_host, render_validation
 from upgrade_gate.fakenode.faults import FaultKind, Faults
 from upgrade_gate.fakenode.spec import NodeSpec
@@ -64,15 +65,8 @@ TOOLS = (
 
 _HOST_TOOLS = ("grep", "readlink")  # linked to the host's binaries: the file-read probes run them
 
-ROCMSMI_ARGV = (
-    "--showproductname",
-    "--showbus",
-    "--showuniqueid",
-    "--showserial",
-    "--showfwinfo",
-    "--showdriverversion",
-    "--json",
-)
+ROCMSMI_ARGV = next(spec.argv[1:] for spec in CATALOGUE if spec.name == "rocmsmi")
+"""The options of the capture's `rocmsmi` probe (the catalogue's), which the fake rocm-smi answers."""
 
 _REPLAY_PACKAGE = Path(__file__).parent / "_replay"
 

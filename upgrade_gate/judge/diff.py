@@ -1,6 +1,6 @@
 """Structural diff of two snapshots as the project's own `Change` records.
 
-This is the only module that imports deepdiff (STYLE.md rule 1, enforced by import-linter); nothing
+This is the only module that imports deepdiff (docs/style.md guideline 1, enforced by import-linter); nothing
 outside it sees a deepdiff object. deepdiff is imported inside `diff_snapshots`, so importing the judge
 does not pay for it.
 
@@ -18,7 +18,9 @@ Design decisions:
 - Subtrees that are equal on both sides are pruned before deepdiff sees them (plain `==` on dicts
   is C-fast; deepdiff's per-node bookkeeping is not): the result is the same, the cost is that of
   the differences. This keeps the judge linear and cheap at fleet scale.
-- Changes are sorted by path, so the same pair of snapshots always gives the same list.
+- Changes are sorted by path, so the same pair of snapshots always gives the same list. The path
+  grammar (how a keyed item becomes `[kind=key]`, and how rules read a path's item back) lives in
+  `judge.paths`, which imports nothing heavy, so rules can use it without importing this module.
 """
 
 from __future__ import annotations
@@ -29,20 +31,9 @@ from typing import Any
 
 from upgrade_gate import codec
 from upgrade_gate.judge.identity import match_gpus
+from upgrade_gate.judge.paths import render_path
 from upgrade_gate.judge.rules.facts import comparable_cmdline
 from upgrade_gate.model import Change, ChangeOp, Gpu, Measurement, Snapshot, measurements_of
-
-_KEYED = {
-    "gpus": "",  # the label already carries its kind: serial=..., bdf=...
-    "gpu_links": "",
-    "pcie": "bdf=",
-    "nics": "name=",
-    "ports": "port=",
-    "sriov": "bdf=",
-    "measurements": "key=",
-    "phases": "phase=",
-    "probes": "name=",
-}
 
 
 def diff_snapshots(baseline: Snapshot, candidate: Snapshot) -> tuple[Change, ...]:
@@ -83,51 +74,6 @@ def prune_equal(left: dict[str, Any], right: dict[str, Any]) -> tuple[dict[str, 
                 lv, rv = prune_equal(lv, rv)
             a[key], b[key] = lv, rv
     return a, b
-
-
-def render_path(segments: list[Any]) -> str:
-    """`['gpus', 'serial=A', 'firmware', 'SMC']` -> `gpus[serial=A].firmware.SMC`."""
-    out = ""
-    for pos, seg in enumerate(segments):
-        if isinstance(seg, int):
-            out += f"[{seg}]"
-            continue
-        prefix = _key_prefix(segments, pos)
-        if prefix is not None:
-            out += f"[{prefix}{seg}]"
-        else:
-            out += f".{seg}" if out else str(seg)
-    return out
-
-
-def _key_prefix(segments: list[Any], pos: int) -> str | None:
-    """The label prefix when segment `pos` is the key of an item of a keyed collection, else None."""
-    if pos == 1 and segments[0] in _KEYED:
-        return _KEYED[str(segments[0])]
-    if pos == 3 and segments[0] == "nics" and segments[2] == "ports":
-        return _KEYED["ports"]
-    return None
-
-
-def path_item(path: str) -> str | None:
-    """The item label in a path's first brackets (`gpus[serial=X].numa_node` -> `serial=X`), else None."""
-    if "[" not in path:
-        return None
-    return path.split("[", 1)[1].split("]", 1)[0]
-
-
-def item_names(path: str) -> set[str]:
-    """The names a finding may give the path's item: its label, and the bare key of a keyed collection.
-
-    `nics[name=ionic_0].fw` -> {`name=ionic_0`, `ionic_0`} (NIC rules name the device); a GPU item is
-    named by its label only (`GpuKey` text, which GPU rules use as the finding's device).
-    """
-    label = path_item(path)
-    if label is None:
-        return set()
-    section = path.split("[", 1)[0]
-    prefix = _KEYED.get(section, "")
-    return {label, label.removeprefix(prefix)} if prefix else {label}
 
 
 def snapshot_views(baseline: Snapshot, candidate: Snapshot) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -5,7 +5,7 @@ module turns it into the typed snapshot. Every probe ends up in `snapshot.probes
 it failed, timed out, was missing, or printed output its parser rejected: nothing vanishes, and the
 judge turns a failed required probe into a blocking "missing evidence" finding.
 
-How the pieces are joined (the identity rules of DESIGN.md):
+How the pieces are joined (the identity rules of docs/architecture.md):
 - GPU `index` is the order of GPU agents in `rocminfo`, the order HIP, RCCL and frameworks see. When
   rocminfo is unusable, amd-smi's order stands in and `na_reasons["index"]` says so.
 - rocminfo prints no PCI domain, only bus:device.function; the domain comes from the full BDFs that

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.coverage import UNPLANNED, CoverageKind, coverage_of
-from upgrade_gate.judge.diff import item_names, path_item
+from upgrade_gate.judge.paths import item_names, path_item
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
 from upgrade_gate.model import Change, ChangeOp, Finding, RuleId, Severity
 
