@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, check_golden, needs_corpus
-from upgrade_gate import codec
+from tests.conftest import FIXTURES
 from upgrade_gate.errors import ConfigError, ParseError
 from upgrade_gate.parse.dmesg import PARSERS, load_default_patterns, load_patterns, parse_dmesg
 
@@ -19,27 +16,6 @@ CASES = sorted(FOLDER.glob("*.txt"))
 
 def _read(name: str) -> str:
     return (FOLDER / name).read_text(encoding="utf-8")
-
-
-def _golden(text: str) -> dict[str, Any]:
-    try:
-        result = parse_dmesg(text)
-    except ParseError as exc:
-        return {"error": {"tool": exc.tool, "line_no": exc.line_no, "message": exc.message}}
-    return {"result": codec.to_jsonable(result)}
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
-def test_dmesg_matches_golden(case: Path, update_goldens: bool) -> None:
-    check_golden(case.with_suffix(".expected.json"), _golden(case.read_text(encoding="utf-8")), update_goldens)
-
-
-@needs_corpus
-def test_dmesg_fixtures_are_unchanged_corpus_copies() -> None:
-    corpus = sorted((CORPUS / "dmesg").glob("*.txt"))
-    assert corpus, "corpus missing"
-    for path in corpus:
-        assert (FOLDER / path.name).read_bytes() == path.read_bytes(), path.name
 
 
 def test_dmesg_mi300x_aca_errors_and_mode1_reset() -> None:

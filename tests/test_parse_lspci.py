@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, check_golden, needs_corpus
-from upgrade_gate import codec
+from tests.conftest import FIXTURES
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.lspci import PARSERS, parse_lspci, pcie_links
 
@@ -18,27 +14,6 @@ CASES = sorted(FOLDER.glob("*.txt"))
 
 def _read(name: str) -> str:
     return (FOLDER / name).read_text(encoding="utf-8")
-
-
-def _golden(text: str) -> dict[str, Any]:
-    try:
-        result = parse_lspci(text)
-    except ParseError as exc:
-        return {"error": {"tool": exc.tool, "line_no": exc.line_no, "message": exc.message}}
-    return {"result": codec.to_jsonable(result), "pcie_links": codec.to_jsonable(pcie_links(result))}
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
-def test_lspci_matches_golden(case: Path, update_goldens: bool) -> None:
-    check_golden(case.with_suffix(".expected.json"), _golden(case.read_text(encoding="utf-8")), update_goldens)
-
-
-@needs_corpus
-def test_lspci_fixtures_are_unchanged_corpus_copies() -> None:
-    corpus = sorted((CORPUS / "lspci").glob("*.txt"))
-    assert corpus, "corpus missing"
-    for path in corpus:
-        assert (FOLDER / path.name).read_bytes() == path.read_bytes(), path.name
 
 
 def test_lspci_vvv_block_link_and_sriov() -> None:

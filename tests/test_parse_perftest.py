@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from tests.conftest import FIXTURES, check_golden
-from tests.mutations import mutated_lines
-from upgrade_gate.codec import to_jsonable
+from tests.conftest import FIXTURES
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse import perftest as pt
 
@@ -21,12 +15,6 @@ MIB_TO_GBPS = 1048576 * 8 / 1e9
 
 def _parse(name: str) -> pt.PerftestResult:
     return pt.parse_ib_write_bw((DIR / name).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
-def test_perftest_corpus_matches_golden(path: Path, update_goldens: bool) -> None:
-    result = pt.parse_ib_write_bw(path.read_text(encoding="utf-8"))
-    check_golden(path.with_suffix(".expected.json"), to_jsonable(result), update_goldens)
 
 
 def test_perftest_gbits_all_sizes_behind_job_control_and_prompt() -> None:
@@ -114,24 +102,3 @@ def test_perftest_to_measurement_key_unit_settings() -> None:
 def test_perftest_rejects_failed_or_truncated_runs(text: str, message: str) -> None:
     with pytest.raises(ParseError, match=message):
         pt.parse_ib_write_bw(text)
-
-
-def test_perftest_registered_under_pinned_key() -> None:
-    assert {"ib_write_bw": pt.parse_ib_write_bw} == pt.PARSERS
-
-
-TEXTS = [p.read_text(encoding="utf-8") for p in CASES]
-
-
-def _mutated() -> st.SearchStrategy[str]:
-    return mutated_lines(TEXTS)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=_mutated())
-def test_perftest_mutated_corpus_only_parse_error(text: str) -> None:
-    try:
-        result = pt.parse_ib_write_bw(text)
-        pt.to_measurement(result, rail=result.device or "x", peer=None)
-    except ParseError:
-        pass

@@ -1,105 +1,19 @@
-"""Property tests: mutated corpus outputs fed to the rocminfo, lspci, sysfs and dmesg parsers.
+"""Property tests of the helpers every parser shares (parse.common).
 
-Whatever the input - lines deleted, duplicated or truncated, random bytes inserted, characters swapped -
-a parser either returns a value or raises ParseError; no other exception may escape.
+The parsers themselves are property-tested on mutated recorded outputs by tests/test_parse_corpus.py,
+driven by the parser registry.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import FIXTURES
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.common import is_na, normalize_bdf, strip_ansi
-from upgrade_gate.parse.dmesg import PARSERS as DMESG
-from upgrade_gate.parse.lspci import PARSERS as LSPCI
-from upgrade_gate.parse.rocminfo import PARSERS as ROCMINFO
-from upgrade_gate.parse.sysfs import PARSERS as SYSFS
-
-_SEEDS: dict[str, tuple[str, str]] = {
-    # parser key -> (fixture folder, file-name prefix of its seeds)
-    "rocminfo": ("rocminfo", ""),
-    "lspci": ("lspci", ""),
-    "sysfs-grep": ("sysfs", "grep-"),
-    "kfd-properties": ("sysfs", "kfd-"),
-    "uname-r": ("sysfs", "uname-r-"),
-    "dmesg": ("dmesg", ""),
-}
-_PARSERS: dict[str, Callable[[str], object]] = {**ROCMINFO, **LSPCI, **SYSFS, **DMESG}
-
-
-@functools.cache
-def _seeds(key: str) -> tuple[str, ...]:
-    folder, prefix = _SEEDS[key]
-    paths = sorted((FIXTURES / folder).glob(f"{prefix}*.txt"))
-    assert paths, f"no seeds for {key}"
-    return tuple(p.read_text(encoding="utf-8") for p in paths)
-
-
-_noise = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from(":[]()\t\x1b#=*0123456789"),
-    max_size=12,
-)
-
-
-@st.composite
-def _mutated(draw: st.DrawFn, seeds: tuple[str, ...]) -> str:
-    text = draw(st.sampled_from(seeds))
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        lines = text.split("\n")
-        op = draw(st.sampled_from(("delete", "duplicate", "truncate", "insert", "swap", "replace_line")))
-        i = draw(st.integers(min_value=0, max_value=max(len(lines) - 1, 0)))
-        if op == "delete" and lines:
-            del lines[i]
-            text = "\n".join(lines)
-        elif op == "duplicate" and lines:
-            lines.insert(i, lines[i])
-            text = "\n".join(lines)
-        elif op == "replace_line" and lines:
-            lines[i] = draw(_noise)
-            text = "\n".join(lines)
-        elif op == "truncate":
-            text = text[: draw(st.integers(min_value=0, max_value=len(text)))]
-        elif op == "insert":
-            pos = draw(st.integers(min_value=0, max_value=len(text)))
-            text = text[:pos] + draw(_noise) + text[pos:]
-        elif op == "swap" and len(text) > 1:
-            pos = draw(st.integers(min_value=0, max_value=len(text) - 2))
-            text = text[:pos] + text[pos + 1] + text[pos] + text[pos + 2 :]
-    return text
-
-
-def _only_parse_error(parse: Callable[[str], object], text: str) -> None:
-    with contextlib.suppress(ParseError):
-        parse(text)
-
-
-@pytest.mark.parametrize("key", sorted(_SEEDS))
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data())
-def test_parsers_only_raise_parse_error_on_mutated_corpus(key: str, data: st.DataObject) -> None:
-    text = data.draw(_mutated(_seeds(key)))
-    _only_parse_error(_PARSERS[key], text)
-
-
-@pytest.mark.parametrize("key", sorted(_SEEDS))
-@settings(max_examples=200, deadline=None)
-@given(text=st.text(max_size=400))
-def test_parsers_only_raise_parse_error_on_random_text(key: str, text: str) -> None:
-    _only_parse_error(_PARSERS[key], text)
-
-
-@pytest.mark.parametrize("key", sorted(_SEEDS))
-def test_parsers_accept_their_unmutated_seeds_or_raise_parse_error(key: str) -> None:
-    for text in _seeds(key):
-        _only_parse_error(_PARSERS[key], text)
-
 
 # --------------------------------------------------------------------------- shared helpers (parse.common)
 

@@ -3,76 +3,22 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, check_golden
-from upgrade_gate.codec import to_jsonable
+from tests.conftest import FIXTURES
+from tests.test_parse_corpus import cases_of
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse import rocmsmi
 from upgrade_gate.parse.rocmsmi import parse_rocmsmi, parse_rocmsmi_concise, parse_rocmsmi_showtopo
 
 DIR = FIXTURES / "rocm-smi"
 
-# fixture -> parser key whose golden it has
-PARSED = {
-    "apu-0x164e-showfwinfo-section-of-a-fragment.txt": "rocm-smi",
-    "legacy-2019-json-f-t-P-single-line.json": "rocm-smi",
-    "mi100-6gpu-json-all-rocm5.7.1-telegraf.json": "rocm-smi",
-    "mi210x3-mi50-mi100-mixed-5gpu-showallinfo-fru-corrupt-rocm5.4.txt": "rocm-smi",
-    "mi300a-tpx-3partitions-showmeminfo-vram-rocm6.3.3.txt": "rocm-smi",
-    "mi300x-qpx-4partitions-showmeminfo-vram-rocm6.3.3.txt": "rocm-smi",
-    "mi300x-spx-showid-rocm6.3.3.txt": "rocm-smi",
-    "mi308x-8gpu-use-meminfo-vram-rocm7.2.txt": "rocm-smi",
-    "rx6700xt-json-all-rocm4.3.0-telegraf.json": "rocm-smi",
-    "mi300a-4apu-showtopo-rocm7.1.1-tabs-trailing-spaces.txt": "rocm-smi-showtopo",
-    "legacy-2019-default-table-rocm2.x-single-gpu.txt": "rocm-smi-concise",
-    "mi300a-spx-concise-rocm6.3.3.txt": "rocm-smi-concise",
-    "mi300a-tpx-3partitions-concise-rocm6.3.3.txt": "rocm-smi-concise",
-    "mi300x-8gpu-concise-rocm6.2.3-ansi-caret-hung.txt": "rocm-smi-concise",
-    "mi308x-8gpu-concise-rocm7.2.txt": "rocm-smi-concise",
-    "rx7600xt-concise-rocm6.0.0-derived-header.txt": "rocm-smi-concise",
-    "mi308x-8gpu-showtopo-low-power-warning-rocm7.2.txt": "rocm-smi-showtopo",
-    "mi355x-8gpu-concise-trailing-tabs-under-load-rocm7.1.2-oci.txt": "rocm-smi-concise",
-}
-
-# fixture -> (parser key, message fragment): outputs that must be rejected, not misread
-REJECTED = {
-    "error-driver-not-initialized-amdgpu-not-in-modules-4x-mi210-rocm6.2.3.txt": (
-        "rocm-smi",
-        "rocm-smi reported an error",
-    ),
-    "rx7600xt-concise-rows-only-unsupported-rocm6.0.0-fragment.txt": ("rocm-smi-concise", "concise table header"),
-}
-
-NOT_OUTPUTS = {"PROVENANCE.md"}
+CONCISE = cases_of("rocm-smi", "rocm-smi-concise")
 
 
 def _read(name: str) -> str:
     return (DIR / name).read_text(encoding="utf-8")
-
-
-def test_parse_rocmsmi_covers_every_fixture_and_corpus_file() -> None:
-    outputs = {p.name for p in DIR.iterdir() if p.name not in NOT_OUTPUTS and not p.name.endswith(".expected.json")}
-    assert outputs == set(PARSED) | set(REJECTED)
-    if CORPUS.is_dir():
-        for path in (CORPUS / "rocm-smi").iterdir():
-            assert path.name in outputs, f"corpus file {path.name} has no test"
-            assert (DIR / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs from the corpus"
-
-
-@pytest.mark.parametrize("name", sorted(PARSED))
-def test_parse_rocmsmi_matches_golden(name: str, update_goldens: bool) -> None:
-    result = rocmsmi.PARSERS[PARSED[name]](_read(name))
-    check_golden(DIR / (Path(name).stem + ".expected.json"), to_jsonable(result), update_goldens)
-
-
-@pytest.mark.parametrize("name", sorted(REJECTED))
-def test_parse_rocmsmi_rejects_broken_output(name: str) -> None:
-    key, message = REJECTED[name]
-    with pytest.raises(ParseError, match=message):
-        rocmsmi.PARSERS[key](_read(name))
 
 
 @pytest.mark.parametrize("key", sorted(rocmsmi.PARSERS))
@@ -81,7 +27,7 @@ def test_parse_rocmsmi_driver_not_initialized_is_a_parse_error(key: str) -> None
         rocmsmi.PARSERS[key](_read("error-driver-not-initialized-amdgpu-not-in-modules-4x-mi210-rocm6.2.3.txt"))
 
 
-@pytest.mark.parametrize("name", [n for n, key in PARSED.items() if key == "rocm-smi-concise"])
+@pytest.mark.parametrize("name", CONCISE)
 def test_parse_rocmsmi_concise_table_is_not_section_output(name: str) -> None:
     with pytest.raises(ParseError):
         parse_rocmsmi(_read(name))

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from tests.conftest import CORPUS, FIXTURES, check_golden, needs_corpus
-from upgrade_gate import codec
+from tests.conftest import FIXTURES
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.sysfs import (
-    PARSERS,
-    SysfsValues,
     amdgpu_version,
     ib_fw_versions,
     parse_kfd_properties,
@@ -30,41 +23,6 @@ CASES = sorted(FOLDER.glob("*.txt"))
 
 def _read(name: str) -> str:
     return (FOLDER / name).read_text(encoding="utf-8")
-
-
-def _parser_for(case: Path) -> Callable[[str], object]:
-    if case.name.startswith("kfd-"):
-        return parse_kfd_properties
-    if case.name.startswith("uname-r-"):
-        return parse_uname_r
-    if case.name.startswith("grep-"):
-        return parse_sysfs_grep
-    raise AssertionError(f"fixture {case.name} has no parser prefix")
-
-
-def _golden(case: Path) -> dict[str, Any]:
-    try:
-        result = _parser_for(case)(case.read_text(encoding="utf-8"))
-    except ParseError as exc:
-        return {"error": {"tool": exc.tool, "line_no": exc.line_no, "message": exc.message}}
-    out: dict[str, Any] = {"result": codec.to_jsonable(result)}
-    if isinstance(result, SysfsValues):
-        out["sriov_by_pf"] = codec.to_jsonable(sriov_by_pf(result))
-        out["ib_fw_versions"] = ib_fw_versions(result)
-    return out
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
-def test_sysfs_matches_golden(case: Path, update_goldens: bool) -> None:
-    check_golden(case.with_suffix(".expected.json"), _golden(case), update_goldens)
-
-
-@needs_corpus
-def test_sysfs_fixtures_are_unchanged_corpus_copies() -> None:
-    corpus = sorted((CORPUS / "sysfs").glob("*.txt"))
-    assert corpus, "corpus missing"
-    for path in corpus:
-        assert (FOLDER / path.name).read_bytes() == path.read_bytes(), path.name
 
 
 def test_sysfs_grep_splits_after_the_file_name_not_the_bdf_colons() -> None:
@@ -187,8 +145,3 @@ def test_uname_r_releases() -> None:
 def test_uname_r_rejects_other_output(text: str) -> None:
     with pytest.raises(ParseError):
         parse_uname_r(text)
-
-
-def test_sysfs_registry_keys() -> None:
-    expected = {"sysfs-grep": parse_sysfs_grep, "kfd-properties": parse_kfd_properties, "uname-r": parse_uname_r}
-    assert expected == PARSERS
