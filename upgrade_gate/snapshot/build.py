@@ -14,8 +14,7 @@ How the pieces are joined (the identity rules of docs/architecture.md):
 - Serial, product, partitions, VRAM, VBIOS and firmware are joined by BDF from amd-smi (or the
   rocm-smi fallback, recorded as such); firmware from `amd-smi firmware` is keyed by amd-smi's index,
   mapped to a BDF through `amd-smi static`/`list`.
-- NICs come from `ibv_devinfo -v` (ports, GID tables), with netdevs from `rdma link show` and the PF's
-  BDF from the sysfs path `/sys/bus/pci/devices/<bdf>/infiniband/<dev>/fw_ver`.
+- The fabric (XGMI links, PCIe links, SR-IOV functions, NICs) is assembled in `snapshot.fabric`.
 - Facts several probes report (driver and ROCm version, NIC port state) are cross-checked, and error
   texts are rejected, in `snapshot.crosscheck`; what cannot be trusted lands in `evidence_issues`.
 - rocm-smi's firmware is stored in amd-smi's vocabulary (`parse.firmware_names`); preambles a parser
@@ -25,7 +24,7 @@ How the pieces are joined (the identity rules of docs/architecture.md):
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -36,24 +35,17 @@ from upgrade_gate.collect.causes import known_cause
 from upgrade_gate.collect.probes import probe_names
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import (
-    Bdf,
-    GpuLink,
-    LinkType,
-    Nic,
-    NicPort,
     NodeInfo,
-    PcieLink,
     ProbeStatus,
     Snapshot,
     Software,
-    SriovFunction,
 )
 from upgrade_gate.parse import amdsmi, dmesg, lspci, preamble, rdma, rocminfo, rocmsmi, sysfs
-from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiTopology, AmdSmiVersion
+from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiVersion
 from upgrade_gate.parse.firmware_names import rocmsmi_to_amdsmi
 from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.parse.sanity import error_text, version_problem
-from upgrade_gate.snapshot import crosscheck
+from upgrade_gate.snapshot import crosscheck, fabric
 from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
 from upgrade_gate.snapshot.host import host_facts
 
@@ -65,8 +57,6 @@ _FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
 _AMDSMI_PROBES = ("amdsmi_static", "amdsmi_list", "amdsmi_firmware", "amdsmi_version", "amdsmi_topology")
 # Optional probes newer than some recorded bundles: absent is a warning, not missing required evidence.
 _OPTIONAL = frozenset({"rocm_libs"})
-# PCI classes whose links matter to the gate: network, display, processing accelerators, co-processors.
-_LINK_CLASSES = ("02", "03", "12", "0b40")
 
 
 @dataclass(slots=True)
@@ -203,7 +193,7 @@ def build_snapshot(
     reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
     software = replace(software, rccl_library=rccl_library, na_reasons=reasons)
     nics = crosscheck.check_nics(
-        _nics(ibv, links, ib_values, sriov_values),
+        fabric.nics(ibv, links, ib_values, sriov_values),
         crosscheck.port_views(ibv, links, ibstat),
         issues,
         incomplete=("ibstat",) if ibstat is not None and not ibstat.complete else (),
@@ -215,10 +205,10 @@ def build_snapshot(
         software=software,
         host=host,
         gpus=gpus,
-        gpu_links=_gpu_links(topology, rsmi_topo, rsmi),
-        pcie=_pcie(pci),
+        gpu_links=fabric.gpu_links(topology, rsmi_topo, rsmi),
+        pcie=fabric.pcie(pci),
         nics=nics,
-        sriov=_sriov(sriov_values),
+        sriov=fabric.sriov(sriov_values),
         events=log.events if log else (),
         event_patterns=table.digest if log else None,
         probes=ev.probe_statuses(),
@@ -316,127 +306,6 @@ def _optional(getter: Callable[[sysfs.SysfsValues], str], values: sysfs.SysfsVal
         return getter(values)
     except ParseError:
         return None
-
-
-# --------------------------------------------------------------------------- links, PCIe, NICs
-
-
-def _link_type(raw: str | None) -> LinkType:
-    if raw is None:
-        return LinkType.UNKNOWN
-    try:
-        return LinkType(raw.upper())
-    except ValueError:
-        return LinkType.UNKNOWN
-
-
-def _gpu_links(
-    topology: AmdSmiTopology | None, rsmi_topo: RocmSmiInfo | None, rsmi: RocmSmiInfo | None
-) -> tuple[GpuLink, ...]:
-    out: dict[tuple[Bdf, Bdf], GpuLink] = {}
-    if topology is not None:
-        for link in topology.links:
-            a, b = sorted((link.src, link.dst))
-            out.setdefault(
-                (a, b), GpuLink(a=a, b=b, link_type=_link_type(link.link_type), hops=link.hops, weight=link.weight)
-            )
-        return tuple(out[k] for k in sorted(out))
-    # rocm-smi --showtopo numbers GPUs by its own index: map through its BDFs (same run or the info probe).
-    source = rsmi_topo if rsmi_topo is not None and rsmi_topo.links else None
-    if source is None:
-        return ()
-    bdf_of = {g.index: g.bdf for g in (*source.gpus, *(rsmi.gpus if rsmi else ())) if g.bdf}
-    for rl in source.links:
-        ba, bb = bdf_of.get(rl.a), bdf_of.get(rl.b)
-        if ba is None or bb is None or ba == bb:
-            continue
-        a, b = sorted((ba, bb))
-        out.setdefault((a, b), GpuLink(a=a, b=b, link_type=_link_type(rl.link_type), hops=rl.hops, weight=rl.weight))
-    return tuple(out[k] for k in sorted(out))
-
-
-def _pcie(pci: lspci.LspciResult | None) -> tuple[PcieLink, ...]:
-    if pci is None:
-        return ()
-    wanted = {d.bdf for d in pci.devices if d.class_id and d.class_id.startswith(_LINK_CLASSES)}
-    return tuple(link for link in lspci.pcie_links(pci) if link.bdf in wanted)
-
-
-def _sriov(values: sysfs.SysfsValues | None) -> tuple[SriovFunction, ...]:
-    if values is None:
-        return ()
-    pairs = sysfs.sriov_by_pf(values)
-    return tuple(SriovFunction(bdf=bdf, numvfs=pairs[bdf][0], totalvfs=pairs[bdf][1]) for bdf in sorted(pairs))
-
-
-def _nics(
-    ibv: rdma.IbvDevinfo | None,
-    links: rdma.RdmaLinks | None,
-    ib_values: sysfs.SysfsValues | None,
-    sriov_values: sysfs.SysfsValues | None,
-) -> tuple[Nic, ...]:
-    bdf_of = sysfs.ib_device_bdfs(ib_values) if ib_values else {}
-    fw_of = sysfs.ib_fw_versions(ib_values) if ib_values else {}
-    vfs = sysfs.sriov_by_pf(sriov_values) if sriov_values else {}
-    link_of = {(lk.device, lk.port): lk for lk in links.links} if links else {}
-    names: Iterable[str]
-    if ibv is not None:
-        names = [d.name for d in ibv.devices]
-    else:  # ibv_devinfo failed: keep what rdma link and sysfs saw, so no device silently disappears
-        names = sorted({lk.device for lk in link_of.values()} | set(fw_of))
-    devices = {d.name: d for d in ibv.devices} if ibv else {}
-    out = []
-    for name in names:
-        dev = devices.get(name)
-        ports = _ports(dev, name, link_of)
-        bdf = bdf_of.get(name)
-        numvfs, totalvfs = vfs.get(bdf, (None, None)) if bdf else (None, None)
-        reasons = {}
-        if bdf is None:
-            reasons["bdf"] = "no /sys/bus/pci/devices/<bdf>/infiniband entry for this device"
-        if dev is None:
-            reasons["ports"] = "ibv_devinfo did not report this device"
-        out.append(
-            Nic(
-                name=name,
-                bdf=bdf,
-                netdev=next((p.netdev for p in ports if p.netdev), None),
-                fw_ver=dev.fw_ver if dev else fw_of.get(name),
-                node_guid=dev.node_guid if dev else None,
-                vendor_part_id=dev.vendor_part_id if dev else None,
-                ports=ports,
-                sriov_numvfs=numvfs,
-                sriov_totalvfs=totalvfs,
-                na_reasons=reasons,
-            )
-        )
-    return tuple(out)
-
-
-def _ports(dev: rdma.IbvDevice | None, name: str, link_of: dict[tuple[str, int], rdma.RdmaLink]) -> tuple[NicPort, ...]:
-    if dev is None:
-        return tuple(
-            NicPort(port=port, state=lk.state, phys_state=lk.physical_state, netdev=lk.netdev)
-            for (dev_name, port), lk in sorted(link_of.items())
-            if dev_name == name
-        )
-    out = []
-    for p in dev.ports:
-        lk = link_of.get((name, p.port))
-        out.append(
-            NicPort(
-                port=p.port,
-                state=p.state,
-                phys_state=p.phys_state,
-                link_layer=p.link_layer,
-                rate_gbps=p.rate_gbps,
-                mtu=p.active_mtu,
-                gid_count=p.gid_count,
-                roce_v2=p.roce_v2,
-                netdev=lk.netdev if lk else None,
-            )
-        )
-    return tuple(out)
 
 
 __all__ = ["build_snapshot", "snapshot_from_bundle"]
