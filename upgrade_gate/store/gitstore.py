@@ -20,16 +20,13 @@ Design decisions:
   dangling); killed after it, the save has landed and only the mirror lags. The next write catches
   the mirror up: `git diff-index --cached` against the new commit lists every path the index (the
   mirror's last completed state) does not have yet.
-- Stale git lock files from a killed writer: see `store.locking` (removed when older than
-  STALE_AFTER_S while we hold the flock; a younger one is reported by name).
-- Loose objects accumulate; `git gc` is left to the operator (it is safe to run between saves).
+- Stale git lock files from a killed writer: `store.locking`. Loose objects accumulate; `git gc` is
+  left to the operator (it is safe to run between saves).
 - A tag that already exists is bad input (exit 3, `TagExistsError`): tags are immutable names of a
   baseline, and retrying cannot help. A save that loses a compare-and-swap race is a
   `StoreConflictError` (exit 4): retrying can. A tag moved by hand is refused on read (`store.gittags`).
-- Commits are written with the store's local user.name/user.email (set by `init`), falling back to
-  "upgrade-gate <upgrade-gate@localhost>" in a clone without them; no global git config is needed.
-- Creating a store is as safe as saving into one: `init` holds a flock on the store folder itself
-  (`locking.init_lock`), so concurrent first saves all land.
+- Commits carry the store's local user.name/user.email (set by `init`; no global git config needed).
+  `init` holds a flock on the store folder itself, so concurrent first saves all land.
 - A save reports exactly what happened. Once the ref has moved the save has landed: a failure while
   mirroring the working tree (disk full) is a warning in `warnings`, not an error, and the next write
   catches the mirror up. Retrying a save whose tag already holds exactly the same baselines returns
@@ -44,7 +41,6 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 
 import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first (no 15-line ImportError without git)
@@ -62,7 +58,7 @@ from upgrade_gate.errors import (
 from upgrade_gate.model import NodeName, Snapshot
 from upgrade_gate.snapshot.io import canonical_json, dumps_snapshot, loads_snapshot
 from upgrade_gate.store import gittags, layout, locking
-from upgrade_gate.store.documents import Build, Hook, StoreDocuments, iso_utc
+from upgrade_gate.store.documents import Build, Hook, StoreDocuments
 from upgrade_gate.store.gitobjects import (
     DEFAULT_IDENTITY,
     GitObjects,
@@ -71,17 +67,7 @@ from upgrade_gate.store.gitobjects import (
     is_file,
     mapped_errors,
 )
-from upgrade_gate.store.gittags import ALLOW_MOVED_TAG_ENV, MovedTagError, TagExistsError
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogEntry:
-    """One commit that changed a node's baseline: sha, ISO 8601 UTC date, message, tags on it."""
-
-    sha: str
-    date: str
-    message: str
-    tags: tuple[str, ...] = ()
+from upgrade_gate.store.gittags import ALLOW_MOVED_TAG_ENV, LogEntry, MovedTagError, TagExistsError
 
 
 def _fire(hook: Hook | None, point: str) -> None:
@@ -389,16 +375,7 @@ class BaselineStore(StoreDocuments):
             commits = list(repo.iter_commits(head, paths=path)) if head is not None else []
             if not commits:
                 raise NotFoundError(f"{self.path}: no baseline for node {node!r}")
-            tags = gittags.tags_by_commit(repo)
-            return tuple(
-                LogEntry(
-                    sha=c.hexsha,
-                    date=iso_utc(c.committed_date),
-                    message=gittags.without_trailer(str(c.message)),
-                    tags=tuple(sorted(tags.get(c.hexsha, ()))),
-                )
-                for c in commits
-            )
+            return gittags.history(repo, commits)
 
     def diff_refs(self, node: str, ref1: str, ref2: str) -> tuple[Snapshot, Snapshot]:
         """The baselines of `node` at two refs, for the judge's diff."""

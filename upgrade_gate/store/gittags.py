@@ -1,4 +1,5 @@
-"""Immutable baseline tags: the trailer a tagged save writes and the check a read at a tag makes.
+"""Immutable baseline tags (the trailer a tagged save writes, the check a read at a tag makes) and the
+history of a baseline as people read it (`LogEntry`: the trailers left out, the tags on each commit).
 
 A tagged save writes `Upgrade-Gate-Tag: TAG` into its commit message. Reading at a tag whose commit
 lacks the trailer for that tag (moved with `git tag -f`, or made by hand) is refused (`MovedTagError`,
@@ -10,15 +11,28 @@ history has no trailer at all was written before the check existed: its tags are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first
 
 from upgrade_gate.errors import InputError
+from upgrade_gate.store.documents import iso_utc
 
 TAG_TRAILER = "Upgrade-Gate-Tag"
 LEGACY_TRAILER = "Upgrade-Gate-Legacy-Tag"  # a tag made before trailers existed, adopted as it stood
 ALLOW_MOVED_TAG_ENV = "UPGRADE_GATE_ALLOW_MOVED_TAG"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogEntry:
+    """One commit that changed a node's baseline: sha, ISO 8601 UTC date, message, tags on it."""
+
+    sha: str
+    date: str
+    message: str
+    tags: tuple[str, ...] = ()
 
 
 class TagExistsError(InputError):
@@ -94,4 +108,18 @@ def check_tag(repo: git.Repo, ref: str, commit: git.Commit, *, store: Path, trai
         f"{store}: tag {name!r} points at {commit.hexsha[:12]}, which upgrade-gate did not save under "
         f"that tag (moved with `git tag -f`, or made by hand); baselines are immutable. Restore the tag, or "
         f"pass --allow-moved-tag ({ALLOW_MOVED_TAG_ENV}=1) to read it anyway"
+    )
+
+
+def history(repo: git.Repo, commits: Sequence[git.Commit]) -> tuple[LogEntry, ...]:
+    """The commits as log entries, in the order given, with the tags on each."""
+    tags = tags_by_commit(repo)
+    return tuple(
+        LogEntry(
+            sha=c.hexsha,
+            date=iso_utc(c.committed_date),
+            message=without_trailer(str(c.message)),
+            tags=tuple(sorted(tags.get(c.hexsha, ()))),
+        )
+        for c in commits
     )
