@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from upgrade_gate.fakenode.spec import GpuSpec, NicSpec, NodeSpec, PcieLinkSpec, mi300x_node
+from upgrade_gate.fakenode.spec import GpuSpec, NodeSpec, PcieLinkSpec, ionic_nics, mi300x_node
 from upgrade_gate.parse.bdf import PciAddress
 
 MI300X_CPX_PARTITIONS = 8
@@ -120,18 +120,12 @@ def mi210_node(
         )
         for i, bus in enumerate(MI210_GPU_BUSES[:gpu_count])
     )
-    host_octet = 1 + rng.randrange(250)
-    nics = tuple(
-        NicSpec(
-            name=f"ionic_{i}",
-            bdf=f"0000:{bus + 1:02x}:00.0",
-            netdev=f"enp{bus + 1}s0np0",
-            node_guid=f"0690:81ff:fe{rng.getrandbits(8):02x}:{rng.getrandbits(16):04x}",
-            numa_node=0 if bus < 0x80 else 1,
-            ipv4=f"192.168.{i + 1}.{host_octet}",
-            link=link,
-        )
-        for i, bus in enumerate(MI210_GPU_BUSES[:nic_count])
+    nics = ionic_nics(
+        MI210_GPU_BUSES[:nic_count],
+        host_octet=1 + rng.randrange(250),
+        guid=lambda: f"0690:81ff:fe{rng.getrandbits(8):02x}:{rng.getrandbits(16):04x}",
+        numa_of=lambda _i, bus: 0 if bus < 0x80 else 1,
+        link=link,
     )
     return NodeSpec(
         name=name,

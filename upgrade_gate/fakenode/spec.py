@@ -23,6 +23,7 @@ Design decisions:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from upgrade_gate.parse.bdf import PciAddress
@@ -222,17 +223,11 @@ def mi300x_node(
         )
         for i, bus in enumerate(MI300X_GPU_BUSES[:gpu_count])
     )
-    host_octet = 1 + rng.randrange(250)
-    nics = tuple(
-        NicSpec(
-            name=f"ionic_{i}",
-            bdf=f"0000:{bus + 1:02x}:00.0",
-            netdev=f"enp{bus + 1}s0np0",
-            node_guid=_guid(rng),
-            numa_node=0 if i < nic_count / 2 else 1,
-            ipv4=f"192.168.{i + 1}.{host_octet}",
-        )
-        for i, bus in enumerate(MI300X_GPU_BUSES[:nic_count])
+    nics = ionic_nics(
+        MI300X_GPU_BUSES[:nic_count],
+        host_octet=1 + rng.randrange(250),
+        guid=lambda: _guid(rng),
+        numa_of=lambda i, _bus: 0 if i < nic_count / 2 else 1,
     )
     return NodeSpec(
         name=name,
@@ -244,6 +239,29 @@ def mi300x_node(
         rocm_version=rocm_version,
         driver_version=driver_version,
         kernel=kernel,
+    )
+
+
+def ionic_nics(
+    buses: Sequence[int],
+    *,
+    host_octet: int,
+    guid: Callable[[], str],
+    numa_of: Callable[[int, int], int],
+    link: PcieLinkSpec | None = None,
+) -> tuple[NicSpec, ...]:
+    """One Pollara NIC on the bus after each GPU's: `ionic_<i>`, `enp<bus+1>s0np0`, 192.168.<i+1>.<host>."""
+    return tuple(
+        NicSpec(
+            name=f"ionic_{i}",
+            bdf=f"0000:{bus + 1:02x}:00.0",
+            netdev=f"enp{bus + 1}s0np0",
+            node_guid=guid(),
+            numa_node=numa_of(i, bus),
+            ipv4=f"192.168.{i + 1}.{host_octet}",
+            link=link if link is not None else PcieLinkSpec(),
+        )
+        for i, bus in enumerate(buses)
     )
 
 

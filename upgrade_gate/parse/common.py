@@ -89,6 +89,13 @@ class KeyValueBlock:
         self.line_no = line_no
         self.kv: dict[str, tuple[str, int]] = {}
 
+    def port_count(self, key: str, tool: str, *, found: int, shown: str) -> int:
+        """The port count the block declares at `key`; ParseError unless it equals the `found` port blocks."""
+        count = leading_int(self.require(key, tool), tool, self.line_of(key))
+        if count != found:
+            raise ParseError(tool, self.line_no, self.name, f"{shown.format(count)} but {found} port blocks")
+        return count
+
     def get(self, key: str) -> str | None:
         """The value of `key`, None when the block has none."""
         item = self.kv.get(key)

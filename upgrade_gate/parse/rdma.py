@@ -169,9 +169,7 @@ def _build_port(b: _Block, tool: str) -> IbvPort:
 
 
 def _build_device(b: _Block, tool: str) -> IbvDevice:
-    port_cnt = _int(b.require("phys_port_cnt", tool), tool, b.line_of("phys_port_cnt"))
-    if len(b.ports) != port_cnt:
-        raise ParseError(tool, b.line_no, b.name, f"phys_port_cnt {port_cnt} but {len(b.ports)} port blocks")
+    port_cnt = b.port_count("phys_port_cnt", tool, found=len(b.ports), shown="phys_port_cnt {}")
     return IbvDevice(
         name=b.name,
         fw_ver=b.require("fw_ver", tool),

@@ -189,9 +189,7 @@ def _ibstat_port(b: _CaBlock, tool: str) -> IbstatPort:
 
 
 def _ibstat_ca(b: _CaBlock, tool: str) -> IbstatCa:
-    num = _int(b.require("Number of ports", tool), tool, b.line_of("Number of ports"))
-    if num != len(b.ports):
-        raise ParseError(tool, b.line_no, b.name, f"'Number of ports: {num}' but {len(b.ports)} port blocks")
+    num = b.port_count("Number of ports", tool, found=len(b.ports), shown="'Number of ports: {}'")
     return IbstatCa(
         name=b.name,
         ca_type=b.get("CA type"),

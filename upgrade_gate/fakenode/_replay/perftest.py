@@ -18,6 +18,8 @@ import math
 import random
 import time
 
+from .options import UsageError, option_value
+
 TYPE_CHECKING = False  # typing costs start-up time; mypy still sees the import
 if TYPE_CHECKING:
     from typing import Any
@@ -35,10 +37,6 @@ _LONG_VALUE = set(_VALUE_OPTS.values()) | {"use_rocm", "tclass", "report-per-por
 _LONG_FLAGS = set(_FLAGS.values()) | {"report_gbits", "run_infinitely", "odp", "perform_warm_up", "use_hugepages"}
 _ROW = " %-7d    %-10d       %-7.2f            %-7.2f\t\t     %-7.6f\n"
 _BUFFER = 0x7FE939600000
-
-
-class UsageError(Exception):
-    """Arguments perftest would reject."""
 
 
 def run(params: dict[str, Any], argv: list[str], run_index: int) -> tuple[str, str, int]:
@@ -92,11 +90,7 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], str | None]:
             if name in _LONG_FLAGS and not eq:
                 opts[name] = ""
             elif name in _LONG_VALUE:
-                if not eq:
-                    i += 1
-                    if i >= len(argv):
-                        raise UsageError(f"option '{arg}' requires an argument")
-                    value = argv[i]
+                value, i = option_value(argv, i, value if eq else "", missing=f"option '{arg}' requires an argument")
                 opts[name] = value
             else:
                 raise UsageError(f"unrecognized option '{arg}'")
@@ -105,12 +99,7 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], str | None]:
             if key in _FLAGS and len(arg) == 2:
                 opts[_FLAGS[key]] = ""
             elif key in _VALUE_OPTS:
-                value = arg[2:]
-                if not value:
-                    i += 1
-                    if i >= len(argv):
-                        raise UsageError(f"option requires an argument -- '{arg[1]}'")
-                    value = argv[i]
+                value, i = option_value(argv, i, arg[2:], missing=f"option requires an argument -- '{arg[1]}'")
                 opts[_VALUE_OPTS[key]] = value
             else:
                 raise UsageError(f"invalid option -- '{arg[1:]}'")

@@ -21,6 +21,8 @@ import math
 import os
 import random
 
+from .options import UsageError, option_value
+
 TYPE_CHECKING = False  # typing costs start-up time; mypy still sees the import
 if TYPE_CHECKING:
     from typing import Any
@@ -38,10 +40,6 @@ _VALUE_OPTS = {
     "-T": "timeout", "-N": "run_cycles",
 }  # fmt: skip
 _LONG = {v: k for k, v in _VALUE_OPTS.items()}
-
-
-class UsageError(Exception):
-    """The arguments are not something rccl-tests accepts."""
 
 
 def run_test(params: dict[str, Any], tool: str, argv: list[str], run: int) -> tuple[str, str, int]:
@@ -105,22 +103,15 @@ def _parse(tool: str, argv: list[str]) -> dict[str, str]:
             name, eq, value = arg[2:].partition("=")
             if name not in _LONG:
                 raise UsageError(f"{tool}: unrecognized option '{arg}'")
-            if not eq:
-                i += 1
-                if i >= len(argv):
-                    raise UsageError(f"{tool}: option '{arg}' requires an argument")
-                value = argv[i]
+            value, i = option_value(
+                argv, i, value if eq else "", missing=f"{tool}: option '{arg}' requires an argument"
+            )
             opts[name] = value
         elif arg.startswith("-") and len(arg) >= 2:
             key = arg[:2]
             if key not in _VALUE_OPTS:
                 raise UsageError(f"{tool}: invalid option -- '{arg[1]}'\ninvalid usage")
-            value = arg[2:]
-            if not value:
-                i += 1
-                if i >= len(argv):
-                    raise UsageError(f"{tool}: option requires an argument -- '{arg[1]}'")
-                value = argv[i]
+            value, i = option_value(argv, i, arg[2:], missing=f"{tool}: option requires an argument -- '{arg[1]}'")
             opts[_VALUE_OPTS[key]] = value
         else:
             raise UsageError(f"{tool}: unexpected argument '{arg}'")

@@ -119,38 +119,33 @@ def _order_pin(ctx: NodeContext) -> str:
     )
 
 
-def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """A baseline GPU no longer present (and not replaced in its slot)."""
+def _unpaired(ctx: NodeContext, entry: RuleEntry, *, baseline_side: bool) -> Iterable[Finding]:
+    """GPUs present on one side only (and not a replacement in their slot): missing or new."""
     replaced = _replaced_slots(ctx.pairs)
+    was, now = ("present", "absent") if baseline_side else ("absent", "present")
     for pair in ctx.pairs:
-        if pair.candidate is None and pair.baseline is not None and pair.baseline.bdf not in replaced:
+        gpu, other = (pair.baseline, pair.candidate) if baseline_side else (pair.candidate, pair.baseline)
+        if other is None and gpu is not None and gpu.bdf not in replaced:
             yield finding(
                 ctx,
                 entry,
-                f"GPU {pair.label} (index {pair.baseline.index}, {_describe(pair.baseline)}) is missing",
+                f"GPU {pair.label} (index {gpu.index}, {_describe(gpu)}) is {'missing' if baseline_side else 'new'}",
                 device=pair.label,
                 path=f"gpus[{pair.label}]",
-                expected="present",
-                actual="absent",
+                expected=was,
+                actual=now,
                 evidence="amdsmi_list",
             )
+
+
+def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """A baseline GPU no longer present (and not replaced in its slot)."""
+    return _unpaired(ctx, entry, baseline_side=True)
 
 
 def check_added(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """A candidate GPU the baseline did not have (and that does not replace one)."""
-    replaced = _replaced_slots(ctx.pairs)
-    for pair in ctx.pairs:
-        if pair.baseline is None and pair.candidate is not None and pair.candidate.bdf not in replaced:
-            yield finding(
-                ctx,
-                entry,
-                f"GPU {pair.label} (index {pair.candidate.index}, {_describe(pair.candidate)}) is new",
-                device=pair.label,
-                path=f"gpus[{pair.label}]",
-                expected="absent",
-                actual="present",
-                evidence="amdsmi_list",
-            )
+    return _unpaired(ctx, entry, baseline_side=False)
 
 
 def _replaced_slots(pairs: tuple[GpuPair, ...]) -> dict[object, tuple[Gpu, Gpu]]:

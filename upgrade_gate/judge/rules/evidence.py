@@ -33,18 +33,10 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.model import Finding, PhaseStatus, Severity
+from upgrade_gate.validate.cvf import PHASE_NAMES
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
-
-PHASE_NAMES = {
-    0: "eligibility",
-    1: "gpu-hw-acceptance",
-    2: "gpu-mesh-validation",
-    3: "nic-health",
-    4: "rail-bandwidth",
-    5: "cluster-rccl",
-}
 
 
 def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:

@@ -5,10 +5,12 @@ independence contract); what two of them share lives here or in `rules.base`.
 - `merged_measurements`: measurements by key with duplicates pooled (bandwidth and fleet rules).
 - `vf_map`: VFs enabled per PF (pcie and fleet rules).
 - `comparable_cmdline`: the kernel command line as compared (host rules and the diff).
+- `starts_off_plan`: a baseline version the plan did not expect to start from (software, firmware).
 """
 
 from __future__ import annotations
 
+from upgrade_gate.judge.plan import version_matches
 from upgrade_gate.model import Measurement, Snapshot, measurements_of
 
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
@@ -68,3 +70,8 @@ def comparable_cmdline(value: str | None) -> str | None:
     if value is None:
         return None
     return " ".join(t for t in value.split() if not t.startswith(_BOOT_LOADER_KEYS))
+
+
+def starts_off_plan(before: str | None, from_version: str | None) -> bool:
+    """True when the plan names the version it starts from and the baseline has another one."""
+    return from_version is not None and before is not None and not version_matches(before, from_version)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from upgrade_gate.judge.identity import GpuKey
 from upgrade_gate.judge.plan import FirmwareChange, glob_match, version_matches
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
+from upgrade_gate.judge.rules.facts import starts_off_plan
 from upgrade_gate.model import Finding, Gpu
 
 if TYPE_CHECKING:
@@ -76,11 +77,7 @@ def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                         actual=after,
                         evidence="amdsmi_firmware",
                     )
-                elif (
-                    planned.from_version is not None
-                    and before is not None
-                    and not version_matches(before, planned.from_version)
-                ):
+                elif starts_off_plan(before, planned.from_version):
                     yield finding(
                         ctx,
                         entry,

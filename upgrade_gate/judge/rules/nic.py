@@ -22,7 +22,7 @@ Design decisions:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.plan import version_matches
@@ -49,6 +49,15 @@ def _ports(nic: Nic) -> dict[int, NicPort]:
 
 def _base_nics(ctx: NodeContext) -> dict[str, Nic]:
     return {n.name: n for n in ctx.baseline.nics} if ctx.baseline is not None else {}
+
+
+def _port_pairs(ctx: NodeContext) -> Iterator[tuple[Nic, NicPort, NicPort | None]]:
+    """(candidate NIC, its port, the same port in the baseline or None), NICs by name."""
+    base = _base_nics(ctx)
+    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+        was_ports = _ports(base[nic.name]) if nic.name in base else {}
+        for port in nic.ports:
+            yield nic, port, was_ports.get(port.port)
 
 
 def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -130,84 +139,72 @@ def _declared_count(ctx: NodeContext, entry: RuleEntry, declared: int, counted: 
 
 def check_port_state(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Every port active, and not slower than in the baseline."""
-    base = _base_nics(ctx)
-    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
-        was_ports = _ports(base[nic.name]) if nic.name in base else {}
-        for port in nic.ports:
-            path = f"nics[name={nic.name}].ports[port={port.port}]"
-            if not port_active(port.state):
-                yield finding(
-                    ctx,
-                    entry,
-                    f"NIC {nic.name} port {port.port}: state {show(port.state)} (phys {show(port.phys_state)}), "
-                    "expected ACTIVE",
-                    device=nic.name,
-                    path=f"{path}.state",
-                    expected="ACTIVE",
-                    actual=port.state,
-                    evidence="ibv_devinfo",
-                )
-            was = was_ports.get(port.port)
-            if was is not None and was.rate_gbps is not None and (port.rate_gbps or 0.0) < was.rate_gbps:
-                yield finding(
-                    ctx,
-                    entry,
-                    f"NIC {nic.name} port {port.port}: link rate {show(port.rate_gbps)} Gb/s, baseline "
-                    f"{was.rate_gbps:g} Gb/s",
-                    device=nic.name,
-                    path=f"{path}.rate_gbps",
-                    expected=was.rate_gbps,
-                    actual=port.rate_gbps,
-                    evidence="ibv_devinfo",
-                )
+    for nic, port, was in _port_pairs(ctx):
+        path = f"nics[name={nic.name}].ports[port={port.port}]"
+        if not port_active(port.state):
+            yield finding(
+                ctx,
+                entry,
+                f"NIC {nic.name} port {port.port}: state {show(port.state)} (phys {show(port.phys_state)}), "
+                "expected ACTIVE",
+                device=nic.name,
+                path=f"{path}.state",
+                expected="ACTIVE",
+                actual=port.state,
+                evidence="ibv_devinfo",
+            )
+        if was is not None and was.rate_gbps is not None and (port.rate_gbps or 0.0) < was.rate_gbps:
+            yield finding(
+                ctx,
+                entry,
+                f"NIC {nic.name} port {port.port}: link rate {show(port.rate_gbps)} Gb/s, baseline "
+                f"{was.rate_gbps:g} Gb/s",
+                device=nic.name,
+                path=f"{path}.rate_gbps",
+                expected=was.rate_gbps,
+                actual=port.rate_gbps,
+                evidence="ibv_devinfo",
+            )
 
 
 def check_gids(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """GID count per port vs PHASE3_MIN_GID_COUNT and the baseline."""
     t = ctx.policy.thresholds
-    base = _base_nics(ctx)
-    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
-        was_ports = _ports(base[nic.name]) if nic.name in base else {}
-        for port in nic.ports:
-            was = was_ports.get(port.port)
-            floor = t.min_gid_count
-            why = f"PHASE3_MIN_GID_COUNT {floor} ({t.source('min_gid_count')})"
-            if was is not None and was.gid_count is not None and was.gid_count > floor:
-                floor, why = was.gid_count, f"baseline {was.gid_count}"
-            if port.gid_count is None or port.gid_count < floor:
-                yield finding(
-                    ctx,
-                    entry,
-                    f"NIC {nic.name} port {port.port}: {show(port.gid_count)} GIDs, expected at least {floor} ({why})",
-                    device=nic.name,
-                    path=f"nics[name={nic.name}].ports[port={port.port}].gid_count",
-                    expected=floor,
-                    actual=port.gid_count,
-                    evidence="ibv_devinfo",
-                )
+    for nic, port, was in _port_pairs(ctx):
+        floor = t.min_gid_count
+        why = f"PHASE3_MIN_GID_COUNT {floor} ({t.source('min_gid_count')})"
+        if was is not None and was.gid_count is not None and was.gid_count > floor:
+            floor, why = was.gid_count, f"baseline {was.gid_count}"
+        if port.gid_count is None or port.gid_count < floor:
+            yield finding(
+                ctx,
+                entry,
+                f"NIC {nic.name} port {port.port}: {show(port.gid_count)} GIDs, expected at least {floor} ({why})",
+                device=nic.name,
+                path=f"nics[name={nic.name}].ports[port={port.port}].gid_count",
+                expected=floor,
+                actual=port.gid_count,
+                evidence="ibv_devinfo",
+            )
 
 
 def check_roce(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """RoCE v2 GID present on Ethernet ports (and wherever the baseline had one)."""
-    base = _base_nics(ctx)
-    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
-        was_ports = _ports(base[nic.name]) if nic.name in base else {}
-        for port in nic.ports:
-            was = was_ports.get(port.port)
-            ethernet = (port.link_layer or "").lower() == "ethernet"
-            needed = ethernet or (was is not None and was.roce_v2 is True)
-            if needed and port.roce_v2 is not True:
-                yield finding(
-                    ctx,
-                    entry,
-                    f"NIC {nic.name} port {port.port}: no RoCE v2 GID "
-                    f"({'unknown' if port.roce_v2 is None else 'none in the GID table'})",
-                    device=nic.name,
-                    path=f"nics[name={nic.name}].ports[port={port.port}].roce_v2",
-                    expected=True,
-                    actual=port.roce_v2,
-                    evidence="ibv_devinfo",
-                )
+    for nic, port, was in _port_pairs(ctx):
+        ethernet = (port.link_layer or "").lower() == "ethernet"
+        needed = ethernet or (was is not None and was.roce_v2 is True)
+        if needed and port.roce_v2 is not True:
+            yield finding(
+                ctx,
+                entry,
+                f"NIC {nic.name} port {port.port}: no RoCE v2 GID "
+                f"({'unknown' if port.roce_v2 is None else 'none in the GID table'})",
+                device=nic.name,
+                path=f"nics[name={nic.name}].ports[port={port.port}].roce_v2",
+                expected=True,
+                actual=port.roce_v2,
+                evidence="ibv_devinfo",
+            )
 
 
 def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:

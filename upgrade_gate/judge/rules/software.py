@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.plan import VersionChange, version_matches
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
+from upgrade_gate.judge.rules.facts import starts_off_plan
 from upgrade_gate.model import Finding
 
 if TYPE_CHECKING:
@@ -55,11 +56,7 @@ def _check(ctx: NodeContext, entry: RuleEntry, component: str) -> Iterable[Findi
             else:
                 message = f"{name} landed on {after}, the plan says {target}"
             yield finding(ctx, entry, message, path=path, expected=target, actual=after, evidence=evidence)
-        elif (
-            planned.from_version is not None
-            and before is not None
-            and not version_matches(before, planned.from_version)
-        ):
+        elif starts_off_plan(before, planned.from_version):
             yield finding(
                 ctx,
                 entry,
