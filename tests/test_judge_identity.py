@@ -170,3 +170,14 @@ def test_identity_matching_of_ten_thousand_gpus_is_not_quadratic() -> None:
 def test_identity_board_swap_in_one_slot_is_one_replaced_finding() -> None:
     cand = _with_gpu(mi300x_snapshot(seed=2), 4, serial=GpuSerial("NEWBOARD1"), unique_id="0xABCDEF0123")
     assert _blocking(_judge(cand)) == [("device.replaced", "0000:85:00.0")]
+
+
+def test_identity_pairs_carry_their_key_and_the_label_is_only_its_text() -> None:
+    from upgrade_gate.judge.identity import GpuKey
+
+    assert str(GpuKey(kind=MatchKind.SERIAL, value="692409006566", partition=3)) == "serial=692409006566,partition=3"
+    assert str(GpuKey(kind=MatchKind.BDF, value="0000:05:00.0", candidate_only=True)) == "bdf=0000:05:00.0#candidate"
+    base = _cpx()
+    pairs = match_gpus(base.gpus, base.gpus)
+    assert all(p.kind is p.key.kind and p.label == str(p.key) for p in pairs)
+    assert {p.key.partition for p in pairs} == set(range(8))  # CPX partitions keyed by their BDF function
