@@ -1,0 +1,220 @@
+"""Thermal sampling during phase 2: each GPU's temperature and power while the mesh test loads the node.
+
+A GPU running 10-15 °C hotter than its peers under the same load sets the pace for the whole gang even
+inside vendor limits (the reliability write-up treats it as a fault). Phase 2 is the one point where
+upgrade-gate puts every GPU of a node under the same load, so it samples there, and the judge's
+`thermal.outlier` rule compares each GPU with its peers, its class and its own baseline.
+
+How (`sample_thermal`, a context manager around the sweep):
+- before the load: `amd-smi list --json` once (amd-smi's GPU index -> BDF, which maps a reading to the
+  snapshot's GPU: amd-smi's order need not be HIP's) and one `amd-smi monitor -p -t` sample;
+- during the load: a background thread takes a sample at once and then every `interval_s`, at most
+  `max_during` of them, until the sweep ends;
+- at the end: one sample right after the last sweep, before the GPUs cool down.
+Every command has its own timeout (`timeout_s`) and stays inside the phase deadline (`TimedRunner`);
+the thread's tool time overlaps the sweep's, so it is not added to the phase's tool clock.
+
+Measurements (per GPU, HIP index `i` of the snapshot; settings: `bdf`, `sensor`, `tool`, `load`):
+- `thermal/gpu<i>/temp_c_max`: the hottest hotspot (junction) reading under load (during + end), °C;
+  the value `thermal.outlier` judges (one sample per run, so a class reference of them is a median of
+  per-node maxima, like with like);
+- `thermal/gpu<i>/temp_c`: every hotspot reading in time order (before, during..., end): the curve;
+- `thermal/gpu<i>/mem_temp_c_max`: the hottest HBM reading under load;
+- `thermal/gpu<i>/power_w_mean`: mean socket power under load (a hot GPU at its peers' power points at
+  cooling; a hot GPU drawing more points at the part or its clocks).
+
+Design decisions:
+- Sampling never changes the phase status or its CVF label (CVF's phase 2 is a bandwidth test). What
+  went wrong is appended to the result's reasons as `thermal: ...` lines, and a GPU without readings
+  has no measurement: `thermal.outlier` turns that into missing evidence (blocking by default), so a
+  phase 2 that ran without thermal evidence never passes the thermal check silently.
+- A compute partition (a BDF function > 0 of a device) shares the device's sensors: amd-smi prints
+  N/A for it (doc example: only XCP 0 reports). It is covered when another partition of the same
+  device has readings.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from upgrade_gate.errors import ParseError
+from upgrade_gate.model import Measurement, Snapshot
+from upgrade_gate.parse.amdsmi import parse_amdsmi_list
+from upgrade_gate.parse.amdsmi_monitor import MonitorRow, parse_amdsmi_monitor
+from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner, ToolClock
+
+MONITOR_ARGV = ("amd-smi", "monitor", "-p", "-t")
+LIST_ARGV = ("amd-smi", "list", "--json")
+PREFIX = "thermal/"
+NOTE = "thermal: "
+SOURCE = "phase 2 thermal sampling"
+TIMEOUT_S = 30.0
+INTERVAL_S = 20.0
+MAX_DURING = 30
+BUDGET_S = 3 * TIMEOUT_S  # list, before and end run in sequence with the sweep
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """One `amd-smi monitor` run: when (before/during/end), its rows, or why there are none."""
+
+    when: str
+    rows: tuple[MonitorRow, ...] = ()
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class ThermalRecord:
+    """What the sampling produced: amd-smi index -> BDF, the samples, and problems met."""
+
+    bdfs: dict[int, str] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, sample: Sample) -> None:
+        """Record one sample (thread-safe)."""
+        with self.lock:
+            self.samples.append(sample)
+
+
+def _sample(runner: TimedRunner, when: str, timeout_s: float) -> Sample:
+    result = runner.run(MONITOR_ARGV, timeout=timeout_s)
+    why = result.failure_reason()
+    if why is not None:
+        return Sample(when=when, error=why)
+    try:
+        return Sample(when=when, rows=parse_amdsmi_monitor(result.stdout).rows)
+    except ParseError as exc:
+        return Sample(when=when, error=f"unreadable output: {exc}")
+
+
+def _bdfs(runner: TimedRunner, timeout_s: float, record: ThermalRecord) -> None:
+    result = runner.run(LIST_ARGV, timeout=timeout_s)
+    why = result.failure_reason()
+    if why is None:
+        try:
+            listing = parse_amdsmi_list(result.stdout)
+        except ParseError as exc:
+            why = f"unreadable output: {exc}"
+        else:
+            record.bdfs = {g.index: str(g.bdf) for g in listing.gpus if g.bdf is not None}
+            return
+    record.problems.append(f"{' '.join(LIST_ARGV)} failed ({why}): readings cannot be mapped to GPUs")
+
+
+@contextmanager
+def sample_thermal(
+    ctx: PhaseContext,
+    *,
+    interval_s: float = INTERVAL_S,
+    max_during: int = MAX_DURING,
+    timeout_s: float = TIMEOUT_S,
+) -> Iterator[ThermalRecord]:
+    """Sample before the body (the load), in the background during it, and after it."""
+    record = ThermalRecord()
+    runner = ctx.runner()
+    _bdfs(runner, timeout_s, record)
+    record.add(_sample(runner, "before", timeout_s))
+    stop = threading.Event()
+    background = TimedRunner(ctx.launcher.runner_for(ctx.node), ToolClock(), ctx.deadline)
+
+    def during() -> None:
+        for _ in range(max_during):
+            try:
+                record.add(_sample(background, "during", timeout_s))
+            except Exception as exc:  # noqa: BLE001 - a thread must not die silently; the reason is evidence
+                record.add(Sample(when="during", error=f"sampling failed: {exc}"))
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=during, daemon=True, name=f"upgrade-gate-thermal-{ctx.node}")
+    thread.start()
+    try:
+        yield record
+    finally:
+        stop.set()
+        thread.join(timeout_s + 5.0)
+    if thread.is_alive():
+        record.problems.append("the sampling thread did not stop in time; its last sample is lost")
+    record.add(_sample(runner, "end", timeout_s))
+
+
+def _device(bdf: str) -> str:
+    """The PCI device of a BDF (partitions of one device differ only in the function)."""
+    return bdf.rsplit(".", 1)[0]
+
+
+def _readings(record: ThermalRecord, index: int) -> list[tuple[str, MonitorRow]]:
+    out = []
+    for sample in record.samples:
+        rows = [r for r in sample.rows if r.gpu == index and r.hotspot_c is not None]
+        if rows:
+            out.append((sample.when, max(rows, key=lambda r: r.hotspot_c or 0.0)))
+    return out
+
+
+def _measurement(key: str, unit: str, values: Sequence[float], settings: dict[str, str]) -> Measurement:
+    return Measurement(
+        key=key, unit=unit, samples=tuple(values), settings=settings, source=SOURCE, higher_is_better=False
+    )
+
+
+def thermal_measurements(
+    record: ThermalRecord, snapshot: Snapshot, load: Sequence[str]
+) -> tuple[tuple[Measurement, ...], list[str]]:
+    """Measurements per GPU of `snapshot` and the `thermal: ...` notes for the phase's reasons."""
+    notes = list(record.problems)
+    failed = [f"{s.when} the load: {s.error}" for s in record.samples if s.error is not None]
+    if failed:
+        notes.append(f"{len(failed)} of {len(record.samples)} samples failed ({'; '.join(failed[:3])})")
+    by_bdf = {bdf: index for index, bdf in record.bdfs.items()}
+    common = {"tool": " ".join(MONITOR_ARGV), "load": " ".join(load)}
+    out: list[Measurement] = []
+    covered: set[str] = set()
+    unread: list[tuple[int, str | None]] = []
+    for gpu in sorted(snapshot.gpus, key=lambda g: g.index):
+        bdf = str(gpu.bdf) if gpu.bdf is not None else None
+        amd_index = by_bdf.get(bdf) if bdf is not None else None
+        readings = _readings(record, amd_index) if amd_index is not None else []
+        loaded = [row for when, row in readings if when != "before"]
+        if bdf is None or not loaded:
+            unread.append((gpu.index, bdf))
+            continue
+        covered.add(_device(bdf))
+        key = f"{PREFIX}gpu{gpu.index}"
+        hot = {**common, "bdf": bdf, "sensor": "hotspot"}
+        out.append(_measurement(f"{key}/temp_c_max", "C", [max(r.hotspot_c or 0.0 for r in loaded)], hot))
+        out.append(_measurement(f"{key}/temp_c", "C", [row.hotspot_c or 0.0 for _, row in readings], hot))
+        memory = [r.memory_c for r in loaded if r.memory_c is not None]
+        if memory:
+            out.append(_measurement(f"{key}/mem_temp_c_max", "C", [max(memory)], {**hot, "sensor": "memory"}))
+        power = [r.power_w for r in loaded if r.power_w is not None]
+        if power:
+            mean = round(statistics.fmean(power), 1)
+            out.append(_measurement(f"{key}/power_w_mean", "W", [mean], {**hot, "sensor": "socket power"}))
+    missing = [f"GPU {i} ({bdf or 'no BDF'})" for i, bdf in unread if bdf is None or _device(bdf) not in covered]
+    if missing and record.bdfs:
+        notes.append(f"no temperature under load for {', '.join(missing)}")
+    return tuple(out), [NOTE + n for n in notes]
+
+
+def record_thermal(record: ThermalRecord, out: Outcome, snapshot: Snapshot | None, load: Sequence[str]) -> None:
+    """Add the thermal measurements to the phase outcome; problems become `thermal: ...` reasons."""
+    if snapshot is None:
+        return
+    measurements, notes = thermal_measurements(record, snapshot, load)
+    out.measurements.extend(measurements)
+    out.reasons.extend(notes)  # not failures or errors: the rule judges them (module docstring)
+
+
+def plan_line(*, interval_s: float = INTERVAL_S, max_during: int = MAX_DURING) -> str:
+    """The dry-run description of the sampling."""
+    return (
+        f"thermal: {' '.join(LIST_ARGV)}; {' '.join(MONITOR_ARGV)} before, every {interval_s:g}s during "
+        f"(at most {max_during}) and after the sweep, {TIMEOUT_S:g}s each; judged by thermal.outlier"
+    )
