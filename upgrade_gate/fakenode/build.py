@@ -161,6 +161,7 @@ def response_tables(spec: NodeSpec) -> dict[str, dict[str, Any]]:
         "rocm-smi": _static(
             (ROCMSMI_ARGV, render_gpu.render_rocmsmi(spec)),
             (("--showtopo", "--json"), render_gpu.render_rocmsmi_topology(spec)),
+            (("--showbus", "--showtemp", "--showpower", "--json"), render_thermal.render_rocmsmi_thermal(spec)),
         ),
         "lspci": _static((("-D", "-nn", "-vvv"), render_host.render_lspci(spec))),
         "ibv_devinfo": _static((("-v",), render_host.render_ibv_devinfo(spec))),

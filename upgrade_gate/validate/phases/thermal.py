@@ -11,6 +11,10 @@ How (`sample_thermal`, a context manager around the sweep):
 - during the load: a background thread takes a sample at once and then every `interval_s`, at most
   `max_during` of them, until the sweep ends;
 - at the end: one sample right after the last sweep, before the GPUs cool down.
+When amd-smi fails (list or first sample: missing, timed out, an error text, unreadable output),
+`rocm-smi --showbus --showtemp --showpower --json` stands in for the whole run (its junction sensor is
+amd-smi's hotspot; `PCI Bus` names the BDF), and the note says so; the tool is in each measurement's
+settings.
 Every command has its own timeout (`timeout_s`) and stays inside the phase deadline (`TimedRunner`);
 the thread's tool time overlaps the sweep's, so it is not added to the phase's tool clock.
 
@@ -44,33 +48,45 @@ from dataclasses import dataclass, field
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement, Snapshot
 from upgrade_gate.parse.amdsmi import parse_amdsmi_list
-from upgrade_gate.parse.amdsmi_monitor import MonitorRow, parse_amdsmi_monitor
+from upgrade_gate.parse.amdsmi_monitor import parse_amdsmi_monitor
+from upgrade_gate.parse.rocmsmi_thermal import parse_rocmsmi_thermal
 from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner, ToolClock
 
 MONITOR_ARGV = ("amd-smi", "monitor", "-p", "-t")
 LIST_ARGV = ("amd-smi", "list", "--json")
+ROCMSMI_ARGV = ("rocm-smi", "--showbus", "--showtemp", "--showpower", "--json")
 PREFIX = "thermal/"
 NOTE = "thermal: "
 SOURCE = "phase 2 thermal sampling"
 TIMEOUT_S = 30.0
 INTERVAL_S = 20.0
 MAX_DURING = 30
-BUDGET_S = 3 * TIMEOUT_S  # list, before and end run in sequence with the sweep
+BUDGET_S = 4 * TIMEOUT_S  # list, before (and its fallback) and end run in sequence with the sweep
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reading:
+    """One GPU's values in one sample (None: the tool printed N/A)."""
+
+    hotspot_c: float | None = None
+    memory_c: float | None = None
+    power_w: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sample:
-    """One `amd-smi monitor` run: when (before/during/end), its rows, or why there are none."""
+    """One sample (before/during/end): readings by BDF, or why there are none."""
 
     when: str
-    rows: tuple[MonitorRow, ...] = ()
+    readings: dict[str, Reading] = field(default_factory=dict)
     error: str | None = None
 
 
 @dataclass(slots=True)
 class ThermalRecord:
-    """What the sampling produced: amd-smi index -> BDF, the samples, and problems met."""
+    """What the sampling produced: the tool used, amd-smi index -> BDF, the samples, problems met."""
 
+    tool: tuple[str, ...] = MONITOR_ARGV
     bdfs: dict[int, str] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -82,29 +98,54 @@ class ThermalRecord:
             self.samples.append(sample)
 
 
-def _sample(runner: TimedRunner, when: str, timeout_s: float) -> Sample:
-    result = runner.run(MONITOR_ARGV, timeout=timeout_s)
+def _read(record: ThermalRecord, text: str) -> dict[str, Reading]:
+    if record.tool == ROCMSMI_ARGV:
+        cards = parse_rocmsmi_thermal(text)
+        return {c.bdf: Reading(hotspot_c=c.junction_c, memory_c=c.memory_c, power_w=c.power_w) for c in cards}
+    out: dict[str, Reading] = {}
+    for row in parse_amdsmi_monitor(text).rows:
+        bdf = record.bdfs.get(row.gpu)
+        have = out.get(bdf) if bdf is not None else None
+        if bdf is None or (have is not None and (have.hotspot_c or 0.0) >= (row.hotspot_c or 0.0)):
+            continue  # a GPU amd-smi list did not name, or an XCP row without readings
+        out[bdf] = Reading(hotspot_c=row.hotspot_c, memory_c=row.memory_c, power_w=row.power_w)
+    return out
+
+
+def _sample(runner: TimedRunner, record: ThermalRecord, when: str, timeout_s: float) -> Sample:
+    result = runner.run(record.tool, timeout=timeout_s)
     why = result.failure_reason()
     if why is not None:
         return Sample(when=when, error=why)
     try:
-        return Sample(when=when, rows=parse_amdsmi_monitor(result.stdout).rows)
+        return Sample(when=when, readings=_read(record, result.stdout))
     except ParseError as exc:
-        return Sample(when=when, error=f"unreadable output: {exc}")
+        return Sample(when=when, error=f"{record.tool[0]}: unreadable output: {exc}")
 
 
-def _bdfs(runner: TimedRunner, timeout_s: float, record: ThermalRecord) -> None:
+def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> None:
+    """amd-smi list and the first sample; rocm-smi stands in when amd-smi fails (DESIGN: fallbacks)."""
     result = runner.run(LIST_ARGV, timeout=timeout_s)
     why = result.failure_reason()
     if why is None:
         try:
             listing = parse_amdsmi_list(result.stdout)
+            record.bdfs = {g.index: str(g.bdf) for g in listing.gpus if g.bdf is not None}
         except ParseError as exc:
             why = f"unreadable output: {exc}"
-        else:
-            record.bdfs = {g.index: str(g.bdf) for g in listing.gpus if g.bdf is not None}
-            return
-    record.problems.append(f"{' '.join(LIST_ARGV)} failed ({why}): readings cannot be mapped to GPUs")
+    before = _sample(runner, record, "before", timeout_s) if why is None else Sample(when="before", error=why)
+    if before.error is None:
+        record.add(before)
+        return
+    record.tool = ROCMSMI_ARGV
+    fallback = _sample(runner, record, "before", timeout_s)
+    if fallback.error is None:
+        record.problems.append(f"amd-smi failed ({before.error}); {' '.join(ROCMSMI_ARGV)} stood in")
+        record.add(fallback)
+        return
+    record.tool = MONITOR_ARGV
+    record.problems.append(f"amd-smi failed ({before.error}) and rocm-smi too ({fallback.error})")
+    record.add(before)
 
 
 @contextmanager
@@ -118,15 +159,14 @@ def sample_thermal(
     """Sample before the body (the load), in the background during it, and after it."""
     record = ThermalRecord()
     runner = ctx.runner()
-    _bdfs(runner, timeout_s, record)
-    record.add(_sample(runner, "before", timeout_s))
+    _start(runner, record, timeout_s)
     stop = threading.Event()
     background = TimedRunner(ctx.launcher.runner_for(ctx.node), ToolClock(), ctx.deadline)
 
     def during() -> None:
         for _ in range(max_during):
             try:
-                record.add(_sample(background, "during", timeout_s))
+                record.add(_sample(background, record, "during", timeout_s))
             except Exception as exc:  # noqa: BLE001 - a thread must not die silently; the reason is evidence
                 record.add(Sample(when="during", error=f"sampling failed: {exc}"))
             if stop.wait(interval_s):
@@ -141,7 +181,7 @@ def sample_thermal(
         thread.join(timeout_s + 5.0)
     if thread.is_alive():
         record.problems.append("the sampling thread did not stop in time; its last sample is lost")
-    record.add(_sample(runner, "end", timeout_s))
+    record.add(_sample(runner, record, "end", timeout_s))
 
 
 def _device(bdf: str) -> str:
@@ -149,13 +189,10 @@ def _device(bdf: str) -> str:
     return bdf.rsplit(".", 1)[0]
 
 
-def _readings(record: ThermalRecord, index: int) -> list[tuple[str, MonitorRow]]:
-    out = []
-    for sample in record.samples:
-        rows = [r for r in sample.rows if r.gpu == index and r.hotspot_c is not None]
-        if rows:
-            out.append((sample.when, max(rows, key=lambda r: r.hotspot_c or 0.0)))
-    return out
+def _readings(record: ThermalRecord, bdf: str) -> list[tuple[str, Reading]]:
+    with record.lock:
+        samples = list(record.samples)
+    return [(s.when, s.readings[bdf]) for s in samples if bdf in s.readings and s.readings[bdf].hotspot_c is not None]
 
 
 def _measurement(key: str, unit: str, values: Sequence[float], settings: dict[str, str]) -> Measurement:
@@ -172,15 +209,13 @@ def thermal_measurements(
     failed = [f"{s.when} the load: {s.error}" for s in record.samples if s.error is not None]
     if failed:
         notes.append(f"{len(failed)} of {len(record.samples)} samples failed ({'; '.join(failed[:3])})")
-    by_bdf = {bdf: index for index, bdf in record.bdfs.items()}
-    common = {"tool": " ".join(MONITOR_ARGV), "load": " ".join(load)}
+    common = {"tool": " ".join(record.tool), "load": " ".join(load)}
     out: list[Measurement] = []
     covered: set[str] = set()
     unread: list[tuple[int, str | None]] = []
     for gpu in sorted(snapshot.gpus, key=lambda g: g.index):
         bdf = str(gpu.bdf) if gpu.bdf is not None else None
-        amd_index = by_bdf.get(bdf) if bdf is not None else None
-        readings = _readings(record, amd_index) if amd_index is not None else []
+        readings = _readings(record, bdf) if bdf is not None else []
         loaded = [row for when, row in readings if when != "before"]
         if bdf is None or not loaded:
             unread.append((gpu.index, bdf))
@@ -198,7 +233,7 @@ def thermal_measurements(
             mean = round(statistics.fmean(power), 1)
             out.append(_measurement(f"{key}/power_w_mean", "W", [mean], {**hot, "sensor": "socket power"}))
     missing = [f"GPU {i} ({bdf or 'no BDF'})" for i, bdf in unread if bdf is None or _device(bdf) not in covered]
-    if missing and record.bdfs:
+    if missing and any(s.readings for s in record.samples):
         notes.append(f"no temperature under load for {', '.join(missing)}")
     return tuple(out), [NOTE + n for n in notes]
 
@@ -215,6 +250,7 @@ def record_thermal(record: ThermalRecord, out: Outcome, snapshot: Snapshot | Non
 def plan_line(*, interval_s: float = INTERVAL_S, max_during: int = MAX_DURING) -> str:
     """The dry-run description of the sampling."""
     return (
-        f"thermal: {' '.join(LIST_ARGV)}; {' '.join(MONITOR_ARGV)} before, every {interval_s:g}s during "
-        f"(at most {max_during}) and after the sweep, {TIMEOUT_S:g}s each; judged by thermal.outlier"
+        f"thermal: {' '.join(LIST_ARGV)}; {' '.join(MONITOR_ARGV)} (fallback: {' '.join(ROCMSMI_ARGV)}) before, "
+        f"every {interval_s:g}s during (at most {max_during}) and after the sweep, {TIMEOUT_S:g}s each; "
+        "judged by thermal.outlier"
     )
