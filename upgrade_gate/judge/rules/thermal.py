@@ -154,7 +154,8 @@ def _missing(
         actual=None,
         evidence=EVIDENCE,
         severity=_SEVERITIES.get(entry.string("missing_evidence"), Severity.BLOCK),  # unknown: fail closed
-        hint=f"make amd-smi work on {ctx.node}, then re-run phase 2: upgrade-gate validate --phases 2 --node {ctx.node}",
+        hint=f"make amd-smi work on {ctx.node}, then re-run phase 2: "
+        f"upgrade-gate validate --phases 2 --node {ctx.node}",
     )
 
 
@@ -185,8 +186,9 @@ def _against_class(
                 gpu,
                 t,
                 summary.median + threshold,
-                f"{t - summary.median:.1f} °C above class {ref.node_class} in this slot (median {summary.median:.1f} °C "
-                f"over {summary.n_nodes} nodes) under the same phase 2 load; threshold {threshold:g} °C",
+                f"{t - summary.median:.1f} °C above class {ref.node_class} in this slot "
+                f"(median {summary.median:.1f} °C over {summary.n_nodes} nodes) under the same phase 2 load; "
+                f"threshold {threshold:g} °C",
             )
 
 

@@ -70,7 +70,8 @@ class MeshPhase:
         if ngpus == 0:
             out.error("no GPU count: the node's snapshot lists no GPU, so -g cannot be set")
             return out.result(self, ctx.config)
-        with sample_thermal(ctx) as thermal:  # temperature and power under this load (phases.thermal)
+        reserve = ctx.config.phase2_job_wait_s * ctx.samples
+        with sample_thermal(ctx, reserve_s=reserve) as thermal:  # temperature and power under load (phases.thermal)
             results = run_sweeps(
                 ctx.runner(),
                 mesh_argv(ctx.config, ngpus),

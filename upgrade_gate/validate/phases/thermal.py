@@ -14,7 +14,8 @@ How (`sample_thermal`, a context manager around the sweep):
 When amd-smi fails (list or first sample: missing, timed out, an error text, unreadable output),
 `rocm-smi --showbus --showtemp --showpower --json` stands in for the whole run (its junction sensor is
 amd-smi's hotspot; `PCI Bus` names the BDF), and the note says so; the tool is in each measurement's
-settings.
+settings. Known preambles (amd-smi's missing-group banner, rocm-smi's low-power warning) are skipped
+as everywhere else (`parse.preamble`).
 Every command has its own timeout (`timeout_s`) and stays inside the phase deadline (`TimedRunner`);
 the thread's tool time overlaps the sweep's, so it is not added to the phase's tool clock.
 
@@ -49,6 +50,7 @@ from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement, Snapshot
 from upgrade_gate.parse.amdsmi import parse_amdsmi_list
 from upgrade_gate.parse.amdsmi_monitor import parse_amdsmi_monitor
+from upgrade_gate.parse.preamble import parse_after_preamble
 from upgrade_gate.parse.rocmsmi_thermal import parse_rocmsmi_thermal
 from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner, ToolClock
 
@@ -100,10 +102,10 @@ class ThermalRecord:
 
 def _read(record: ThermalRecord, text: str) -> dict[str, Reading]:
     if record.tool == ROCMSMI_ARGV:
-        cards = parse_rocmsmi_thermal(text)
+        cards = parse_after_preamble(text, parse_rocmsmi_thermal)
         return {c.bdf: Reading(hotspot_c=c.junction_c, memory_c=c.memory_c, power_w=c.power_w) for c in cards}
     out: dict[str, Reading] = {}
-    for row in parse_amdsmi_monitor(text).rows:
+    for row in parse_after_preamble(text, parse_amdsmi_monitor).rows:
         bdf = record.bdfs.get(row.gpu)
         have = out.get(bdf) if bdf is not None else None
         if bdf is None or (have is not None and (have.hotspot_c or 0.0) >= (row.hotspot_c or 0.0)):
@@ -152,12 +154,25 @@ def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> None
 def sample_thermal(
     ctx: PhaseContext,
     *,
+    reserve_s: float = 0.0,
     interval_s: float = INTERVAL_S,
     max_during: int = MAX_DURING,
     timeout_s: float = TIMEOUT_S,
 ) -> Iterator[ThermalRecord]:
-    """Sample before the body (the load), in the background during it, and after it."""
+    """Sample before the body (the load), in the background during it, and after it.
+
+    `reserve_s` is the time the body may take: when the phase budget cannot hold it and the sampling
+    together, nothing is sampled (the load's time is never cut for it) and a note says why. The check
+    leaves the rocm-smi fallback's share of `BUDGET_S` out as slack (the phase started a moment ago).
+    """
     record = ThermalRecord()
+    if ctx.left() < reserve_s + BUDGET_S - TIMEOUT_S:
+        record.problems.append(
+            f"not sampled: the phase budget ({ctx.left():.1f}s left) cannot hold the load ({reserve_s:g}s) "
+            f"and the sampling ({BUDGET_S:g}s)"
+        )
+        yield record
+        return
     runner = ctx.runner()
     _start(runner, record, timeout_s)
     stop = threading.Event()
@@ -167,7 +182,7 @@ def sample_thermal(
         for _ in range(max_during):
             try:
                 record.add(_sample(background, record, "during", timeout_s))
-            except Exception as exc:  # noqa: BLE001 - a thread must not die silently; the reason is evidence
+            except Exception as exc:  # a thread must not die silently; the reason is evidence
                 record.add(Sample(when="during", error=f"sampling failed: {exc}"))
             if stop.wait(interval_s):
                 return
