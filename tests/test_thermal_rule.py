@@ -123,3 +123,27 @@ def test_thermal_readings_are_never_judged_as_bandwidth() -> None:
     (gone,) = [f for f in missing if f.rule == "thermal.outlier"]
     assert gone.severity is Severity.BLOCK and "not sampled" in gone.message
     assert gone.node == NodeName(NODE)
+
+
+def test_thermal_observations_record_the_gap_and_the_window_page_draws_it() -> None:
+    from upgrade_gate.fleet.rollout import add_observation, begin_soak
+    from upgrade_gate.fleet.window_rollout import key_metrics
+    from upgrade_gate.judge.plan import SoakSettings
+    from upgrade_gate.report.window_html import render_window_html
+
+    calm, hot = key_metrics(upgraded()), key_metrics(_heat(upgraded(), 14.0, lambda i: i == 2))
+    assert calm["thermal/gap_c"] < 5.0 and hot["thermal/gap_c"] > 10.0
+    assert hot["thermal/temp_c_max"] > calm["thermal/temp_c_max"]
+    doc: dict[str, object] = {
+        "id": "w1",
+        "state": "soaking",
+        "change_id": "rocm-6.2.0",
+        "canaries": [{"node": "n1", "class": "c"}],
+        "history": [],
+    }
+    begin_soak(doc, SoakSettings(duration_s=72 * 3600, every_s=6 * 3600, min_observations=2, mesh=True), at=NOW)
+    for at, values in (("2026-12-01T06:00:00Z", calm), ("2026-12-01T12:00:00Z", hot)):
+        add_observation(doc, at=at, by="cron", nodes={"n1": (True, [])}, metrics={"n1": values})
+    page = render_window_html(doc, {"n1": calm})
+    assert "hottest GPU above the others" in page
+    assert page.count("<svg") == 3  # mesh bus bandwidth, kernel events and the temperature gap

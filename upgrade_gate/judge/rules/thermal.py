@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.bandwidth import THERMAL_PREFIX, merged_measurements
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
-from upgrade_gate.model import Finding, Gpu, Measurement, PhaseStatus, Severity
+from upgrade_gate.model import Finding, Gpu, Measurement, PhaseStatus, Severity, Snapshot, measurements_of
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -56,6 +56,25 @@ def temp_key(index: int) -> str:
 def power_key(index: int) -> str:
     """The key of a GPU's mean socket power under load."""
     return f"{THERMAL_PREFIX}gpu{index}/power_w_mean"
+
+
+def key_values(snapshot: Snapshot) -> dict[str, float]:
+    """What a soak observation records of phase 2's heat: the hottest GPU, and its gap to the others' median."""
+    temps: dict[str, float] = {}
+    for m in measurements_of(snapshot):
+        parts = m.key.split("/")
+        if len(parts) == 3 and parts[0] == THERMAL_PREFIX.rstrip("/") and parts[2] == "temp_c_max":
+            value = _value(m)
+            if value is not None:
+                temps[parts[1]] = max(value, temps.get(parts[1], value))
+    if not temps:
+        return {}
+    hottest = max(temps, key=lambda gpu: temps[gpu])
+    others = [t for gpu, t in temps.items() if gpu != hottest]
+    out = {"thermal/temp_c_max": temps[hottest]}
+    if others:
+        out["thermal/gap_c"] = round(temps[hottest] - statistics.median(others), 1)
+    return out
 
 
 def _value(m: Measurement | None) -> float | None:
