@@ -117,3 +117,16 @@ def test_thermal_parse_reads_the_fake_tools_and_is_registered() -> None:
     cpx = parse_amdsmi_monitor(render_amdsmi_monitor(mi300x_cpx_node("c1"))).rows
     assert [r.hotspot_c is not None for r in cpx] == [r.xcp == 0 for r in cpx]
     assert {"amd-smi-monitor", "rocm-smi-thermal"} <= set(all_parsers())
+
+
+def test_thermal_sampler_skips_known_preambles_and_maps_amdsmi_indexes_to_bdfs() -> None:
+    from upgrade_gate.validate.phases.thermal import ROCMSMI_ARGV, ThermalRecord, _read
+
+    spec = mi300x_node("n1")
+    banner = "WARNING: User is missing the following required groups: render. Please add user to these groups.\n"
+    record = ThermalRecord(bdfs={i: g.bdf for i, g in enumerate(spec.enumerated_gpus)})
+    readings = _read(record, banner + render_amdsmi_monitor(spec))
+    assert readings["0000:75:00.0"].hotspot_c == 69.0 and len(readings) == 8
+    record.tool = ROCMSMI_ARGV
+    low_power = "WARNING: AMD GPU device(s) is/are in a low-power state. Check power control/runtime_status\n"
+    assert _read(record, low_power + render_rocmsmi_thermal(spec))["0000:75:00.0"].power_w == 708.0
