@@ -125,8 +125,10 @@ def _sample(runner: TimedRunner, record: ThermalRecord, when: str, timeout_s: fl
         return Sample(when=when, error=f"{record.tool[0]}: unreadable output: {exc}")
 
 
-def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> None:
-    """amd-smi list and the first sample; rocm-smi stands in when amd-smi fails (DESIGN: fallbacks)."""
+def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> bool:
+    """amd-smi list and the first sample; rocm-smi stands in when amd-smi fails (DESIGN: fallbacks).
+
+    False when neither tool answered: later samples would only fail (or hang) the same way."""
     result = runner.run(LIST_ARGV, timeout=timeout_s)
     why = result.failure_reason()
     if why is None:
@@ -138,16 +140,17 @@ def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> None
     before = _sample(runner, record, "before", timeout_s) if why is None else Sample(when="before", error=why)
     if before.error is None:
         record.add(before)
-        return
+        return True
     record.tool = ROCMSMI_ARGV
     fallback = _sample(runner, record, "before", timeout_s)
     if fallback.error is None:
         record.problems.append(f"amd-smi failed ({before.error}); {' '.join(ROCMSMI_ARGV)} stood in")
         record.add(fallback)
-        return
+        return True
     record.tool = MONITOR_ARGV
-    record.problems.append(f"amd-smi failed ({before.error}) and rocm-smi too ({fallback.error})")
+    record.problems.append(f"amd-smi failed ({before.error}) and rocm-smi too ({fallback.error}); not sampled further")
     record.add(before)
+    return False
 
 
 @contextmanager
@@ -174,7 +177,9 @@ def sample_thermal(
         yield record
         return
     runner = ctx.runner()
-    _start(runner, record, timeout_s)
+    if not _start(runner, record, timeout_s):
+        yield record
+        return
     stop = threading.Event()
     background = TimedRunner(ctx.launcher.runner_for(ctx.node), ToolClock(), ctx.deadline)
 
