@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 MESH_PHASE = 2
 NOTE = "thermal: "
-EVIDENCE = "phase 2 thermal sampling (amd-smi monitor -p -t)"
+EVIDENCE = "phase 2 thermal sampling (amd-smi monitor, or rocm-smi standing in)"
 _SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
 _COMPARED = ("load", "sensor")  # settings that make two readings comparable (amd-smi's hotspot = rocm-smi's junction)
 
