@@ -147,3 +147,13 @@ def test_thermal_observations_record_the_gap_and_the_window_page_draws_it() -> N
     page = render_window_html(doc, {"n1": calm})
     assert "hottest GPU above the others" in page
     assert page.count("<svg") == 3  # mesh bus bandwidth, kernel events and the temperature gap
+
+
+def test_thermal_rule_readings_follow_the_slot_when_the_order_changes() -> None:
+    from tests.judge_scenarios import reverse_order
+
+    hot = reverse_order(_heat(upgraded(), 15.0, lambda i: i == 0))  # slot 05:00.0 is hot, now enumerated 7th
+    _, found = _findings(hot, baseline=mi300x_snapshot())
+    thermal = [f for f in found if f.rule == "thermal.outlier"]
+    assert thermal and all(f.message.startswith("GPU 7 (0000:05:00.0) ran at ") for f in thermal), thermal
+    assert {f.path for f in thermal} == {"measurements[key=thermal/gpu0/temp_c_max]"}  # the key phase 2 wrote

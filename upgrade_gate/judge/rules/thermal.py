@@ -7,8 +7,9 @@ temperature and socket power (`validate.phases.thermal`); this rule reads those 
 
 - peers: a GPU whose hottest reading under load exceeds the median of the node's other GPUs by more than
   `threshold_c` (default 10 °C, the low end of the write-up's 10-15) - with at least `min_peers` peers;
-- class: the same GPU slot's value in the class reference (`thermal/gpu<i>/temp_c_max`, the median over
-  the class's baselines, at least `class_min_nodes` nodes, same load/tool/sensor/BDF) plus `threshold_c`;
+- class: the same GPU slot's value in the class reference (`thermal/gpu<i>/temp_c_max` at the same BDF, the
+  median over the class's baselines, at least `class_min_nodes` nodes, same load and sensor) plus
+  `threshold_c`;
 - baseline: the same GPU (matched by identity, not index) at its own baseline under the same load plus
   `baseline_threshold_c`. A whole node that runs hotter after a change is a regression too. Another
   load (other GPU count or sweep) is not compared; the bandwidth rules report the load change.
@@ -24,6 +25,8 @@ Design decisions:
   evidence, reported by this rule at `missing_evidence` (default block) with the phase's `thermal: ...`
   reasons. A phase 2 that did not run is `evidence.missing`'s business. A compute partition shares its
   device's sensor: a device counts as read when any of its partitions was.
+- Readings follow the slot: each is placed on the GPU at the BDF it was taken at (`readings`), so an
+  order change never moves a temperature to another GPU.
 - Thermal measurements are judged here only: `bandwidth.*` and `fleet.odd_one_out` skip them
   (`rules.bandwidth.bandwidth_key`), since a relative tolerance on °C means nothing.
 """
@@ -46,16 +49,6 @@ NOTE = "thermal: "
 EVIDENCE = "phase 2 thermal sampling (amd-smi monitor, or rocm-smi standing in)"
 _SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
 _COMPARED = ("load", "sensor")  # settings that make two readings comparable (amd-smi's hotspot = rocm-smi's junction)
-
-
-def temp_key(index: int) -> str:
-    """The key of a GPU's hottest reading under load."""
-    return f"{THERMAL_PREFIX}gpu{index}/temp_c_max"
-
-
-def power_key(index: int) -> str:
-    """The key of a GPU's mean socket power under load."""
-    return f"{THERMAL_PREFIX}gpu{index}/power_w_mean"
 
 
 def key_values(snapshot: Snapshot) -> dict[str, float]:
@@ -82,6 +75,30 @@ def _value(m: Measurement | None) -> float | None:
     return max(usable) if usable else None
 
 
+def readings(measurements: Mapping[str, Measurement], gpus: Iterable[Gpu], name: str) -> dict[int, Measurement]:
+    """GPU index -> its `thermal/gpu<i>/<name>` reading, placed by the BDF it was taken at (settings `bdf`).
+
+    Readings follow the slot, not the index: a snapshot whose order changed after phase 2 (or a hand-made
+    one) still gets each reading on the GPU that was read; without a `bdf` setting the index decides."""
+    by_bdf = {str(g.bdf): g.index for g in gpus if g.bdf is not None}
+    indexes = {g.index for g in gpus}
+    out: dict[int, Measurement] = {}
+    for key, m in measurements.items():
+        parts = key.split("/")
+        if len(parts) != 3 or f"{parts[0]}/" != THERMAL_PREFIX or parts[2] != name:
+            continue
+        bdf = m.settings.get("bdf")
+        index = by_bdf.get(bdf) if bdf is not None else _index(parts[1], indexes)
+        if index is not None:
+            out[index] = m
+    return out
+
+
+def _index(label: str, indexes: set[int]) -> int | None:
+    number = label.removeprefix("gpu")
+    return int(number) if number.isdigit() and int(number) in indexes else None
+
+
 def _device(gpu: Gpu) -> str:
     return str(gpu.bdf).rsplit(".", 1)[0] if gpu.bdf is not None else f"index {gpu.index}"
 
@@ -105,8 +122,9 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         return  # no phase 2 result to read: evidence.missing / phase.failed report it
     cand, _ = merged_measurements(ctx.candidate)
     gpus = sorted(ctx.candidate.gpus, key=lambda g: g.index)
-    temps = {g.index: v for g in gpus if (v := _value(cand.get(temp_key(g.index)))) is not None}
-    power = {g.index: v for g in gpus if (v := _value(cand.get(power_key(g.index)))) is not None}
+    hot = readings(cand, gpus, "temp_c_max")
+    temps = {i: v for i, m in hot.items() if (v := _value(m)) is not None}
+    power = {i: v for i, m in readings(cand, gpus, "power_w_mean").items() if (v := _value(m)) is not None}
     notes = [r.removeprefix(NOTE) for r in phase.reasons if r.startswith(NOTE)]
     yield from _missing(ctx, entry, gpus, temps, notes)
     threshold = entry.number("threshold_c")
@@ -128,22 +146,23 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 median + threshold,
                 f"{t - median:.1f} °C above the median of its {len(others)} peers ({median:.1f} °C) under the "
                 f"same phase 2 load; threshold {threshold:g} °C{_power_text(power, gpu.index, others)}",
+                hot[gpu.index].key,
             )
-    yield from _against_class(ctx, entry, gpus, temps, cand)
-    yield from _against_baseline(ctx, entry, temps, cand)
+    yield from _against_class(ctx, entry, gpus, temps, hot)
+    yield from _against_baseline(ctx, entry, temps, hot)
 
 
 def _gpu(gpus: list[Gpu], index: int) -> Gpu:
     return next(g for g in gpus if g.index == index)
 
 
-def _outlier(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, temp: float, limit: float, why: str) -> Finding:
+def _outlier(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, temp: float, limit: float, why: str, key: str) -> Finding:
     return finding(
         ctx,
         entry,
         f"{_name(gpu)} ran at {temp:.0f} °C, {why}",
         device=str(gpu.bdf) if gpu.bdf is not None else f"gpu[{gpu.index}]",
-        path=f"measurements[key={temp_key(gpu.index)}]",
+        path=f"measurements[key={key}]",
         expected=round(limit, 1),
         actual=temp,
         evidence=EVIDENCE,
@@ -184,20 +203,23 @@ def _comparable(a: Measurement, b: Mapping[str, str], *, same_bdf: bool) -> bool
 
 
 def _against_class(
-    ctx: NodeContext, entry: RuleEntry, gpus: list[Gpu], temps: Mapping[int, float], cand: Mapping[str, Measurement]
+    ctx: NodeContext, entry: RuleEntry, gpus: list[Gpu], temps: Mapping[int, float], hot: Mapping[int, Measurement]
 ) -> Iterable[Finding]:
     ref = ctx.reference
     if ref is None:
         return
     threshold = entry.number("threshold_c")
-    summaries = {s.key: s for s in ref.metrics if s.key.startswith(THERMAL_PREFIX)}
+    slots = {
+        s.settings.get("bdf"): s
+        for s in ref.metrics
+        if s.key.startswith(THERMAL_PREFIX) and s.key.endswith("/temp_c_max") and "bdf" in s.settings
+    }
     for gpu in gpus:
-        t, summary = temps.get(gpu.index), summaries.get(temp_key(gpu.index))
-        m = cand.get(temp_key(gpu.index))
+        t, m, summary = temps.get(gpu.index), hot.get(gpu.index), slots.get(str(gpu.bdf))
         if t is None or summary is None or m is None or summary.n_nodes < entry.integer("class_min_nodes"):
             continue
         if summary.unit != m.unit or not _comparable(m, summary.settings, same_bdf=True):
-            continue  # another load or another slot layout: not the same comparison
+            continue  # another load: not the same comparison
         if t - summary.median > threshold:
             yield _outlier(
                 ctx,
@@ -208,22 +230,22 @@ def _against_class(
                 f"{t - summary.median:.1f} °C above class {ref.node_class} in this slot "
                 f"(median {summary.median:.1f} °C over {summary.n_nodes} nodes) under the same phase 2 load; "
                 f"threshold {threshold:g} °C",
+                m.key,
             )
 
 
 def _against_baseline(
-    ctx: NodeContext, entry: RuleEntry, temps: Mapping[int, float], cand: Mapping[str, Measurement]
+    ctx: NodeContext, entry: RuleEntry, temps: Mapping[int, float], hot: Mapping[int, Measurement]
 ) -> Iterable[Finding]:
     if ctx.baseline is None:
         return
-    base, _ = merged_measurements(ctx.baseline)
+    base = readings(merged_measurements(ctx.baseline)[0], ctx.baseline.gpus, "temp_c_max")
     threshold = entry.number("baseline_threshold_c")
     for pair in ctx.pairs:
         if pair.baseline is None or pair.candidate is None:
             continue
         gpu = pair.candidate
-        t, c = temps.get(gpu.index), cand.get(temp_key(gpu.index))
-        b = base.get(temp_key(pair.baseline.index))
+        t, c, b = temps.get(gpu.index), hot.get(gpu.index), base.get(pair.baseline.index)
         was = _value(b)
         if t is None or c is None or b is None or was is None:
             continue
@@ -238,6 +260,7 @@ def _against_baseline(
                 was + threshold,
                 f"{t - was:.1f} °C above its own baseline ({was:.0f} °C) under the same phase 2 load; "
                 f"threshold {threshold:g} °C",
+                c.key,
             )
 
 
