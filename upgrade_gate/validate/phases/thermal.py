@@ -36,6 +36,15 @@ Design decisions:
 - A compute partition (a BDF function > 0 of a device) shares the device's sensors: amd-smi prints
   N/A for it (doc example: only XCP 0 reports). It is covered when another partition of the same
   device has readings.
+- Phase 2's budget holds the sampling (`BUDGET_S` is added to it); a budget set too small for both the
+  sweeps and the sampling (`UPGRADE_GATE_PHASE2_TIMEOUT_S`) gets no sampling, never a shorter sweep,
+  and the note says so.
+
+Dated notes:
+- 2026-12: under the Kubernetes executor each sample is a Job of its own (purpose `cmd`: no GPUs
+  allocated, the phase 2 Job holds them); whether amd-smi/rocm-smi see the GPUs from such a pod depends
+  on the image and host access. Where they do not, the rule reports missing thermal evidence (fail
+  closed) rather than passing.
 """
 
 from __future__ import annotations
