@@ -93,6 +93,9 @@ class Suite:
     views: Callable[[object], dict[str, Any]] = lambda _: {}
     rejected: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # name -> (key, message)
     foreign: tuple[str, ...] = ()  # outputs of commands not parsed: every key of the suite refuses them
+    # Second readings of an output by another key, golden `<stem><suffix>` (phase 2's thermal readers
+    # read `amd-smi monitor` and rocm-smi's JSON): (file name, key, golden suffix).
+    also: tuple[tuple[str, str, str], ...] = ()
     corpus: str | None = None  # corpus folder whose files must be in the fixtures unchanged
     corpus_glob: str = "*.txt"
 
@@ -115,7 +118,11 @@ class Suite:
         return [(name, key) for name in self.output_names() if (key := self.key_of(name)) is not None]
 
     def parser_keys(self) -> set[str]:
+        """The keys that read this folder's own command outputs (foreign outputs must be refused by each)."""
         return {key for _, key in self.golden_cases()} | {key for key, _ in self.rejected.values()}
+
+    def all_keys(self) -> set[str]:
+        return self.parser_keys() | {key for _, key, _ in self.also}
 
 
 SUITES = (
@@ -161,6 +168,14 @@ SUITES = (
             "monitor-mi300x-cpx-nps4-doc-example.txt",
             "monitor-watch-timestamp-mi300x-8gpu-under-stress.txt",
         ),
+        also=tuple(
+            (name, "amd-smi-monitor", ".thermal.expected.json")
+            for name in (
+                "mi350x-8gpu-monitor-putm-rocm7.0.txt",
+                "monitor-watch-timestamp-mi300x-8gpu-under-stress.txt",
+                "monitor-mi300a-4apu-gtt-usage-doc-example.txt",
+            )
+        ),
         corpus="amd-smi",
         corpus_glob="*",
     ),
@@ -197,6 +212,10 @@ SUITES = (
                 "concise table header",
             ),
         },
+        also=tuple(
+            (name, "rocm-smi-thermal", ".thermal.expected.json")
+            for name in ("mi100-6gpu-json-all-rocm5.7.1-telegraf.json", "rx6700xt-json-all-rocm4.3.0-telegraf.json")
+        ),
         corpus="rocm-smi",
         corpus_glob="*",
     ),
@@ -271,10 +290,11 @@ SEEDS_ONLY: dict[str, tuple[Path, ...] | tuple[str, ...]] = {
 }
 
 PINNED_KEYS = {
-    "agfhc", "amd-smi-firmware", "amd-smi-list", "amd-smi-partition", "amd-smi-static", "amd-smi-topology",
-    "amd-smi-version", "amd-smi-xgmi", "dmesg", "host-files", "ib_write_bw", "ibstat", "ibv_devinfo",
-    "kfd-properties", "lspci", "rccl-tests", "rdma-dev", "rdma-link", "readlink-rccl", "rocm-smi",
-    "rocm-smi-concise", "rocm-smi-showtopo", "rocminfo", "rvs", "show_gids", "sysfs-grep", "uname-r",
+    "agfhc", "amd-smi-firmware", "amd-smi-list", "amd-smi-monitor", "amd-smi-partition", "amd-smi-static",
+    "amd-smi-topology", "amd-smi-version", "amd-smi-xgmi", "dmesg", "host-files", "ib_write_bw", "ibstat",
+    "ibv_devinfo", "kfd-properties", "lspci", "rccl-tests", "rdma-dev", "rdma-link", "readlink-rccl",
+    "rocm-smi", "rocm-smi-concise", "rocm-smi-showtopo", "rocm-smi-thermal", "rocminfo", "rvs", "show_gids",
+    "sysfs-grep", "uname-r",
 }  # fmt: skip
 """The registry's keys: `upgrade-gate parse --tool KEY` and the probe catalogue's parser keys."""
 
@@ -298,16 +318,19 @@ def _read(suite: Suite, name: str) -> str:
     return (suite.path / name).read_text(encoding="utf-8")
 
 
-GOLDEN_CASES = [pytest.param(s, n, k, id=f"{s.folder}/{n}") for s in SUITES for n, k in s.golden_cases()]
+GOLDEN_CASES = [
+    *(pytest.param(s, n, k, ".expected.json", id=f"{s.folder}/{n}") for s in SUITES for n, k in s.golden_cases()),
+    *(pytest.param(s, n, k, suffix, id=f"{s.folder}/{n}:{k}") for s in SUITES for n, k, suffix in s.also),
+]
 REJECTED_CASES = [pytest.param(s, n, *s.rejected[n], id=f"{s.folder}/{n}") for s in SUITES for n in s.rejected]
 FOREIGN_CASES = [
     pytest.param(s, n, k, id=f"{s.folder}/{n}:{k}") for s in SUITES for n in s.foreign for k in sorted(s.parser_keys())
 ]
 
 
-@pytest.mark.parametrize(("suite", "name", "key"), GOLDEN_CASES)
-def test_parser_matches_golden(suite: Suite, name: str, key: str, update_goldens: bool) -> None:
-    golden = (suite.path / name).with_suffix(".expected.json")
+@pytest.mark.parametrize(("suite", "name", "key", "suffix"), GOLDEN_CASES)
+def test_parser_matches_golden(suite: Suite, name: str, key: str, suffix: str, update_goldens: bool) -> None:
+    golden = suite.path / (Path(name).stem + suffix)
     check_golden(golden, _golden_value(suite, key, _read(suite, name)), update_goldens)
 
 
@@ -333,6 +356,7 @@ def test_every_recorded_output_is_tested_and_corpus_copies_are_unchanged(suite: 
     if isinstance(suite.cases, Mapping):
         assert set(suite.cases) <= set(names), f"{suite.folder}: cases without a file"
     assert set(suite.rejected) | set(suite.foreign) <= set(names)
+    assert {name for name, _, _ in suite.also} <= set(names)
     if suite.corpus is not None and CORPUS.is_dir():
         corpus = sorted((CORPUS / suite.corpus).glob(suite.corpus_glob))
         assert corpus, f"corpus folder {suite.corpus} missing"
@@ -343,7 +367,7 @@ def test_every_recorded_output_is_tested_and_corpus_copies_are_unchanged(suite: 
 
 def test_registry_holds_the_pinned_keys_and_each_has_recorded_outputs() -> None:
     assert set(PARSERS) == PINNED_KEYS
-    tested = set().union(*(s.parser_keys() for s in SUITES))
+    tested = set().union(*(s.all_keys() for s in SUITES))
     assert tested | set(SEEDS_ONLY) == PINNED_KEYS
     assert not tested & set(SEEDS_ONLY)
 
@@ -358,7 +382,7 @@ def _seeds(key: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if key in SEEDS_ONLY:
         texts = tuple(s.read_text(encoding="utf-8") if isinstance(s, Path) else s for s in SEEDS_ONLY[key])
         return texts, ()
-    suite = next(s for s in SUITES if key in s.parser_keys())
+    suite = next(s for s in SUITES if key in s.all_keys())
     texts: list[str] = []
     jsons: list[str] = []
     for name in suite.output_names():
@@ -374,7 +398,7 @@ def _seeds(key: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _views(key: str) -> Callable[[object], dict[str, Any]]:
-    return next((s.views for s in SUITES if key in s.parser_keys()), lambda _: {})
+    return next((s.views for s in SUITES if key in s.parser_keys()), lambda _: {})  # views: own keys only
 
 
 def _returns_or_raises_parse_error(key: str, text: str) -> None:

@@ -23,6 +23,7 @@ from upgrade_gate.judge.rules import (
     nic,
     pcie,
     software,
+    thermal,
     topology,
 )
 from upgrade_gate.judge.rules.base import RuleSpec, spec
@@ -56,6 +57,7 @@ _ALL: tuple[RuleSpec, ...] = (
     *evidence.SPECS,
     *kernel.SPECS,
     *fleet.SPECS,
+    *thermal.SPECS,
     *fields.SPECS,
     *CHECKLIST_SPECS,
 )

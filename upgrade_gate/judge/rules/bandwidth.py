@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.plan import glob_match, metric_expectation
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.judge.rules.facts import merged_measurements
+from upgrade_gate.judge.rules.facts import bandwidth_key, merged_measurements
 from upgrade_gate.model import Finding, Measurement, Severity
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ def _settings_diff(a: Mapping[str, str], b: Mapping[str, str], ignore: tuple[str
 
 
 def _selected(entry: RuleEntry, key: str) -> bool:
+    if not bandwidth_key(key):
+        return False
     globs = entry.strings("metrics")
     return "**" in globs or any(glob_match(g, key) for g in globs)
 
@@ -123,7 +125,7 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     cand, cand_broken = merged_measurements(ctx.candidate)
     rows = []
     for key in sorted(base.keys() & cand.keys()):
-        if not (every or _selected(entry, key)) or key in base_broken or key in cand_broken:
+        if not bandwidth_key(key) or not (every or _selected(entry, key)) or key in base_broken or key in cand_broken:
             continue
         b, c = base[key], cand[key]
         if b.unit != c.unit or _settings_diff(b.settings, c.settings, ignore):

@@ -2,7 +2,8 @@
 
 Rule families (one module each under `judge.rules`) never import each other (import-linter's
 independence contract); what two of them share lives here or in `rules.base`.
-- `merged_measurements`: measurements by key with duplicates pooled (bandwidth and fleet rules).
+- `merged_measurements`: measurements by key with duplicates pooled (bandwidth, fleet, thermal rules);
+  `bandwidth_key`: which of them the bandwidth rules judge (not the `THERMAL_PREFIX` readings).
 - `vf_map`: VFs enabled per PF (pcie and fleet rules).
 - `comparable_cmdline`: the kernel command line as compared (host rules and the diff).
 - `starts_off_plan`: a baseline version the plan did not expect to start from (software, firmware).
@@ -12,6 +13,15 @@ from __future__ import annotations
 
 from upgrade_gate.judge.plan import version_matches
 from upgrade_gate.model import Measurement, Snapshot, measurements_of
+
+THERMAL_PREFIX = "thermal/"
+"""Measurements under this prefix (phase 2's temperatures and power) are judged by `rules.thermal` only."""
+
+
+def bandwidth_key(key: str) -> bool:
+    """True for a measurement the bandwidth rules judge (everything but the thermal readings)."""
+    return not key.startswith(THERMAL_PREFIX)
+
 
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
 # snapshot. Keyed by identity (snapshots hold dicts, so they are not hashable) with the snapshot kept
