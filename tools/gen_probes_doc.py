@@ -71,13 +71,16 @@ def render() -> str:
 def render_phases() -> str:
     """The validation phases' command lines, built by the phase modules' own argv functions."""
     from upgrade_gate.validate.config import default_config
-    from upgrade_gate.validate.phases import acceptance, cluster, mesh, rail
+    from upgrade_gate.validate.phases import acceptance, cluster, mesh, rail, thermal
 
     config = default_config()
     rows = [
         (1, f"stage `{st.name}` ({st.framework})", _code(acceptance.stage_argv(st, config))) for st in config.stages
     ]
     rows.append((2, "every GPU of the node", _code(mesh.mesh_argv(config, "NGPUS"))))
+    rows.append((2, "thermal: amd-smi's GPU index -> BDF", _code(thermal.LIST_ARGV)))
+    rows.append((2, "thermal: before, during and after the sweep", _code(thermal.MONITOR_ARGV)))
+    rows.append((2, "thermal: when amd-smi fails", _code(thermal.ROCMSMI_ARGV)))
     rows.append((4, "rail server", _code(rail.rail_argv("RDMA_DEVICE"))))
     rows.append((4, "rail client", _code(rail.rail_argv("RDMA_DEVICE", "PEER_ADDRESS"))))
     rows += [(5, op, _code(cluster.cluster_argv(config, tool, "HOSTS", "RANKS"))) for op, tool in cluster.OPS]

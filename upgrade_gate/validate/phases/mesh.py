@@ -1,6 +1,6 @@
 """Phase 2, intra-node mesh: rccl-tests `all_reduce_perf` across every GPU of the node.
 
-Command (PROBES.md): `all_reduce_perf -b START -e END -f FACTOR -g NGPUS -n ITERS -w WARMUP` with the
+Command (docs/PROBES.md): `all_reduce_perf -b START -e END -f FACTOR -g NGPUS -n ITERS -w WARMUP` with the
 sweep from the CVF keys (`PHASE2_START_MSG_SIZE` 1K .. `PHASE2_END_MSG_SIZE` 2G, `PHASE2_STEP_FACTOR`
 2, `PHASE2_ITER_COUNT`, `PHASE2_WARMUP_ITER_COUNT`) and NGPUS = the GPUs of the node's snapshot. Each run
 gets `PHASE2_JOB_WAIT_TIME` seconds (CVF's per-node Job budget). Measurements:
@@ -13,7 +13,7 @@ judged by `thermal.outlier`).
 
 Dated notes:
 - 2026: CVF itself runs `mpirun --np 8 --host localhost ... all_reduce_perf ... -g 1` (one rank per GPU);
-  upgrade-gate runs one process with `-g NGPUS` (PROBES.md). Both report the same bus bandwidth
+  upgrade-gate runs one process with `-g NGPUS` (docs/PROBES.md). Both report the same bus bandwidth
   definition; the `ranks` setting is the GPU count either way, so their numbers compare.
 - `-Z json` is not requested: no real capture of it exists and the fake tools refuse it (the parser
   can merge a `-Z json` file with the text when an executor collects one).
