@@ -3,7 +3,7 @@
 All types are frozen, slotted, keyword-only dataclasses with tuples instead of lists, so a value that
 was validated once cannot drift. Identifiers are `NewType`s. JSON in and out goes through
 `upgrade_gate.codec` (generic, driven by these annotations) and is checked against the JSON Schemas in
-`upgrade_gate/schemas/` at every edge. Values a tool printed as N/A are `None`, and the reason lives in
+`schemas/` at every edge. Values a tool printed as N/A are `None`, and the reason lives in
 the owning record's `na_reasons` (field name -> reason), never a guessed default.
 """
 

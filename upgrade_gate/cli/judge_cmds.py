@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError, UsageError
+from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
 
 if TYPE_CHECKING:
     from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
@@ -194,7 +195,7 @@ def _show(value: object) -> str:
 
 
 def gate_cmd(
-    store: Path = typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help="Baseline store folder."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", envvar=STORE_ENV, help=STORE_HELP, show_default=False),
     ref: str | None = typer.Option(None, "--ref", help="Baselines at this commit, tag or branch (default HEAD)."),
     candidates: list[Path] = typer.Option(
         [], "--candidate", help="Candidate snapshot (.json) or capture bundle (dir, .tar.gz); repeatable."
@@ -211,7 +212,7 @@ def gate_cmd(
         None, "--cvf-config", help="CVF cluster-validation-config ConfigMap (or KEY: value YAML) for thresholds."
     ),
     checklists: list[str] = typer.Option(
-        [], "--checklist", help="Checklist: pre-change, canary, observe, or a file; repeatable."
+        [], "--checklist", help="Checklist: pre-change, canary, observe, a file, or a folder of them; repeatable."
     ),
     attest: list[str] = typer.Option([], "--attest", help="Attest a manual checklist item: ITEM=NAME; repeatable."),
     reports: list[str] = typer.Option(
@@ -224,7 +225,7 @@ def gate_cmd(
     """Judge candidates against their baselines under a plan and a policy: exit 0 PASS, 1 BLOCK."""
     from dataclasses import replace
 
-    from upgrade_gate.judge.checklist import load_checklist
+    from upgrade_gate.judge.checklist import load_checklists
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.plan import load_plan
     from upgrade_gate.judge.policy import load_policy
@@ -238,7 +239,7 @@ def gate_cmd(
     loaded_plan = load_plan(plan) if plan is not None else None
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
     loaded_policy = load_policy(policy, cvf, cvf_source=str(cvf_config))
-    loaded_checklists = [load_checklist(c) for c in checklists]
+    loaded_checklists = load_checklists(checklists)
     from upgrade_gate.cli.gate_stream import SUMMARY_FROM_NODES, candidate_paths, console_summary, gate_streaming
 
     paths = candidate_paths(candidates, candidate_sources)
