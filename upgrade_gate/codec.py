@@ -13,8 +13,13 @@ same annotations, so they too need no change when the model grows:
 - `decode_json(cls, bytes)` (untrusted): the same, through a mirror of the model built as msgspec
   Structs with `forbid_unknown_fields`, so an unknown key, a missing required field, a wrong type or an
   enum value outside the model is a `SchemaError` naming the path; the mirror is then converted to
-  the model's dataclasses (C as well). The JSON Schema's value constraints beyond types (BDF pattern,
-  date-time format, minimums) are not re-checked here: `load_snapshot` still does the full check.
+  the model's dataclasses (C as well), which checks the value constraints the model's annotations
+  carry (BDF and node-name patterns, lengths, minimums and maxima: the same `msgspec.Meta` the schemas
+  are generated from). Not checked here: `date-time` formats and enums on fields typed `str` (a
+  kernel event's severity, a checklist row's status); `load_snapshot` still does the full check.
+
+A class's `RETIRED_FIELDS` (a field removed from the model) are accepted as null in documents written
+before the removal and dropped; the generated schemas accept them the same way.
 """
 
 from __future__ import annotations
@@ -106,7 +111,7 @@ def _mirror(tp: Any) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
         required: list[Any] = []
-        optional: list[Any] = []
+        optional: list[Any] = [(name, None, None) for name in _retired(tp)]
         for f in _fields(tp):
             kind = _mirror(hints[f.name])
             if f.default is not dataclasses.MISSING:
@@ -117,6 +122,11 @@ def _mirror(tp: Any) -> Any:
                 required.append((f.name, kind))
         return msgspec.defstruct(tp.__name__, [*required, *optional], forbid_unknown_fields=True, kw_only=True)
     return tp
+
+
+@functools.cache
+def _retired(cls: type) -> frozenset[str]:
+    return frozenset(getattr(cls, "RETIRED_FIELDS", ()))
 
 
 @functools.cache
@@ -246,6 +256,8 @@ def _dataclass_decoder(cls: type) -> Decoder:
         for key, value in data.items():
             field_decoder = fields.get(key)
             if field_decoder is None:
+                if value is None and key in _retired(cls):
+                    continue
                 raise _DecodeError(f"unknown field {key!r}")
             try:
                 kwargs[key] = field_decoder(value)

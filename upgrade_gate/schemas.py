@@ -107,3 +107,11 @@ def schema_names() -> tuple[str, ...]:
     return tuple(
         sorted(p.name.removesuffix(".schema.json") for p in folder.iterdir() if p.name.endswith(".schema.json"))
     )
+
+
+if __name__ == "__main__":  # python -m upgrade_gate.schemas --write | --check (see upgrade_gate.schemagen)
+    import sys
+
+    from upgrade_gate.schemagen import main
+
+    sys.exit(main(sys.argv[1:]))

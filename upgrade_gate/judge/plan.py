@@ -22,7 +22,7 @@ Design decisions:
   anything, `?` one character; everything else is literal (brackets are not character classes, so a
   path glob can be written exactly as the diff prints paths).
 - A ROCm change also explains `software.rocm_build` (when it lands on the target release) and
-  `software.amdsmi_version` / `software.hip_runtime_version`, which ship with ROCm. Nothing else is
+  `software.amdsmi_version` / `software.rccl_library`, which ship with ROCm. Nothing else is
   implied: driver-loaded firmware blocks must be listed (`firmware` or `accept`), because "the
   upgrade changed something we did not expect" is exactly what the gate is for.
 """
@@ -339,7 +339,6 @@ _SOFTWARE = {
     "software.rocm_version": "rocm",
     "software.rocm_build": "rocm",
     "software.amdsmi_version": "rocm",
-    "software.hip_runtime_version": "rocm",
     "software.rccl_library": "rocm",
     "software.driver_version": "driver",
     "software.kernel": "kernel",
