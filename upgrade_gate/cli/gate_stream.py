@@ -98,16 +98,9 @@ def load_candidate_fast(path: Path, patterns: PatternTable | None = None) -> Sna
     """A candidate snapshot file by strict typed decode, or a capture bundle through the snapshot builder
     (its kernel log classified with `patterns`, the policy's fatal-error map)."""
     if path.name.lower().endswith(".json"):
-        from upgrade_gate import codec
-        from upgrade_gate.model import Snapshot
+        from upgrade_gate.snapshot.io import load_snapshot_fast
 
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"{path}: no such file") from exc
-        except OSError as exc:
-            raise InputError(f"{path}: unreadable: {exc}") from exc
-        return codec.decode_json(Snapshot, data, source=str(path))
+        return load_snapshot_fast(path)
     from upgrade_gate.cli.judge_cmds import load_candidate
 
     return load_candidate(path, patterns)

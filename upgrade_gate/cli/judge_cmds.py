@@ -74,23 +74,10 @@ def load_candidate(path: Path, patterns: PatternTable | None = None) -> Snapshot
 
 
 def read_cvf_config(path: Path) -> dict[str, Any]:
-    """The `data` of a CVF ConfigMap manifest, or a plain KEY: value YAML mapping (values checked later)."""
-    from upgrade_gate.errors import ConfigError
-    from upgrade_gate.judge.plan import read_document
+    """The KEY: value mapping of `--cvf-config` (values checked by the policy): `validate --config`'s reader."""
+    from upgrade_gate.validate.config import read_cvf_values
 
-    doc = read_document(path)
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected a ConfigMap or a KEY: value mapping, got {type(doc).__name__}")
-    if "kind" in doc or "apiVersion" in doc:
-        if doc.get("kind") != "ConfigMap":
-            raise ConfigError(f"{path}: kind: expected ConfigMap, got {doc.get('kind')!r}")
-        data = doc.get("data") or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: data: expected a KEY: value mapping")
-        return data
-    return doc
+    return read_cvf_values(path)
 
 
 def parse_attestations(values: Sequence[str]) -> dict[str, str]:

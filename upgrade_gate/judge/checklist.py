@@ -30,7 +30,7 @@ from pathlib import Path
 
 from upgrade_gate import docio, schemas, shipped
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
-from upgrade_gate.judge.plan import ChangePlan, glob_match, read_document
+from upgrade_gate.judge.plan import ChangePlan, glob_match
 from upgrade_gate.judge.policy import Policy
 from upgrade_gate.judge.rules.base import softer
 from upgrade_gate.model import (
@@ -98,7 +98,7 @@ def load_checklist(name_or_path: str) -> Checklist:
     path = Path(name_or_path)
     if not path.exists():
         raise NotFoundError(f"{name_or_path}: no such checklist (shipped: {', '.join(SHIPPED)}), file or folder")
-    return checklist_from_dict(read_document(path), source=str(path))
+    return checklist_from_dict(docio.read_yaml(path), source=str(path))
 
 
 def load_checklists(names_or_paths: Sequence[str]) -> list[Checklist]:
