@@ -39,7 +39,7 @@ from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError,
 from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
 
 if TYPE_CHECKING:
-    from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
+    from upgrade_gate.model import GateReport, NodeName, Snapshot
     from upgrade_gate.parse.dmesg import PatternTable
     from upgrade_gate.report.interface import ConsoleDetail, ReportFormat
     from upgrade_gate.store.gitstore import BaselineStore
@@ -239,17 +239,19 @@ def gate_cmd(
                 st, ref, paths, plan=loaded_plan, policy=loaded_policy, now=timestamp, patterns=patterns
             )
     else:  # checklists read every candidate and baseline at once
+        from upgrade_gate.store.inputs import load_judge_inputs
+
         snaps = [load_candidate(p, patterns) for p in paths]
-        names = sorted({s.node.name for s in snaps} | set(loaded_plan.canaries.nodes if loaded_plan else ()))
         with _open_store(store) as st:
-            baselines, references, denylist = _from_store(st, ref, names, snaps)
+            inputs = load_judge_inputs(st, ref, snaps, nodes=loaded_plan.canaries.nodes if loaded_plan else ())
+        baselines = inputs.baselines
         report = judge(
             baselines=baselines,
             candidates=snaps,
             plan=loaded_plan,
             policy=loaded_policy,
-            references=references,
-            denylist=denylist,
+            references=inputs.references,
+            denylist=inputs.denylist,
             attestations=attestations,
             checklists=loaded_checklists,
             now=timestamp,
@@ -327,43 +329,3 @@ def _open_store(path: Path) -> BaselineStore:
     except ImportError as exc:  # gitpython refuses to import without a git binary
         raise StoreError(f"{path}: the baseline store needs the git binary: {exc}") from exc
     return BaselineStore(path)
-
-
-def _from_store(
-    st: BaselineStore, ref: str | None, names: Sequence[NodeName], snaps: Sequence[Snapshot]
-) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[Any, str]]:
-    """Baselines of the named nodes, class references of the candidates' classes, the denylist."""
-    from upgrade_gate.store.aggregate import aggregate_class, class_reference_from_document
-
-    stored = set(st.nodes(ref))
-    baselines = {n: st.load(n, ref) for n in names if n in stored}
-    classes = sorted(
-        {c for s in snaps if (c := s.node.node_class or _class_of(baselines.get(s.node.name))) is not None}
-    )
-    references: dict[str, ClassReference] = {}
-    members: dict[str, list[Snapshot]] | None = None
-    for cls in classes:
-        name = f"classes/{cls}.json"
-        try:
-            doc = st.read_document(name, ref, schema="class-reference")
-        except NotFoundError:
-            doc = None
-        if doc is not None:
-            references[cls] = class_reference_from_document(doc, source=f"{st.path}/{name}")
-            continue
-        if members is None:
-            members = {}
-            for node in sorted(stored):
-                snap = baselines.get(node) or st.load(node, ref)
-                if snap.node.node_class is not None:
-                    members.setdefault(snap.node.node_class, []).append(snap)
-        if members.get(cls):
-            references[cls] = aggregate_class(cls, members[cls])
-    # The denylist is read at HEAD, never at `ref`: a GPU denied after the reference tag was cut must
-    # block today (baselines are history, the denylist is the current verdict on hardware).
-    denylist = {serial: entry.reason for serial, entry in st.denylist(None).items()}
-    return baselines, references, denylist
-
-
-def _class_of(snap: Snapshot | None) -> str | None:
-    return snap.node.node_class if snap is not None else None
