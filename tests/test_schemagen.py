@@ -187,3 +187,13 @@ def test_schemagen_retired_field_with_a_value_is_refused() -> None:
         snapshot_from_dict(data, source="new.json")
     with pytest.raises(SchemaError, match=r"hip_runtime_version"):
         codec.decode_json(Snapshot, json.dumps(data).encode())
+
+
+def test_schemagen_validating_does_not_fill_in_defaults() -> None:
+    data = codec.to_jsonable(mi300x_snapshot())
+    for key in ("host", "evidence_issues", "libraries", "event_patterns"):  # absent from older snapshots
+        data.pop(key)
+    del data["gpus"][0]["na_reasons"]
+    before = copy.deepcopy(data)
+    schemas.validate("snapshot", data, source="old.json")
+    assert data == before

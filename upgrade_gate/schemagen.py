@@ -12,7 +12,9 @@ module only shapes it into a published document:
 - `required` lists the fields without a default plus those marked `ALWAYS` (documents carry them
   even though code may leave them out);
 - a class's `RETIRED_FIELDS` stay accepted as null (`deprecated`): documents written before a field
-  was removed still read, and the decoders drop the key.
+  was removed still read, and the decoders drop the key;
+- no `default` keywords: fastjsonschema fills defaults into the document it validates, and validating
+  must not change what is then decoded (the model's defaults apply when decoding anyway).
 
 Plans, policies, checklists, manifests, windows, the denylist and the store marker are not modelled as
 dataclasses here; their schemas stay hand-written (jsonschema's messages serve the people writing them).
@@ -78,7 +80,7 @@ def _shape(cls: type, generated: dict[str, Any]) -> dict[str, Any]:
     """One class's object schema: closed, properties in field order, required as documents need them."""
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = dataclasses.fields(cls)
-    properties = {f.name: generated["properties"][f.name] for f in fields}
+    properties = {f.name: _without_default(generated["properties"][f.name]) for f in fields}
     for name in getattr(cls, "RETIRED_FIELDS", ()):
         properties[name] = dict(_RETIRED)
     required = [f.name for f in fields if _required(f, hints)]
@@ -87,6 +89,10 @@ def _shape(cls: type, generated: dict[str, Any]) -> dict[str, Any]:
         out["description"] = re.sub(r"(?<!\n)\n(?!\n)", " ", out["description"])
     out.update(type="object", additionalProperties=False, required=required, properties=properties)
     return out
+
+
+def _without_default(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k != "default"}
 
 
 def generate(name: str) -> dict[str, Any]:
