@@ -3,6 +3,7 @@ CVF config entry points (`validate --config`, `gate --cvf-config`) unwrap a Conf
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from tests.judge_scenarios import mi300x_snapshot
 from upgrade_gate import docio
 from upgrade_gate.cli.judge_cmds import read_cvf_config
 from upgrade_gate.cli.main import run
-from upgrade_gate.errors import BundleError, ConfigError, ExitCode, InputError, NotFoundError
+from upgrade_gate.errors import BundleError, ConfigError, ExitCode, InputError, NotFoundError, SchemaError
 from upgrade_gate.snapshot.io import dumps_snapshot, load_snapshot, load_snapshot_fast
 from upgrade_gate.validate.config import load_cvf_config, parse_cvf_config
 
@@ -53,6 +54,14 @@ def test_docio_both_snapshot_readers_agree_on_broken_files(tmp_path: Path) -> No
         for reader in (load_snapshot, load_snapshot_fast):
             with pytest.raises(error, match=name):
                 reader(path)
+    # a field the schema requires although the model has a default (ALWAYS): both readers refuse its absence
+    data = json.loads(good.read_text(encoding="utf-8"))
+    del data["software"]["kernel"]
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps(data), encoding="utf-8")
+    for reader in (load_snapshot, load_snapshot_fast):
+        with pytest.raises(SchemaError, match="kernel"):
+            reader(missing)
 
 
 def test_docio_stages_json_refuses_nan() -> None:

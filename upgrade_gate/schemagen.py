@@ -36,6 +36,7 @@ from upgrade_gate.model import ClassReference, GateReport, Snapshot
 from upgrade_gate.model import reference as _reference
 from upgrade_gate.model import report as _report
 from upgrade_gate.model import snapshot as _snapshot
+from upgrade_gate.model.types import always
 
 DOCUMENTS: dict[str, tuple[type, str]] = {
     "snapshot": (Snapshot, "upgrade-gate node snapshot"),
@@ -70,10 +71,7 @@ def _required(field: dataclasses.Field[Any], hints: dict[str, Any]) -> bool:
     """No default, or marked `ALWAYS`."""
     if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
         return True
-    return any(
-        isinstance(meta, msgspec.Meta) and (meta.extra or {}).get("required") is True
-        for meta in getattr(hints[field.name], "__metadata__", ())
-    )
+    return always(hints[field.name])
 
 
 def _shape(cls: type, generated: dict[str, Any]) -> dict[str, Any]:

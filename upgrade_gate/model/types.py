@@ -24,6 +24,15 @@ ALWAYS = Meta(extra={"required": True})
 """On a field that has a default: a document must still carry it (so the schema lists it as required).
 The model's defaults are for building values in code; the documents the tool writes carry every field."""
 
+
+def always(annotation: Any) -> bool:
+    """True when an (Annotated) field annotation carries `ALWAYS`."""
+    return any(
+        isinstance(meta, Meta) and (meta.extra or {}).get("required") is True
+        for meta in getattr(annotation, "__metadata__", ())
+    )
+
+
 BDF_PATTERN = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 NODE_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"  # a Kubernetes node name; safe as a file name
 RULE_PATTERN = r"^[a-z0-9_]+(\.[a-z0-9_]+)*$"
