@@ -64,7 +64,10 @@ def informational(reason: str) -> Coverage:
 _NA = informational("why a value is absent; the absent value itself is judged where it matters")
 _PHASE = "phase results are judged on the candidate alone (phase.failed, evidence.missing)"
 _PROBE = "probe health is judged on the candidate alone, against the baseline's probe list"
-_BW = "bandwidth is judged statistically (bandwidth.regression/threshold), like with like"
+_BW = (
+    "bandwidth is judged statistically (bandwidth.regression/threshold), like with like; "
+    "phase 2's thermal/* readings by thermal.outlier (peers, class, baseline)"
+)
 _LIB = "judged per soname against the plan's ROCm change and soname bumps (the diff leaves hashes out)"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
