@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from upgrade_gate.errors import ExitCode, StoreError, UsageError
+from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.executor import ExecutorSettings
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 _KUBECONFIG = typer.Option(None, "--kubeconfig", envvar="KUBECONFIG", help="kubeconfig file (default ~/.kube/config).")
 _CONTEXT = typer.Option(None, "--context", help="kubeconfig context (default: the current one).")
 _NAMESPACE = typer.Option("upgrade-gate", "--namespace", "-n", help="Namespace of the Jobs and of the CVF ConfigMap.")
-_STORE = typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help="Baseline store folder.")
+_STORE = typer.Option(DEFAULT_STORE, "--store", envvar=STORE_ENV, help=STORE_HELP, show_default=False)
 _ID = typer.Option(..., "--id", help="Change window id (see `window status`).")
 _BY = typer.Option(None, "--by", help="Who acts (recorded in the window); default: $USER.")
 _CLASS_LABEL = typer.Option("upgrade-gate/node-class", "--class-label", help="Node label that names the node class.")
@@ -345,7 +346,7 @@ def window_validate_cmd(
     concurrency: int = _CONCURRENCY, poll: float = _POLL, timeout: float = _TIMEOUT, env: list[str] = _ENV,
     by: str | None = _BY, tolerate: list[str] = _TOLERATE, capture_privileged: bool = _CAPTURE_PRIVILEGED,
     checklists: list[str] = typer.Option(
-        [], "--checklist", help="Checklist: pre-change, canary, observe, or a file; repeatable."
+        [], "--checklist", help="Checklist: pre-change, canary, observe, a file, or a folder of them; repeatable."
     ),
     attest: list[str] = typer.Option([], "--attest", help="Attest a manual checklist item: ITEM=NAME; repeatable."),
     reports: list[str] = typer.Option(
@@ -357,12 +358,12 @@ def window_validate_cmd(
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window import validate_window
     from upgrade_gate.fleet.window_state import load_window
-    from upgrade_gate.judge.checklist import load_checklist
+    from upgrade_gate.judge.checklist import load_checklists
     from upgrade_gate.judge.policy import load_policy
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
-    loaded_checklists = [load_checklist(c) for c in checklists]
+    loaded_checklists = load_checklists(checklists)
 
     with _client(kubeconfig, context) as client, _store(store) as st:
         namespace = str(load_window(st, window_id).doc["namespace"])

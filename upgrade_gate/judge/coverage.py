@@ -87,7 +87,6 @@ COVERAGE: Mapping[str, Coverage] = {
     "software.rocm_version": compared("software.rocm"),
     "software.rocm_build": compared("software.rocm"),
     "software.amdsmi_version": compared("software.rocm"),
-    "software.hip_runtime_version": compared(),
     "software.na_reasons": _NA,
     "software.rccl_library": compared("software.rccl"),
     # ------------------------------------------------------------------ host facts the incident names
@@ -242,7 +241,10 @@ def coverage_of(path: str) -> tuple[str, Coverage] | None:
 
 
 def schema_fields(schema: Mapping[str, Any]) -> Iterator[str]:
-    """Every field path of a JSON Schema: objects recurse, `x[]` for arrays of objects, maps are leaves."""
+    """Every field path of a JSON Schema: objects recurse, `x[]` for arrays of objects, maps are leaves.
+
+    Retired fields (`deprecated`: accepted as null from old documents, dropped on decoding) hold no facts.
+    """
     defs = schema.get("$defs", {})
 
     def resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -257,6 +259,8 @@ def schema_fields(schema: Mapping[str, Any]) -> Iterator[str]:
     def walk(node: Mapping[str, Any], prefix: str) -> Iterator[str]:
         node = resolve(node)
         for name, sub in node.get("properties", {}).items():
+            if sub.get("deprecated") is True:
+                continue
             path = f"{prefix}{name}"
             target = resolve(sub)
             if target.get("type") == "array" and "properties" in resolve(target.get("items", {})):
