@@ -36,14 +36,17 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
 
+from upgrade_gate.validate.remeasure import FloorDecision as FloorDecision
+from upgrade_gate.validate.remeasure import floor_check as floor_check
+from upgrade_gate.validate.remeasure import pooled_sigma as pooled_sigma
+from upgrade_gate.validate.remeasure import z_upper
+
 Outcome = Literal["pass", "block", "remeasure", "not_comparable"]
 _HL = math.sqrt(math.pi / 3.0)
-_Z_CACHE: dict[float, float] = {}
 _SIZE = re.compile(r"^(?P<prefix>.+)/\d+$")
 _RAIL = re.compile(r"^rail/[^/]+/(?P<metric>[^/]+)$")
 
@@ -126,11 +129,7 @@ def group_of(key: str) -> str:
     return key
 
 
-def _z(p: float) -> float:
-    z = _Z_CACHE.get(p)
-    if z is None:
-        z = _Z_CACHE[p] = NormalDist().inv_cdf(1.0 - min(max(p, 1e-12), 0.5))
-    return z
+_z = z_upper
 
 
 def _rel(log_drop: float) -> float:
@@ -418,59 +417,3 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
             )
         )
     return tuple(metric_out), tuple(groups_out), nc
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FloorDecision:
-    """A CVF floor judged on the samples, with CVF's own single-sample decision beside it."""
-
-    outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
-    estimate: float
-    low: float
-    high: float
-    n: int
-    cvf_single: Literal["passed", "failed"]
-
-
-def floor_check(samples: Sequence[float], floor: float, *, sigma: float, tests: int, p: Params) -> FloorDecision:
-    """Below the floor only when the upper bound says so; above when the lower bound does (log scale)."""
-    tiny = p.resolution / 2
-    logs = [math.log(max(x, tiny)) for x in samples]
-    n = len(logs)
-    centre = math.fsum(logs) / n
-    se = max(sigma, p.noise_floor) / math.sqrt(n)
-    z = _z(p.node_false_block / (2 * max(1, tests)))
-    low, high = math.exp(centre - z * se), math.exp(centre + z * se)
-    outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
-    if high < floor:
-        outcome = "fail"
-    elif low >= floor:
-        outcome = "pass"
-    elif n < p.max_samples:
-        outcome = "remeasure"
-    else:
-        outcome = "inconclusive"
-    return FloorDecision(
-        outcome=outcome,
-        estimate=math.exp(centre),
-        low=low,
-        high=high,
-        n=n,
-        cvf_single="passed" if samples and samples[0] >= floor else "failed",
-    )
-
-
-def pooled_sigma(samples: Sequence[Sequence[float]], p: Params = Params()) -> float:
-    """Pooled within-metric log sigma of several metrics' samples (e.g. a node's rails), floored."""
-    tiny = p.resolution / 2
-    squares, dof = 0.0, 0
-    for values in samples:
-        if len(values) < 2:
-            continue
-        logs = [math.log(max(x, tiny)) for x in values]
-        mean = math.fsum(logs) / len(logs)
-        squares += math.fsum((x - mean) ** 2 for x in logs)
-        dof += len(logs) - 1
-    if dof < 4:
-        return p.noise_floor
-    return max(math.sqrt(squares / dof), p.noise_floor)

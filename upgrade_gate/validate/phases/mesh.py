@@ -26,6 +26,7 @@ from upgrade_gate.validate.phase import Outcome, PhaseContext
 from upgrade_gate.validate.phases.sweeps import (
     check_requested,
     check_sweeps,
+    mesh_look,
     requested_sweep,
     run_sweeps,
     sweep_measurements,
@@ -67,6 +68,8 @@ class MeshPhase:
         if ngpus == 0:
             out.error("no GPU count: the node's snapshot lists no GPU, so -g cannot be set")
             return out.result(self, ctx.config)
+        env = ctx.launcher.tool_env(ctx.node)
+        look = mesh_look(ctx, env)
         results = run_sweeps(
             ctx.runner(),
             mesh_argv(ctx.config, ngpus),
@@ -74,9 +77,9 @@ class MeshPhase:
             timeout=ctx.config.phase2_job_wait_s,
             out=out,
             tool=TOOL,
+            look=look,
         )
         check_requested(results, out, tool=TOOL, asked=requested_sweep(ctx.config))
-        env = ctx.launcher.tool_env(ctx.node)
         out.measurements.extend(sweep_measurements(results, out, prefix="mesh", op="all_reduce", env=env))
         avg = check_sweeps(
             results,
@@ -85,6 +88,8 @@ class MeshPhase:
             threshold=ctx.config.phase2_bw_threshold,
             threshold_key="PHASE2_BW_THRESHOLD",
             ranks=ngpus,
+            resampling=look.resampling,
+            tests=look.tests,
         )
         return out.result(self, ctx.config, measured_bw=avg)
 
