@@ -157,6 +157,20 @@ def pooled_sigma(samples: Sequence[Sequence[float]], p: FloorKnobs) -> float:
     return max(math.sqrt(squares / dof), p.noise_floor)
 
 
+def in_between(d: FloorDecision) -> bool:
+    """True when the samples neither clear the floor nor fall below it (re-measure, or at the limit)."""
+    return d.outcome in ("remeasure", "inconclusive")
+
+
+def rail_floors(
+    samples: Mapping[int, Sequence[float]], floor: float, *, rail_count: int, p: FloorKnobs
+) -> dict[int, FloorDecision]:
+    """Phase 4's look at a pair's rails: each rail against the floor, sigma pooled over the rails."""
+    sigma = pooled_sigma(list(samples.values()), p)
+    tests = floor_tests(rail_count)
+    return {r: floor_check(v, floor, sigma=sigma, tests=tests, p=p) for r, v in samples.items()}
+
+
 def floor_tests(rail_count: int) -> int:
     """The floors of one node (its rails and its mesh average), as `bandwidth.threshold` counts them."""
     return rail_count + 1

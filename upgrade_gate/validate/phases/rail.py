@@ -44,7 +44,7 @@ from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phase import GroupContext, Outcome, TimedRunner, ToolClock, make_result
 from upgrade_gate.validate.phases.nic import rail_nics
-from upgrade_gate.validate.remeasure import floor_check, floor_message, floor_tests, pooled_sigma
+from upgrade_gate.validate.remeasure import FloorDecision, floor_message, in_between, rail_floors
 
 TOOL = "ib_write_bw"
 _SERVER_GRACE_S = 10.0
@@ -154,24 +154,30 @@ class RailPhase:
                     del runs[rail]  # the failing run is recorded: the rail fails closed
                 else:
                     runs[rail].extend(got)
-        sigma = pooled_sigma([[s for m in ms for s in m.samples] for ms in runs.values()], ctx.resampling)
+        floors = rail_floors(
+            {r: [s for m in ms for s in m.samples] for r, ms in runs.items()},
+            ctx.config.phase4_bw_threshold,
+            rail_count=ctx.config.phase4_rail_count,
+            p=ctx.resampling,
+        )
         for rail, measured in sorted(runs.items()):
             for node, _ in ends[rail]:
                 rails[node].out.took(f"rail-{rail}", len(measured), why.get(rail))
-            self._record(ctx, rail, ends[rail], measured, rails, sigma)
+            self._record(ctx, rail, ends[rail], measured, rails, floors[rail])
 
     def _inconclusive(
         self, ctx: GroupContext, ends: Mapping[int, _Ends], runs: Mapping[int, list[Measurement]]
     ) -> dict[int, str]:
         """Rails whose floor (or baseline comparison) is neither clearly passed nor clearly failed -> why."""
         values = {r: [s for m in ms for s in m.samples] for r, ms in runs.items()}
-        sigma = pooled_sigma(list(values.values()), ctx.resampling)
-        tests = floor_tests(ctx.config.phase4_rail_count)
-        out: dict[int, str] = {}
-        for rail, samples in values.items():
-            d = floor_check(samples, ctx.config.phase4_bw_threshold, sigma=sigma, tests=tests, p=ctx.resampling)
-            if d.outcome in ("remeasure", "inconclusive"):
-                out[rail] = f"{d.estimate:.2f} Gb/s not shown above or below PHASE4_BW_THRESHOLD"
+        floors = rail_floors(
+            values, ctx.config.phase4_bw_threshold, rail_count=ctx.config.phase4_rail_count, p=ctx.resampling
+        )
+        out = {
+            r: f"{d.estimate:.2f} Gb/s not shown above or below PHASE4_BW_THRESHOLD"
+            for r, d in floors.items()
+            if in_between(d)
+        }
         compare = ctx.resampling.compare
         if compare is not None:
             for node in {n for end in ends.values() for n, _ in end}:
@@ -225,7 +231,7 @@ class RailPhase:
         end: _Ends,
         runs: list[Measurement],
         rails: dict[NodeName, _NodeRails],
-        sigma: float,
+        d: FloorDecision,
     ) -> None:
         """The rail's measurement for both endpoints, and its floor judged on the samples."""
         config = ctx.config
@@ -240,8 +246,6 @@ class RailPhase:
             rails[name].bandwidth[rail] = statistics.median(bandwidth.samples)
         value = statistics.median(bandwidth.samples)
         threshold = config.phase4_bw_threshold
-        tests = floor_tests(config.phase4_rail_count)
-        d = floor_check(bandwidth.samples, threshold, sigma=sigma, tests=tests, p=ctx.resampling)
         if d.outcome == "fail":
             for side in both:
                 side.out.fail(

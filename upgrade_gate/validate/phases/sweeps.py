@@ -34,7 +34,14 @@ from upgrade_gate.model import Measurement, NodeName
 from upgrade_gate.parse.rccl_tests import RcclTestsResult, parse_rccl_tests, to_measurements
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner
-from upgrade_gate.validate.remeasure import Resampling, floor_check, floor_message, floor_tests, pooled_sigma
+from upgrade_gate.validate.remeasure import (
+    Resampling,
+    floor_check,
+    floor_message,
+    floor_tests,
+    in_between,
+    pooled_sigma,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +64,7 @@ class SweepLook:
         if self.threshold is not None and values:
             d = floor_check(values, self.threshold, sigma=pooled_sigma([values], self.resampling), tests=self.tests,
                             p=self.resampling)  # fmt: skip
-            if d.outcome in ("remeasure", "inconclusive"):
+            if in_between(d):
                 why.append(f"Avg bus bandwidth {d.estimate:.2f} not shown above or below {self.threshold_key}")
         compare = self.resampling.compare
         if compare is not None:
