@@ -31,15 +31,15 @@ The Hodges-Lehmann drop's variance under normal noise is (pi/3) sigma^2 (1/nb + 
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from upgrade_gate.judge.curve_stats import group_of as group_of
+from upgrade_gate.judge.curve_stats import log_tol, logged, padded, rel, row_median, sum_sq_dev
 from upgrade_gate.validate.remeasure import FloorDecision as FloorDecision
 from upgrade_gate.validate.remeasure import floor_check as floor_check
 from upgrade_gate.validate.remeasure import pooled_sigma as pooled_sigma
@@ -47,8 +47,6 @@ from upgrade_gate.validate.remeasure import z_upper
 
 Outcome = Literal["pass", "block", "remeasure", "not_comparable"]
 _HL = math.sqrt(math.pi / 3.0)
-_SIZE = re.compile(r"^(?P<prefix>.+)/\d+$")
-_RAIL = re.compile(r"^rail/[^/]+/(?P<metric>[^/]+)$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,143 +115,64 @@ class Assessment:
         return "pass"
 
 
-@functools.lru_cache(maxsize=4096)
-def group_of(key: str) -> str:
-    """`mesh/all_reduce/busbw/1024` -> `mesh/all_reduce/busbw`; `rail/x/write_bw` -> `rail/*/write_bw`."""
-    m = _SIZE.match(key)
-    if m:
-        return m.group("prefix")
-    m = _RAIL.match(key)
-    if m:
-        return f"rail/*/{m.group('metric')}"
-    return key
-
-
-_z = z_upper
-
-
-def _rel(log_drop: float) -> float:
-    return 1.0 - math.exp(-log_drop)
-
-
-def _log_tol(tol: float) -> float:
-    return -math.log1p(-min(tol, 0.999))
-
-
-def _padded(rows: Sequence[Sequence[float]], floor: float) -> np.ndarray:
-    width = max(len(r) for r in rows)
-    if all(len(r) == width for r in rows):
-        out = np.array(rows, dtype=float).reshape(len(rows), width)
-    else:
-        out = np.full((len(rows), width), np.nan)
-        for i, r in enumerate(rows):
-            out[i, : len(r)] = r
-    with np.errstate(invalid="ignore"):
-        logged: np.ndarray = np.log(np.maximum(out, floor))
-    return logged
-
-
-def _pooled_sigma(*sides: np.ndarray) -> float | None:
-    """Pooled within-metric sigma of log samples (rows = metrics), residuals clipped at 4 MAD."""
-    parts = []
-    dof = 0
-    for x in sides:
-        if not x.size or x.shape[1] < 2:
-            continue
-        n = np.sum(~np.isnan(x), axis=1)
-        ok = n >= 2
-        if not ok.any():
-            continue
-        y = x[ok]
-        parts.append((y - np.nanmean(y, axis=1, keepdims=True)).ravel())
-        dof += int(np.sum(n[ok] - 1))
-    if dof < 4:
-        return None
-    res = np.concatenate(parts)
-    res = res[~np.isnan(res)]
-    mad = 1.4826 * float(np.median(np.abs(res)))
-    if mad > 0:
-        res = np.clip(res, -4 * mad, 4 * mad)
-    return math.sqrt(float(np.sum(res**2)) / dof)
-
-
-def _row_median(x: np.ndarray) -> np.ndarray:
-    """Median per row of a NaN-padded array (sorted once; np.median/nanmedian are slow on small rows)."""
-    ordered = np.sort(x, axis=1)  # NaNs sort last
-    n = x.shape[1] - np.count_nonzero(np.isnan(x), axis=1)
-    if n.min() == n.max():
-        k = int(n[0])
-        if k == 0:
-            return np.full(len(x), np.nan)
-        same: np.ndarray = (ordered[:, (k - 1) // 2] + ordered[:, k // 2]) / 2.0
-        return same
-    rows = np.arange(len(x))
-    lo = np.maximum((n - 1) // 2, 0)
-    hi = np.maximum(n // 2, 0)
-    out: np.ndarray = np.where(n > 0, (ordered[rows, lo] + ordered[rows, hi]) / 2.0, np.nan)
-    return out
-
-
-def _sum_sq_dev(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: squared deviations from the row mean (NaN-padded rows), and degrees of freedom."""
-    n = np.sum(~np.isnan(x), axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dev = x - (np.nansum(x, axis=1) / np.maximum(n, 1))[:, None]
-    return dev, np.maximum(n - 1, 0)
-
-
 def assess(rows: Sequence[Row], p: Params = Params()) -> Assessment:
     """Judge one node's metrics (see the module docstring)."""
-    skipped: list[Decision] = []
-    live: list[Row] = []
-    for r in rows:
-        ordered = sorted(r.baseline)
-        n = len(ordered)
-        centre = (ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2) if n else 0.0
-        centre *= 1.0 + r.shift
-        if n == 0 or not r.candidate or not centre > 2 * p.resolution:
-            skipped.append(
-                Decision(
-                    key=r.key,
-                    group=r.group or group_of(r.key),
-                    outcome="not_comparable",
-                    drop=0.0,
-                    low=0.0,
-                    high=0.0,
-                    threshold=0.0,
-                    n_baseline=n,
-                    n_candidate=len(r.candidate),
-                    why=f"baseline median {centre:g} is under two printed steps ({2 * p.resolution:g}): "
-                    "nothing is comparable there",
-                )
-            )
-        else:
-            live.append(r)
-    if not live:
+    if not rows:
+        return Assessment(metrics=(), groups=(), n_metrics=0, samples=0, max_samples=0)
+    raw_b = padded([r.baseline for r in rows])
+    raw_c = padded([r.candidate for r in rows])
+    shifts = np.array([r.shift for r in rows])
+    with np.errstate(invalid="ignore"):
+        centre = row_median(raw_b) * (1.0 + shifts)
+        nc = np.count_nonzero(~np.isnan(raw_c), axis=1)
+        live = (centre > 2 * p.resolution) & (nc > 0)  # NaN (no baseline sample) is not live
+    skipped = [
+        Decision(
+            key=rows[i].key,
+            group=rows[i].group or group_of(rows[i].key),
+            outcome="not_comparable",
+            drop=0.0,
+            low=0.0,
+            high=0.0,
+            threshold=0.0,
+            n_baseline=len(rows[i].baseline),
+            n_candidate=len(rows[i].candidate),
+            why=f"baseline median {0.0 if np.isnan(centre[i]) else float(centre[i]):g} is under two printed steps "
+            f"({2 * p.resolution:g}): nothing is comparable there",
+        )
+        for i in map(int, np.flatnonzero(~live))
+    ]
+    if not live.any():
         return Assessment(metrics=tuple(skipped), groups=(), n_metrics=0, samples=0, max_samples=0)
-    metrics, groups, nc = _assess_live(live, p)
+    if live.all():
+        kept, lb, lc = list(rows), raw_b, raw_c
+    else:
+        idx = np.flatnonzero(live)
+        kept, lb, lc = [rows[int(i)] for i in idx], raw_b[idx], raw_c[idx]
+    metrics, groups, n = _assess_live(kept, lb, lc, shifts[live], p)
     return Assessment(
         metrics=tuple(skipped) + metrics,
         groups=groups,
-        n_metrics=len(live),
-        samples=int(np.sum(nc)),
-        max_samples=int(np.max(nc)),
+        n_metrics=len(kept),
+        samples=int(np.sum(n)),
+        max_samples=int(np.max(n)),
     )
 
 
-def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tuple[Decision, ...], np.ndarray]:
+def _assess_live(
+    rows: list[Row], raw_b: np.ndarray, raw_c: np.ndarray, shifts: np.ndarray, p: Params
+) -> tuple[tuple[Decision, ...], tuple[Decision, ...], np.ndarray]:
     m = len(rows)
     floor = p.resolution / 2
     sign = np.array([1.0 if r.higher_is_better else -1.0 for r in rows])
-    shifts = [r.shift for r in rows]
-    lb = _padded([r.baseline for r in rows], floor)
-    if any(shifts):
+    lb = logged(raw_b, floor)
+    if shifts.any():
         lb = lb + np.log1p(shifts)[:, None]
-    lc = _padded([r.candidate for r in rows], floor)
+    lc = logged(raw_c, floor)
     nb = np.sum(~np.isnan(lb), axis=1)
     nc = np.sum(~np.isnan(lc), axis=1)
-    drop = -sign * _row_median((lc[:, :, None] - lb[:, None, :]).reshape(m, -1))  # log units, + = worse
-    quant = p.resolution / np.exp(_row_median(lb))  # one printed step, relative
+    drop = -sign * row_median((lc[:, :, None] - lb[:, None, :]).reshape(m, -1))  # log units, + = worse
+    quant = p.resolution / np.exp(row_median(lb))  # one printed step, relative
     clean = quant < 0.01
     # groups: a curve (or the rails) of >= 3 metrics is one group; smaller ones are singletons
     names = [r.group or group_of(r.key) for r in rows]
@@ -274,8 +193,8 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
                 labels.append(rows[i].key)
     n_groups = len(labels)
     # noise: pooled within-node sigma per curve (clean metrics only), else the node's, floored
-    db, fb = _sum_sq_dev(lb)
-    dc, fc = _sum_sq_dev(lc)
+    db, fb = sum_sq_dev(lb)
+    dc, fc = sum_sq_dev(lc)
     dev = np.concatenate([db, dc], axis=1)
     flat = np.abs(dev[clean]).ravel()
     flat = flat[~np.isnan(flat)]
@@ -299,13 +218,13 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
     # adds candidate samples only, so its error stays correlated with the first through the fixed
     # baseline) shares another quarter (measured: without it re-measuring doubled the false blocks).
     later = max(1, -(-p.max_samples // max(1, int(nb.min()))) - 1)
-    c_first = _z(p.node_false_block / (4 * tests))
-    c_later = _z(p.node_false_block / (4 * tests * later))
+    c_first = z_upper(p.node_false_block / (4 * tests))
+    c_later = z_upper(p.node_false_block / (4 * tests * later))
     c_each = np.where(nc <= nb, c_first, c_later)
     c_single = c_first
-    z_miss = _z(p.miss_rate)
-    z_pass = _z(p.alpha)
-    z_block = _z(p.node_false_block / (2 * n_groups))
+    z_miss = z_upper(p.miss_rate)
+    z_pass = z_upper(p.alpha)
+    z_block = z_upper(p.node_false_block / (2 * n_groups))
     # groups, jointly: inverse-variance weighted shift vs the tolerance
     w = 1.0 / se**2
     wsum = np.bincount(gid, w, n_groups)
@@ -347,9 +266,9 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
             outcome: Outcome = "block"
             why = (
                 f"fewer than {p.min_samples} samples per side: the drop alone decides against "
-                f"{_rel(float(few_limit[k])):.0%}"
+                f"{rel(float(few_limit[k])):.0%}"
                 if few_g[k]
-                else f"beyond the {tol:.0%} tolerance (lower bound {_rel(float(low_g[k])):.1%})"
+                else f"beyond the {tol:.0%} tolerance (lower bound {rel(float(low_g[k])):.1%})"
             )
         elif not g_last[k]:
             outcome = "remeasure"
@@ -368,9 +287,9 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
             key=labels[k],
             group=labels[k],
             outcome=outcome,
-            drop=_rel(float(centre[k])),
-            low=_rel(float(low_g[k])),
-            high=_rel(float(high_g[k])),
+            drop=rel(float(centre[k])),
+            low=rel(float(low_g[k])),
+            high=rel(float(high_g[k])),
             threshold=tol,
             n_baseline=int(nb_g[k]),
             n_candidate=int(nc_g[k]),
@@ -385,11 +304,11 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
         loo = (wd[gid] - w * drop) / rest
         se_r = np.sqrt(se**2 + 1.0 / rest)
     r = drop - loo
-    min_eff = np.where(overridden, -np.log1p(-np.minimum(np.nan_to_num(tol_m), 0.999)), _log_tol(p.min_effect))
+    min_eff = np.where(overridden, -np.log1p(-np.minimum(np.nan_to_num(tol_m), 0.999)), log_tol(p.min_effect))
     min_eff = np.maximum(min_eff, -np.log1p(-np.minimum(2 * quant, 0.999)))  # under two printed steps: no evidence
     block = curve & ~few & (r > c_each * se_r) & (drop > min_eff)
-    settled = (r + z_miss * se_r < _log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
-    few_block = curve & few & (drop > _log_tol(max(p.tolerance, p.tolerance_few_samples)))
+    settled = (r + z_miss * se_r < log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
+    few_block = curve & few & (drop > log_tol(max(p.tolerance, p.tolerance_few_samples)))
     remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
     for i in (int(x) for x in np.flatnonzero(block | few_block | remeasure)):
         if few_block[i]:
@@ -397,8 +316,8 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
         elif block[i]:
             outcome = "block"
             why = (
-                f"departs from the rest of its curve by {_rel(float(r[i])):.1%} > "
-                f"{c_each[i]:.2f} standard errors ({_rel(float(c_each[i] * se_r[i])):.1%})"
+                f"departs from the rest of its curve by {rel(float(r[i])):.1%} > "
+                f"{c_each[i]:.2f} standard errors ({rel(float(c_each[i] * se_r[i])):.1%})"
             )
         else:
             outcome, why = "remeasure", f"inconclusive with {nc[i]} samples: re-measure (up to {p.max_samples})"
@@ -407,10 +326,10 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
                 key=rows[i].key,
                 group=names[i],
                 outcome=outcome,
-                drop=_rel(float(drop[i])),
-                low=_rel(float(drop[i] - c_single * se[i])),
-                high=_rel(float(drop[i] + c_single * se[i])),
-                threshold=_rel(float(loo[i] + c_each[i] * se_r[i])),
+                drop=rel(float(drop[i])),
+                low=rel(float(drop[i] - c_single * se[i])),
+                high=rel(float(drop[i] + c_single * se[i])),
+                threshold=rel(float(loo[i] + c_each[i] * se_r[i])),
                 n_baseline=int(nb[i]),
                 n_candidate=int(nc[i]),
                 why=why,
