@@ -3,7 +3,8 @@
 Noise model (stated, as issue 14 asks): every sample of a metric is `mean * (1 + cv * N(0, 1))`,
 independent across samples, metrics and sides, rounded to 2 decimals as rccl-tests and perftest print
 them; `mean` is the template node's median of that metric (bench.fleetgen's real-format fake MI300X:
-23 mesh sizes + average, 8 rails at ~383 Gb/s, 2 x 23 multi-node sizes + averages = 77 metrics); cv is
+22 mesh sizes out of place and in place + the average, 8 rails at ~383 Gb/s, the same 45 for each of
+2 multi-node collectives = 143 metrics; earlier tables said 77, counting one column per sweep); cv is
 1%, 3% or 5%. The baseline has 5 samples per metric. Independence across sizes is the hard case for
 the per-size tests (a real sweep's sizes move together, which the curve estimate absorbs).
 
@@ -16,7 +17,7 @@ baseline) on the phase's own metrics, `validate.remeasure.rail_floors` for phase
 policy's `max_samples`, 20). The unit of re-measurement is what the phases re-run: the whole mesh sweep
 (phase 2, every size and the average), each rail (phase 4), each multi-node collective's sweep (phase 5).
 Phase 2's PHASE2_BW_THRESHOLD (100 GB/s against a ~280 GB/s average) never enters the band and is left
-out. The verdict is the gate's: `judge.curves.assess` over all 77 metrics with every sample the phases
+out. The verdict is the gate's: `judge.curves.assess` over all 143 metrics with every sample the phases
 took (bandwidth.regression blocks) plus the rails' floor failing on evidence (phase 4 fails).
 Fault kinds: one mesh size (a large one) -10%; the whole mesh sweep -5% (within the 7% tolerance: must
 pass) and -10%; the large mesh sizes (>= 64 MiB) -10%; one rail -10%. Beside it: the same decisions

@@ -213,3 +213,31 @@ def test_remeasure_policy_limit_is_the_regression_rule_parameter(tmp_path: Path)
     r = resampling(load_policy(path))
     assert (r.max_samples, r.compare) == (9, None)
     assert r.next_count(2, 2) == 4 and r.next_count(8, 2) == 9 and r.limit(12) == 12
+
+
+def test_remeasure_phase_look_judges_at_the_nodemultiplicity_of() -> None:
+    import numpy as np
+
+    from upgrade_gate.judge import curves
+
+    rng = np.random.default_rng(5)
+    sizes = [1024 << i for i in range(10, 22)]
+    rows = [
+        curves.Row(
+            key=f"mesh/all_reduce/busbw/{s}",
+            baseline=tuple(np.round(200 * (1 + 0.03 * rng.standard_normal(5)), 2)),
+            candidate=tuple(np.round(200 * (0.88 if s == sizes[6] else 1.0) * (1 + 0.03 * rng.standard_normal(5)), 2)),
+        )
+        for s in sizes
+    ]
+    key = f"mesh/all_reduce/busbw/{sizes[6]}"
+    phase_only = next(d for d in curves.assess(rows).metrics if d.key == key)
+    node_wide = next(d for d in curves.assess(rows, multiplicity=(132, 20)).metrics if d.key == key)
+    assert node_wide.threshold > phase_only.threshold  # 132 tests: a stricter single-size threshold
+    base = {f"mesh/all_reduce/busbw/{s}": r for s, r in zip(sizes, rows, strict=True)}
+    from upgrade_gate.judge.remeasure import multiplicity_of
+    from upgrade_gate.model import Measurement
+
+    measured = {k: Measurement(key=k, unit="GB/s", samples=r.baseline) for k, r in base.items()}
+    measured["rail/ionic_0/write_bw"] = Measurement(key="rail/ionic_0/write_bw", unit="Gb/s", samples=(383.0,))
+    assert multiplicity_of(measured) == (12, 2)

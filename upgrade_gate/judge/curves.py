@@ -115,8 +115,12 @@ class Assessment:
         return "pass"
 
 
-def assess(rows: Sequence[Row], p: Params = Params()) -> Assessment:
-    """Judge one node's metrics (see the module docstring)."""
+def assess(rows: Sequence[Row], p: Params = Params(), *, multiplicity: tuple[int, int] | None = None) -> Assessment:
+    """Judge one node's metrics (see the module docstring).
+
+    `multiplicity` (curve metrics, groups): the node's counts when `rows` are only part of what the
+    node is judged on (a phase looking at its own metrics), so its thresholds are the gate's.
+    """
     if not rows:
         return Assessment(metrics=(), groups=(), n_metrics=0, samples=0, max_samples=0)
     raw_b = padded([r.baseline for r in rows])
@@ -149,7 +153,7 @@ def assess(rows: Sequence[Row], p: Params = Params()) -> Assessment:
     else:
         idx = np.flatnonzero(live)
         kept, lb, lc = [rows[int(i)] for i in idx], raw_b[idx], raw_c[idx]
-    metrics, groups, n = _assess_live(kept, lb, lc, shifts[live], p)
+    metrics, groups, n = _assess_live(kept, lb, lc, shifts[live], p, multiplicity)
     return Assessment(
         metrics=tuple(skipped) + metrics,
         groups=groups,
@@ -160,7 +164,12 @@ def assess(rows: Sequence[Row], p: Params = Params()) -> Assessment:
 
 
 def _assess_live(
-    rows: list[Row], raw_b: np.ndarray, raw_c: np.ndarray, shifts: np.ndarray, p: Params
+    rows: list[Row],
+    raw_b: np.ndarray,
+    raw_c: np.ndarray,
+    shifts: np.ndarray,
+    p: Params,
+    multiplicity: tuple[int, int] | None = None,
 ) -> tuple[tuple[Decision, ...], tuple[Decision, ...], np.ndarray]:
     m = len(rows)
     floor = p.resolution / 2
@@ -212,7 +221,7 @@ def _assess_live(
     se = _HL * np.sqrt((sigma**2 + quant**2 / 12.0) * (1.0 / nb + 1.0 / nc))
     few = (nb < p.min_samples) | (nc < p.min_samples)
     coarse = 2 * quant >= p.detect_drop  # a drop worth seeing is under two printed steps: samples cannot help
-    tests = max(1, int(curve.sum()))
+    tests = max(1, int(curve.sum())) if multiplicity is None else max(1, multiplicity[0])
     # Alpha spending over the looks of the sequential test: the first look (as many candidate samples as
     # baseline ones) spends node_false_block / 4 over the node's tests; every later look (a re-measure
     # adds candidate samples only, so its error stays correlated with the first through the fixed
@@ -224,7 +233,7 @@ def _assess_live(
     c_single = c_first
     z_miss = z_upper(p.miss_rate)
     z_pass = z_upper(p.alpha)
-    z_block = z_upper(p.node_false_block / (2 * n_groups))
+    z_block = z_upper(p.node_false_block / (2 * (n_groups if multiplicity is None else max(1, multiplicity[1]))))
     # groups, jointly: inverse-variance weighted shift vs the tolerance
     w = 1.0 / se**2
     wsum = np.bincount(gid, w, n_groups)

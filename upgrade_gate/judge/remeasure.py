@@ -9,9 +9,10 @@ The validate stage cannot import the judge (stages import one way), so the CLI b
   `judge.curves.assess` (like with like: same unit and settings, `ignore_settings` left out; the
   policy's `tolerance_overrides` applied) and names the keys and curves that are "re-measure".
 
-The phase's look sees only its own metrics, so its multiplicity (the number of a node's tests) is that
-of the phase, not of the whole node: it decides when to measure more, and the gate decides the verdict
-on everything the node measured.
+The phase's look sees only its own metrics, but judges them at the node's multiplicity (the number of
+curve metrics and groups in the node's baseline, what the gate will count): measured, a look at the
+phase's own, smaller count called a 10% drop at one size "block" where the gate, stricter, did not,
+so the phase stopped measuring and the gate then passed it (88% caught instead of 98.5%).
 """
 
 from __future__ import annotations
@@ -72,8 +73,19 @@ class BaselineComparison:
             )
         if not rows:
             return {}
-        assessment = curves.assess(rows, params)
+        assessment = curves.assess(rows, params, multiplicity=multiplicity_of(base))
         return {d.key: d.why for d in (*assessment.groups, *assessment.metrics) if d.outcome == "remeasure"}
+
+
+def multiplicity_of(base: Mapping[str, Measurement]) -> tuple[int, int]:
+    """(curve metrics, groups) of a node whose baseline measured `base`: what the gate will count."""
+    sizes: dict[str, int] = {}
+    for key, m in base.items():
+        if m.samples:
+            group = curves.group_of(key)
+            sizes[group] = sizes.get(group, 0) + 1
+    curve = sum(n for n in sizes.values() if n >= 3)
+    return curve, sum(1 for n in sizes.values() if n >= 3) + sum(n for n in sizes.values() if n < 3)
 
 
 def resampling(
