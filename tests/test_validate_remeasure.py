@@ -215,7 +215,7 @@ def test_remeasure_policy_limit_is_the_regression_rule_parameter(tmp_path: Path)
     assert r.next_count(2, 2) == 4 and r.next_count(8, 2) == 9 and r.limit(12) == 12
 
 
-def test_remeasure_phase_look_judges_at_the_nodemultiplicity_of() -> None:
+def test_remeasure_phase_look_judges_at_the_node_multiplicity() -> None:
     import numpy as np
 
     from upgrade_gate.judge import curves
