@@ -1,5 +1,7 @@
 """Node-level bandwidth statistics: sweeps judged as curves, sizes with a multiplicity-aware threshold,
-sequential re-measurement, and CVF floors judged on evidence. Vectorised with numpy, no scipy.
+and the sequential re-measurement outcome. Vectorised with numpy (helpers in `judge.curve_stats`), no
+scipy. CVF floors judged on evidence are `validate.remeasure.floor_check` (re-exported here), the one
+test both the phases and `bandwidth.threshold` run.
 
 Why (issue 14, measured in bench/): testing 77 metrics one by one against a 7% tolerance blocked
 1.6% of healthy nodes at 3% noise, caught a 10% drop at one size 95% of the time, and blocked 98% of
@@ -27,6 +29,9 @@ Noise: a metric's per-sample sigma (in log units) is the pooled within-node scal
 busbw 0.00 under ~256 B) is not comparable: reported, never blocking (issue 10).
 
 The Hodges-Lehmann drop's variance under normal noise is (pi/3) sigma^2 (1/nb + 1/nc).
+
+A phase's look (`judge.remeasure`) sees only the phase's metrics: `assess(..., multiplicity=)` gives
+it the node's counts of curve metrics and groups, so its thresholds are the ones the gate applies.
 """
 
 from __future__ import annotations
