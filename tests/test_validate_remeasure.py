@@ -241,3 +241,19 @@ def test_remeasure_phase_look_judges_at_the_node_multiplicity() -> None:
     measured = {k: Measurement(key=k, unit="GB/s", samples=r.baseline) for k, r in base.items()}
     measured["rail/ionic_0/write_bw"] = Measurement(key="rail/ionic_0/write_bw", unit="Gb/s", samples=(383.0,))
     assert multiplicity_of(measured) == (12, 2)
+
+
+def test_remeasure_cli_refuses_another_nodes_baseline_and_a_bad_policy(tmp_path: Path) -> None:
+    from tests.judge_scenarios import mi300x_snapshot
+    from upgrade_gate.cli.main import run
+    from upgrade_gate.errors import ExitCode
+    from upgrade_gate.snapshot.io import write_snapshot
+
+    snap = mi300x_snapshot()
+    path = tmp_path / "baseline.json"
+    write_snapshot(snap, path)
+    other = "not-" + snap.node.name
+    assert run(["validate", "--node", other, "--phases", "2", "--baseline", str(path)]) == ExitCode.USAGE
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("rules:\n  - {id: bandwidth.regression, params: {max_samples: many}}\n", encoding="utf-8")
+    assert run(["validate", "--node", other, "--phases", "2", "--policy", str(bad)]) == ExitCode.BAD_INPUT
