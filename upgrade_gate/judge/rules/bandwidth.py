@@ -237,7 +237,8 @@ SPECS = (
             "max_samples": ParamSpec(
                 kind="integer",
                 default=20,
-                doc="candidate samples per metric before an inconclusive test decides",
+                doc="candidate samples per metric before an inconclusive test decides; the bandwidth phases re-measure "
+                "an inconclusive metric up to this many runs (validate --policy)",
                 minimum=1,
             ),
             "noise_floor": ParamSpec(
