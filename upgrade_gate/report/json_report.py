@@ -78,7 +78,8 @@ def _chunks(ctx: ReportContext) -> Iterator[bytes]:
         return
     yield head + b'\n  "nodes": [\n    '
     for i, node in enumerate(report.nodes):
-        data = codec.to_jsonable(node)
+        # msgspec's builtins keep tuples (fastjsonschema's arrays, msgspec's too): no Python walk to lists
+        data = msgspec.to_builtins(node, str_keys=True)
         schemas.validate("report", {**skeleton, "nodes": [data]}, source=f"gate report, node {node.node}")
         body = msgspec.json.format(_ENCODER.encode(data), indent=2).replace(b"\n", b"\n    ")
         yield (b",\n    " if i else b"") + body
