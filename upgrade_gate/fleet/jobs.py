@@ -167,7 +167,7 @@ def run_job(
         return result(RunStatus.ERROR, f"could not create Job {name}: {exc}")
     watch = _CreateWatch(client, name, ns, stop)
     try:
-        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=watch)
+        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=watch, settle_on_pod=True)
     except KubeWaitTimeoutError:
         log, _ = _log(client, name, ns)
         lost = _node_gone(client, spec.node)

@@ -99,6 +99,8 @@ class JobState:
     labels: dict[str, str] = field(default_factory=dict)
     completion_time: str | None = None
     creation_time: str | None = None
+    completions: int | None = None  # spec.completions (the API server defaults it to 1)
+    settled_by: str | None = None  # set when a wait settled the outcome from the pod, before the condition
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,6 +208,7 @@ def node_from_api(obj: Mapping[str, Any]) -> KubeNode:
 def job_from_api(obj: Mapping[str, Any]) -> JobState:
     """A batch/v1 Job's JSON as a JobState."""
     meta, status = _dict(obj.get("metadata")), _dict(obj.get("status"))
+    completions = _dict(obj.get("spec")).get("completions")
     conditions = conditions_from_api(status.get("conditions"))
     phase, terminal = job_phase(conditions, success="Complete", failure="Failed")
     return JobState(
@@ -222,6 +225,7 @@ def job_from_api(obj: Mapping[str, Any]) -> JobState:
         labels=_str_map(meta.get("labels")),
         completion_time=_opt_str(status.get("completionTime")),
         creation_time=_opt_str(meta.get("creationTimestamp")),
+        completions=completions if isinstance(completions, int) and not isinstance(completions, bool) else None,
     )
 
 
