@@ -99,8 +99,11 @@ def _node_gone(client: KubeClient, node: NodeName) -> bool:
     return False
 
 
-def _log(client: KubeClient, name: str, namespace: str) -> tuple[str, str | None]:
+def _log(client: KubeClient, name: str, namespace: str, pods: Sequence[PodState] = ()) -> tuple[str, str | None]:
+    """The newest pod's log (of `pods` when given, saving a list request), or why there is none."""
     try:
+        if pods:
+            return client.pod_logs(pods[-1].name, namespace), None
         return client.job_logs(name, namespace), None
     except KubeError as exc:
         if fatal(exc):
@@ -183,8 +186,8 @@ def run_job(
         if fatal(exc):
             raise
         return result(RunStatus.ERROR, f"Job {name}: {exc}")
-    log, problem = _log(client, name, ns)
     pods = _quietly(lambda: client.job_pods(name, ns)) or ()
+    log, problem = _log(client, name, ns, pods)
     exit_code = pods[-1].exit_code if pods else None
     payload: bytes | None = None
     if spec.framed and problem is None:

@@ -133,7 +133,7 @@ class ApiBase:
         self._clock = clock
         self._rand = rand
         self.watch_chunk_s = 5.0  # one watch request's timeoutSeconds; `stop` callbacks are checked between
-        self.watch_refused: str | None = None  # set once the server refused a watch: waits poll from then on
+        self.watch_refused: dict[str, str] = {}  # resource -> why the server refused to watch it (waits poll)
 
     # ----------------------------------------------------------------------- construction
 

@@ -14,11 +14,12 @@ Design decisions
   `KubeWaitTimeoutError`; it never returns a state that is not final.
 - `stop` is asked after every read and between events (a fleet run aborting, the Job controller
   refusing the pod); with no events it is asked at the end of each watch chunk.
-- A server that refuses to watch (RBAC without the `watch` verb, a server without watch) is remembered
-  on the client and the waits poll at `poll_s` from then on; so does a state the caller marks as not
-  worth watching (`watchable`: e.g. the pod ended and only the Job's condition is missing, which no
-  pod event announces). A watch that ends at once without an event (a server error on the watch
-  request) also waits `poll_s` before the next read, so nothing spins.
+- A server that refuses to watch a resource (RBAC without the `watch` verb, a server without watch) is
+  remembered on the client (`watch_refused`, per resource) and the waits on it poll at `poll_s`; so
+  does a state the caller marks as not worth watching (`watchable`: e.g. the pod ended and only the
+  Job's condition is missing, which no pod event announces). A watch that ends at once without an
+  event (a server error on the watch request) also waits `poll_s` before the next read, so nothing
+  spins.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def await_final(
                 f"{describe('wait', resource, name, namespace)}: {why}",
                 verb="wait", resource=resource, name=name, namespace=namespace,
             )  # fmt: skip
-        if api.watch_refused is None and version and (watchable is None or watchable(state)):
+        kind = watched.path.rsplit("/", 1)[-1]
+        if kind not in api.watch_refused and version and (watchable is None or watchable(state)):
             began = api._clock()
             try:
                 if _watch_once(api, watched, version, min(remaining, api.watch_chunk_s), stop):
@@ -77,7 +79,7 @@ def await_final(
             except WatchExpired:
                 continue  # 410 Gone: list again
             except WatchRefused as exc:
-                api.watch_refused = str(exc)
+                api.watch_refused[kind] = str(exc)
             else:
                 if api._clock() - began >= min(0.5, remaining):
                     continue  # the watch ran its course: read again (nothing missed can pass unseen)
