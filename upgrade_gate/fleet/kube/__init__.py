@@ -1,7 +1,8 @@
 """`KubeClient`: the fleet's view of the Kubernetes API, split by concern the way kopf's client is.
 
-- `fleet.kube.api`: the request, retry, error-mapping and watch loop (`ApiBase`, `RetryPolicy`); the
-  one module of the package that imports `kubernetes`.
+- `fleet.kube.api`: the request, retry, error-mapping and watch loop (`ApiBase`); the one module of
+  upgrade-gate that imports `kubernetes`.
+- `fleet.kube.shapes`: what they share (`RetryPolicy`, watch events, path quoting, list accessors).
 - `fleet.kube.nodes`: nodes (labels, annotations, cordon, taints, conditions, the pods on a node).
 - `fleet.kube.workloads`: Jobs and their pods and logs, MPIJobs, CronJobs, the CVF ConfigMap.
 - `fleet.kube.waiting`: waiting on an object by list-then-watch (issue 14: no polling).
@@ -11,8 +12,8 @@
 
 from __future__ import annotations
 
-from upgrade_gate.fleet.kube.api import RetryPolicy
 from upgrade_gate.fleet.kube.nodes import NodeCalls
+from upgrade_gate.fleet.kube.shapes import RetryPolicy
 from upgrade_gate.fleet.kube.workloads import WorkloadCalls
 
 

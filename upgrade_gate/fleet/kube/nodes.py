@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from upgrade_gate.fleet.errors import KubeConflictError, KubeInvalidError, KubeNotFoundError
-from upgrade_gate.fleet.kube.api import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiBase, Json, items, q
+from upgrade_gate.fleet.kube.api import ApiBase
+from upgrade_gate.fleet.kube.shapes import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Json, items, q
 from upgrade_gate.fleet.labels import validate_label_key, validate_label_value, validate_node_name
 from upgrade_gate.fleet.objects import KubeNode, Taint, node_from_api
 

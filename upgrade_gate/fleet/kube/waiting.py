@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from upgrade_gate.fleet.errors import KubeWaitTimeoutError, describe
-from upgrade_gate.fleet.kube.api import ApiBase, WatchEvent, WatchExpired, WatchRefused
+from upgrade_gate.fleet.kube.api import ApiBase
+from upgrade_gate.fleet.kube.shapes import WatchEvent, WatchExpired, WatchRefused
 
 T = TypeVar("T")
 

@@ -23,7 +23,8 @@ from dataclasses import replace
 from typing import Any
 
 from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError, one_line
-from upgrade_gate.fleet.kube.api import ApiBase, WatchEvent, items, list_version, object_version, q
+from upgrade_gate.fleet.kube.api import ApiBase
+from upgrade_gate.fleet.kube.shapes import WatchEvent, items, list_version, object_version, q
 from upgrade_gate.fleet.kube.waiting import Watched, await_final
 from upgrade_gate.fleet.labels import JOB_NAME, MPI_JOB_NAME, MPI_JOB_ROLE
 from upgrade_gate.fleet.objects import (
