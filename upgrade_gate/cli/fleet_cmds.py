@@ -52,19 +52,14 @@ from upgrade_gate.cli.fleet_common import (
     open_store,
 )
 from upgrade_gate.errors import ExitCode, UsageError
+from upgrade_gate.validate.cvf import PHASE_LABELS
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.objects import KubeNode
     from upgrade_gate.fleet.window_state import WindowRecord
     from upgrade_gate.store.gitstore import BaselineStore
 
-CVF_COLUMNS = (
-    "amd.com/gpu-hw-acceptance",
-    "amd.com/gpu-mesh-validation",
-    "amd.com/nic-health",
-    "amd.com/rail-bandwidth",
-    "amd.com/cluster-validation-status",
-)
+CVF_COLUMNS = tuple(PHASE_LABELS.values())
 UG_COLUMNS = ("upgrade-gate/canary", "upgrade-gate/window-state", "upgrade-gate/change-id")
 
 

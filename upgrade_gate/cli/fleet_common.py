@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from upgrade_gate.errors import StoreError, UsageError
+from upgrade_gate.validate.cvf import NFD_AMD_GPU
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.executor import ExecutorSettings
@@ -33,9 +34,7 @@ STORE = typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help="Baseline
 WINDOW_ID = typer.Option(..., "--id", help="Change window id (see `window status`).")
 BY = typer.Option(None, "--by", help="Who acts (recorded in the window); default: $USER.")
 CLASS_LABEL = typer.Option("upgrade-gate/node-class", "--class-label", help="Node label that names the node class.")
-SELECTOR = typer.Option(
-    "feature.node.kubernetes.io/amd-gpu=true", "--selector", "-l", help="Label selector of the GPU nodes."
-)
+SELECTOR = typer.Option(f"{NFD_AMD_GPU}=true", "--selector", "-l", help="Label selector of the GPU nodes.")
 IMAGE = typer.Option("upgrade-gate:0.1.0", "--image", help="Image of the capture and phase Jobs.")
 RCCL_IMAGE = typer.Option("rocm/rccl-tests:latest", "--rccl-image", help="Image of phase 5's MPIJob.")
 JOB_PYTHON = typer.Option("python3", "--job-python", help="Python inside the image (runs the result wrapper).")

@@ -65,6 +65,7 @@ from upgrade_gate.fleet.manifests import HOST_ROOT, JobSpec, capture_access
 from upgrade_gate.fleet.objects import JobPhase, KubeNode
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
 from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_config
+from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX, failure_reason_key
 from upgrade_gate.validate.phase import GroupPhase, NodePhase
 from upgrade_gate.validate.pipeline import Progress, run_pipeline
 
@@ -221,9 +222,9 @@ def _vanished(result: PhaseResult, why: str) -> PhaseResult:
     reason = f"{VANISHED}: {why}"
     reasons = (reason, *(r for r in result.reasons if r != reason))
     labels = dict.fromkeys(result.labels, "failed")
-    annotations = {k: v for k, v in result.annotations.items() if not k.endswith("-measured-bw")}
+    annotations = {k: v for k, v in result.annotations.items() if not k.endswith(MEASURED_BW_SUFFIX)}
     for key in result.labels:
-        annotations[f"{key}-failure-reason"] = reason
+        annotations[failure_reason_key(key)] = reason
     return replace(result, status=PhaseStatus.ERROR, reason=reason, reasons=reasons, labels=labels,
                    annotations=annotations)  # fmt: skip
 

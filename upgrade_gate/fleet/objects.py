@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from upgrade_gate.fleet.labels import GPU_RESOURCE
 from upgrade_gate.model import NodeName
 
 
@@ -55,7 +56,7 @@ class KubeNode:
     allocatable: dict[str, str] = field(default_factory=dict)
     ready: bool | None = None  # the Ready condition; None when the node reports none
 
-    def gpu_count(self, resource: str = "amd.com/gpu") -> int:
+    def gpu_count(self, resource: str = GPU_RESOURCE) -> int:
         """GPUs the device plugin advertises (allocatable, else capacity); 0 when absent."""
         raw = self.allocatable.get(resource) or self.capacity.get(resource) or "0"
         try:

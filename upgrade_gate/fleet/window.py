@@ -45,7 +45,6 @@ from upgrade_gate.fleet.labels import (
     NODE_CLASS,
     PREFIX,
     WINDOW_STATE,
-    sanitize_label_value,
 )
 from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode, Taint
@@ -71,6 +70,7 @@ from upgrade_gate.judge.plan import ChangePlan, plan_from_dict, read_document
 from upgrade_gate.model import (
     NodeName,
 )
+from upgrade_gate.validate.cvf import label_value
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
@@ -89,7 +89,7 @@ class Actor:
 
 def change_label(change_id: str) -> str:
     """The change id as a label / taint value."""
-    return sanitize_label_value(change_id)
+    return label_value(change_id)
 
 
 def load_plan_document(path: Path) -> tuple[ChangePlan, dict[str, Any], str]:

@@ -18,7 +18,7 @@ from typing import Any
 from upgrade_gate.fleet.errors import KubeConflictError, KubeInvalidError, KubeNotFoundError
 from upgrade_gate.fleet.kube.api import ApiBase
 from upgrade_gate.fleet.kube.shapes import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Json, items, q
-from upgrade_gate.fleet.labels import validate_label_key, validate_label_value, validate_node_name
+from upgrade_gate.fleet.labels import GPU_RESOURCE, validate_label_key, validate_label_value, validate_node_name
 from upgrade_gate.fleet.objects import KubeNode, Taint, node_from_api
 
 
@@ -56,7 +56,7 @@ class NodeCalls(ApiBase):
         by_type = {a.get("type"): a.get("address") for a in addresses if isinstance(a, dict)}
         return str(by_type.get("InternalIP") or by_type.get("Hostname") or name)
 
-    def gpu_pods_on_node(self, name: str, resource: str = "amd.com/gpu") -> tuple[str, ...]:
+    def gpu_pods_on_node(self, name: str, resource: str = GPU_RESOURCE) -> tuple[str, ...]:
         """`namespace/name` of the running or pending pods on a node that request `resource`, DaemonSet
         pods left out (the device plugin and exporters run everywhere): the node is idle when empty."""
         validate_node_name(name)
