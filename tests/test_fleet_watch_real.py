@@ -14,7 +14,7 @@ import pytest
 
 from tests.k8s.realcluster import NS, RealCluster
 from upgrade_gate.fleet.errors import KubeWaitTimeoutError
-from upgrade_gate.fleet.jobs import RunStatus, run_job, run_mpijob
+from upgrade_gate.fleet.jobs import RunStatus, run_job, run_mpijob, run_on_nodes
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import JobSettings, JobSpec, MpiJobSpec
 from upgrade_gate.fleet.objects import JobPhase
@@ -101,3 +101,19 @@ def test_real_mpijob_wait_watches_the_mpijob(real_cluster: RealCluster, real_cli
     res = run_mpijob(real_client, spec, timeout_s=90, poll_s=0.1)
     assert res.status is RunStatus.SUCCEEDED, res
     assert real_cluster.wait_for("the watch", lambda: _requests(real_cluster, "watch", "mpijobs"))
+
+
+def test_real_run_on_nodes_prunes_jobs_settled_by_their_pods(
+    real_cluster: RealCluster, real_client: KubeClient
+) -> None:
+    """Jobs settled by their pod (before the Job controller wrote Complete) still count as finished when
+    the run prunes: keep_finished=1 leaves one of the run's three Jobs."""
+    for n in ("gpu-01", "gpu-02", "gpu-03"):
+        real_cluster.add_node(n)
+    real_cluster.wait_nodes_settled(["gpu-01", "gpu-02", "gpu-03"])
+    specs = [JobSpec(node=NodeName(n), purpose="cmd", run_id="w7", argv=("true",), settings=SETTINGS, framed=False)
+             for n in ("gpu-01", "gpu-02", "gpu-03")]  # fmt: skip
+    results = run_on_nodes(real_client, specs, timeout_s=120, keep_finished=1)
+    assert all(r.status is RunStatus.SUCCEEDED for r in results), results
+    left = [j.name for j in real_client.list_jobs(NS, "upgrade-gate/purpose=cmd")]
+    assert len(left) == 1 and left[0] in {s.name for s in specs}, left

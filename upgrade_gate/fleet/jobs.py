@@ -259,10 +259,13 @@ def run_on_nodes(
                 future.cancel()
             raise
     if keep_finished is not None:
+        ended = (RunStatus.SUCCEEDED, RunStatus.FAILED)
+        settled = frozenset(r.job for r in results.values() if r.status in ended)
         for purpose, namespace in sorted({(s.purpose, s.settings.namespace) for s in specs}):
             # housekeeping only: a failure leaves old Jobs visible with kubectl and changes no result
             with contextlib.suppress(KubeError):
-                client.prune_jobs(namespace, f"{MANAGED_BY}={MANAGER},{PURPOSE}={purpose}", keep=keep_finished)
+                client.prune_jobs(namespace, f"{MANAGED_BY}={MANAGER},{PURPOSE}={purpose}", keep=keep_finished,
+                                  settled=settled)  # fmt: skip
     return tuple(results[i] for i in range(len(specs)))
 
 

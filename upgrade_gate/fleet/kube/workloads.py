@@ -18,7 +18,7 @@ Design decisions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -147,9 +147,13 @@ class WorkloadCalls(ApiBase):
         )
         return tuple(one_line(str(e.get("message") or "")) for e in items(page))
 
-    def prune_jobs(self, namespace: str, selector: str, *, keep: int) -> tuple[str, ...]:
-        """Delete finished Jobs matching `selector` except the newest `keep`; returns the deleted names."""
-        finished = [j for j in self.list_jobs(namespace, selector) if j.phase is not JobPhase.ACTIVE]
+    def prune_jobs(self, namespace: str, selector: str, *, keep: int, settled: Collection[str] = ()) -> tuple[str, ...]:
+        """Delete finished Jobs matching `selector` except the newest `keep`; returns the deleted names.
+
+        `settled` names Jobs known to be over although the Job controller may not have written their
+        condition yet (a wait settled by the pod)."""
+        jobs = self.list_jobs(namespace, selector)
+        finished = [j for j in jobs if j.phase is not JobPhase.ACTIVE or j.name in settled]
         finished.sort(key=lambda j: (j.completion_time or j.creation_time or "", j.name), reverse=True)
         doomed = [j.name for j in finished[max(keep, 0) :]]
         return tuple(name for name in doomed if self.delete_job(name, namespace))
