@@ -5,8 +5,10 @@
 Design decisions
 - The cluster is the tests' real control plane (tests/k8s/realcluster.py: etcd, kube-apiserver,
   kube-controller-manager, kube-scheduler built from k8s.io/kubernetes v1.33, the tests' node agent as
-  the kubelets), so what is measured includes the real Job controller (its 1 s batching of pod
-  updates) and real watch semantics, which the in-repo double has neither of. upgrade-gate runs as the
+  the kubelets), in its own process (bench._realcluster_server) so that the node agent's threads do not
+  share an interpreter with the client under measurement (client CPU is then the client's alone). So
+  what is measured includes the real Job controller (its 1 s batching of pod updates) and real watch
+  semantics, which the in-repo double has neither of. upgrade-gate runs as the
   `upgrade-gate` service account of deploy/rbac.yaml.
 - What runs is `fleet.executor.run_phases` on phases 1-3 of N fake MI300X nodes, every node at once
   (concurrency = N): every tool call is a Job pinned to its node whose tool is a wrapper that sleeps
@@ -25,9 +27,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +41,7 @@ if __package__ in (None, ""):  # `python bench/bench_executor.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_fleet import JOBS_PER_NODE, TARGET_RATIO, slow_tools
-from bench.common import PYTHON, Section, Target, print_section, table
+from bench.common import PYTHON, REPO, Section, Target, print_section, table
 
 if TYPE_CHECKING:
     from upgrade_gate.fakenode import FakeNode
@@ -46,7 +51,6 @@ if TYPE_CHECKING:
 def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: bool) -> list[dict[str, float | str]]:
     """One real control plane; per (mode, tool_s) a run of phases 1-3 on `nodes` nodes."""
     from tests.k8s.cluster import FAST_RETRY
-    from tests.k8s.realcluster import RealCluster
     from upgrade_gate.cli.collect_cmds import parser_check
     from upgrade_gate.collect.capture import capture
     from upgrade_gate.collect.runner import LocalRunner
@@ -66,21 +70,13 @@ def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: b
     snap = build_snapshot(bundle, node_class="mi300x-8gpu")
     local_s = _local_reference(workdir, fake, snap)
     print(f"# the node's own time outside the sleeps (local launcher): {local_s:.2f}s", file=sys.stderr, flush=True)
-    cluster = RealCluster(workdir / "k8s")
     out: list[dict[str, float | str]] = []
-    try:
-        cluster.start()
-        names = [f"gpu-{i:03d}" for i in range(nodes)]
-        for t in tool_s:
-            slow = slow_tools(workdir / f"tools-{t:g}", fake.bin_dir, t)
-            env = {**fake.env(os.environ), "PATH": f"{slow}:{fake.bin_dir}"}
-            for name in names:
-                cluster.add_node(name, node_class="mi300x-8gpu", env=env, host_root=fake.host_root)
-            cluster.wait_nodes_settled(names)
+    for t in tool_s:
+        slow = slow_tools(workdir / f"tools-{t:g}", fake.bin_dir, t)
+        path = f"{slow}:{fake.bin_dir}"
+        with _cluster(workdir / f"k8s-{t:g}", nodes, path, fake.host_root) as kubeconfig:
             for mode in ("watch", "poll") if baseline else ("watch",):
-                client = KubeClient.from_kubeconfig(
-                    str(cluster.kubeconfig(workdir / "sa.kubeconfig")), retry=FAST_RETRY
-                )
+                client = KubeClient.from_kubeconfig(kubeconfig, retry=FAST_RETRY)
                 if mode == "poll":
                     client.watch_refused.update(pods="bench baseline: poll every 2 s as before issue 14")
                 settings = ExecutorSettings(
@@ -92,6 +88,7 @@ def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: b
                     n.name: replace(snap, node=NodeInfo(name=NodeName(n.name), node_class="mi300x-8gpu"))
                     for n in kube_nodes
                 }
+                load = os.getloadavg()[0]
                 start, cpu = time.perf_counter(), time.process_time()
                 results = run_phases(
                     client, kube_nodes, phases=select_phases(frozenset({1, 2, 3})), config=default_config(),
@@ -104,12 +101,27 @@ def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: b
                 ideal = JOBS_PER_NODE * t + local_s
                 out.append({"mode": mode, "tool_s": t, "nodes": float(nodes), "wall_s": wall, "ideal_s": ideal,
                             "ratio": wall / ideal, "overhead_per_job_s": (wall - ideal) / JOBS_PER_NODE,
-                            "client_cpu_s": cpu, "nodes_passed": float(passed)})  # fmt: skip
+                            "client_cpu_s": cpu, "nodes_passed": float(passed),
+                            "load": f"{load:.1f} / {os.getloadavg()[0]:.1f}"})  # fmt: skip
                 print(f"# {mode} tool {t:g}s: wall {wall:.1f}s ratio {wall / ideal:.3f}", file=sys.stderr, flush=True)
-            cluster.reset()
-    finally:
-        cluster.stop()
     return out
+
+
+@contextmanager
+def _cluster(workdir: Path, nodes: int, path: str, host_root: Path) -> Iterator[str]:
+    """The real control plane with `nodes` fake nodes in its own process (bench._realcluster_server);
+    yields the upgrade-gate service account's kubeconfig."""
+    argv = [PYTHON, "-m", "bench._realcluster_server", str(workdir), str(nodes), path, str(host_root)]
+    server = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        line = server.stdout.readline()
+        if not line.startswith("KUBECONFIG "):
+            raise RuntimeError(f"the control plane did not start: {line!r}")
+        yield line.split(maxsplit=1)[1].strip()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=120)
 
 
 def _local_reference(workdir: Path, fake: FakeNode, snap: Snapshot) -> float:
@@ -155,7 +167,9 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
         f"Job whose tool sleeps `tool_s` before the fake tool answers; the slowest node's own time is "
         f"{JOBS_PER_NODE} x `tool_s` plus the fake tools' run time on the node itself (local launcher). "
         "`watch`: as shipped; `poll`: the watch off, Job status read every 2 s "
-        "(before issue 14).\n",
+        "(before issue 14). The machine has 2 cores shared with other work: the 1-minute load average at the "
+        "start and end of each run says how busy it was; every pod's Python start-up (the result wrapper, the "
+        "fake tool) slows with it.\n",
         table(
             (
                 "mode",
@@ -166,6 +180,7 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
                 "overhead per Job",
                 "client CPU",
                 "nodes passed",
+                "load (start / end)",
             ),
             [
                 (
@@ -177,6 +192,7 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
                     f"{r['overhead_per_job_s']:.2f} s",
                     f"{r['client_cpu_s']:.1f} s",
                     f"{r['nodes_passed']:.0f}/{r['nodes']:.0f}",
+                    r["load"],
                 )
                 for r in rows
             ],
