@@ -105,7 +105,9 @@ class ApiBase:
     def _prepare(cfg: k8s.Configuration) -> k8s.ApiClient:
         cfg.retries = False  # this module is the only retry layer
         cfg.client_go_retries = False
-        cfg.connection_pool_maxsize = 64  # run_on_nodes shares one client between threads (and their watches)
+        # run_on_nodes shares one client between its threads (ExecutorSettings.concurrency, default 256), each
+        # holding one connection at a time (a read, or its watch): a smaller pool would discard connections
+        cfg.connection_pool_maxsize = 264
         return k8s.ApiClient(cfg)
 
     @classmethod
