@@ -160,3 +160,32 @@ def test_host_fact_probes_without_files_are_skipped_with_the_reason(tmp_path: Pa
     probes = {p.name: p for p in probe_catalogue(tmp_path)}
     assert probes["bios"].skip_reason is not None and "sys/class/dmi/id/bios_version" in probes["bios"].skip_reason
     assert probes["rccl_library"].skip_reason == f"no files matched {tmp_path}/opt/rocm/lib/librccl.so.1"
+
+
+def test_absolute_symlinks_under_a_host_root_are_followed_inside_it(tmp_path: Path) -> None:
+    # ROCm's packages install /opt/rocm -> /etc/alternatives/rocm -> /opt/rocm-6.2.0 (absolute links):
+    # read through --host-root /host in a capture pod, they must resolve inside the host root.
+    root = tmp_path / "host"
+    real = root / "opt" / "rocm-6.2.0"
+    (real / ".info").mkdir(parents=True)
+    (real / ".info" / "version").write_text("6.2.0-66\n")
+    (real / "lib").mkdir()
+    (real / "lib" / "librccl.so.1.0.60200").write_bytes(b"")
+    (real / "lib" / "librccl.so.1").symlink_to("librccl.so.1.0.60200")
+    (root / "etc" / "alternatives").mkdir(parents=True)
+    (root / "etc" / "alternatives" / "rocm").symlink_to("/opt/rocm-6.2.0")
+    (root / "opt" / "rocm").symlink_to("/etc/alternatives/rocm")
+    by_name = {p.name: p for p in probe_catalogue(root)}
+    assert by_name["rocm_version"].skip_reason is None
+    assert by_name["rocm_version"].argv[-1] == str(real / ".info" / "version")
+    assert by_name["rocm_libs"].argv[-1] == str(real / "lib")
+    # the soname link is resolved inside the root as well: readlink -f then names the same real file
+    assert by_name["rccl_library"].argv[-1] == str(real / "lib" / "librccl.so.1.0.60200")
+
+
+def test_a_symlink_loop_under_a_host_root_matches_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    (root / "opt").mkdir(parents=True)
+    (root / "opt" / "rocm").symlink_to("/opt/rocm")
+    rocm = next(p for p in probe_catalogue(root) if p.name == "rocm_version")
+    assert rocm.skip_reason is not None

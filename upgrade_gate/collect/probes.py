@@ -23,6 +23,11 @@ Dated notes:
 - 2026-11: paths in file-read argv (and so in grep's output) carry the host-root prefix, e.g.
   `/host/sys/bus/pci/devices/0000:05:00.0/sriov_numvfs` when run with `--host-root /host`; the bundle
   manifest records `host_root` so readers can strip it.
+- 2026-12: a host root other than `/` is read the way a chroot would: an absolute symlink on the
+  host (`/opt/rocm -> /etc/alternatives/rocm -> /opt/rocm-6.2.0`, as ROCm's packages install it) points
+  into the host root, not into the capture pod. Without this every version file under `/opt/rocm` of a
+  Kubernetes capture (`--host-root /host`) matched nothing. Only the literal head of a glob is re-rooted,
+  and only when the plain glob matched nothing, so the sysfs paths keep their unresolved names.
 - 2026-11: `Path.glob` follows the `/sys/bus/pci/devices/*` symlinks into `/sys/devices/...` but the
   argv keeps the unresolved `/sys/bus/pci/devices/<bdf>/...` path, which is what names the PF's BDF.
 """
@@ -200,7 +205,7 @@ def _command_probe(spec: _CommandSpec) -> Probe:
 def _file_probe(spec: _FileSpec, root: Path) -> Probe:
     files: list[str] = []
     for pattern in spec.globs:
-        files.extend(sorted(str(p) for p in root.glob(pattern)))
+        files.extend(sorted(str(p) for p in _glob_under(root, pattern)))
     skip = None
     if not files:
         shown = ", ".join(str(root / g) for g in spec.globs)
@@ -213,3 +218,51 @@ def _file_probe(spec: _FileSpec, root: Path) -> Probe:
         required=spec.required,
         skip_reason=skip,
     )
+
+
+_MAX_LINKS = 40
+"""Symlinks followed while re-rooting one path, as the kernel's own limit (ELOOP)."""
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _glob_under(root: Path, pattern: str) -> list[Path]:
+    """`root.glob(pattern)`, re-rooting absolute symlinks in the pattern's literal head (see Dated notes)."""
+    found = list(root.glob(pattern))
+    if found or root == Path("/"):
+        return found
+    parts = pattern.split("/")
+    literal = 0
+    while literal < len(parts) and not _GLOB_CHARS & set(parts[literal]):
+        literal += 1
+    head = _reroot(root, parts[:literal])
+    if head is None:
+        return []
+    rest = "/".join(parts[literal:])
+    if not rest:
+        return [head] if head.exists() else []
+    return list(head.glob(rest))
+
+
+def _reroot(root: Path, parts: list[str]) -> Path | None:
+    """Resolve `parts` below `root` as if `root` were `/`; None when a link loops or leaves nothing."""
+    pending = [p for p in parts if p not in ("", ".")]
+    current = root
+    links = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            current = current.parent if current != root else root
+            continue
+        step = current / part
+        if not step.is_symlink():
+            current = step
+            continue
+        links += 1
+        if links > _MAX_LINKS:
+            return None
+        target = os.readlink(step)
+        if target.startswith("/"):
+            current = root
+        pending[:0] = [p for p in target.split("/") if p not in ("", ".")]
+    return current
