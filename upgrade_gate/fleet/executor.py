@@ -1,7 +1,8 @@
 """The Kubernetes executor: the same probes and CVF phases, run as Jobs on the nodes.
 
-`KubeLauncher` implements `validate.launcher.Launcher`, so `validate.pipeline.run_pipeline` and every
-phase run unchanged on a cluster:
+`KubeLauncher` (`fleet.launcher`, re-exported here with `ExecutorSettings`) implements
+`validate.launcher.Launcher`, so `validate.pipeline.run_pipeline` and every phase run unchanged on a
+cluster:
 - `runner_for(node).run(argv, timeout)` runs `argv` as one batch/v1 Job pinned to the node
   (`fleet.jobs.run_job`), its stdout brought back in a result frame (`fleet.resultframe`) and turned
   into the `CommandResult` a local run would give: exit code, stdout, the rest of the log as stderr,
