@@ -38,7 +38,8 @@ def _pod(phase: str, rv: int) -> dict[str, Any]:
 @dataclass
 class Script:
     """What the server answers: successive Job states and pod phases (the last repeats), per watch request
-    a list of actions: `("event", type, pod phase)`, `("error", code)`, `("refuse", status)`, `("close",)`."""
+    a list of actions: `("event", type, pod phase)`, `("raw", line)`, `("error", code)`, `("refuse", status)`,
+    `("close",)`."""
 
     jobs: list[str]
     pods: list[str]
@@ -95,6 +96,9 @@ def _server(script: Script) -> http.server.ThreadingHTTPServer:
             for action in actions:
                 if action[0] == "event":
                     event: dict[str, Any] = {"type": action[1], "object": _pod(action[2], script.rv + 1)}
+                elif action[0] == "raw":  # a line as is: garbled JSON, an object of the wrong shape
+                    self.wfile.write(action[1] + b"\n")
+                    continue
                 elif action[0] == "error":
                     event = {"type": "ERROR", "object": {"kind": "Status", "code": action[1], "reason": "Expired",
                                                          "message": "too old resource version"}}  # fmt: skip
@@ -179,3 +183,12 @@ def test_kube_watch_refused_is_remembered_and_the_wait_polls(serve: Any) -> None
     state = client.wait_job(JOB, NS, timeout_s=20, poll_s=0.05)
     assert state.phase is JobPhase.SUCCEEDED
     assert "403" in client.watch_refused["pods"] and len(_watches(script)) == 1  # asked once, then polled
+
+
+def test_kube_watch_garbled_events_neither_crash_nor_decide(serve: Any) -> None:
+    bad = [("raw", b"not json"), ("raw", b'{"type": "MODIFIED", "object": {"status": ["Succeeded"]}}'),
+           ("raw", b'{"type": "MODIFIED", "object": "Succeeded"}'), ("event", "MODIFIED", "Succeeded")]  # fmt: skip
+    script = Script(jobs=["active", "complete"], pods=["Running"], watches=[bad])
+    state = serve(script).wait_job(JOB, NS, timeout_s=20, poll_s=5, settle_on_pod=True)
+    assert state.phase is JobPhase.SUCCEEDED and state.settled_by is None  # the read's Complete decided
+    assert len(_watches(script)) == 1 and len(_lists(script)) == 2

@@ -92,7 +92,7 @@ class WorkloadCalls(ApiBase):
             return not any(p.phase in _ENDED for p in state[1])  # no pod event announces the Job's condition
 
         def wake(event: WatchEvent) -> bool:
-            return event.type == "DELETED" or (event.object.get("status") or {}).get("phase") in _ENDED
+            return event.type == "DELETED" or pod_from_api(event.object).phase in _ENDED  # untrusted: typed first
 
         path = f"/api/v1/namespaces/{q(namespace)}/pods"
         watched = Watched(path=path, query={"labelSelector": f"{JOB_NAME}={name}"}, wake=wake)
