@@ -213,7 +213,7 @@ def window_validate_cmd(
     concurrency: int = CONCURRENCY, poll: float = POLL, timeout: float = TIMEOUT, env: list[str] = ENV,
     by: str | None = BY, tolerate: list[str] = TOLERATE, capture_privileged: bool = CAPTURE_PRIVILEGED,
     checklists: list[str] = typer.Option(
-        [], "--checklist", help="Checklist: pre-change, canary, observe, or a file; repeatable."
+        [], "--checklist", help="Checklist: pre-change, canary, observe, a file, or a folder of them; repeatable."
     ),
     attest: list[str] = typer.Option([], "--attest", help="Attest a manual checklist item: ITEM=NAME; repeatable."),
     reports: list[str] = typer.Option(
@@ -225,12 +225,12 @@ def window_validate_cmd(
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window_state import load_window
     from upgrade_gate.fleet.window_validate import validate_window
-    from upgrade_gate.judge.checklist import load_checklist
+    from upgrade_gate.judge.checklist import load_checklists
     from upgrade_gate.judge.policy import load_policy
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
-    loaded_checklists = [load_checklist(c) for c in checklists]
+    loaded_checklists = load_checklists(checklists)
 
     with client_for(kubeconfig, context) as client, open_store(store) as st:
         namespace = str(load_window(st, window_id).doc["namespace"])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from upgrade_gate.errors import StoreError, UsageError
+from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
 from upgrade_gate.validate.cvf import NFD_AMD_GPU
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 KUBECONFIG = typer.Option(None, "--kubeconfig", envvar="KUBECONFIG", help="kubeconfig file (default ~/.kube/config).")
 CONTEXT = typer.Option(None, "--context", help="kubeconfig context (default: the current one).")
 NAMESPACE = typer.Option("upgrade-gate", "--namespace", "-n", help="Namespace of the Jobs and of the CVF ConfigMap.")
-STORE = typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help="Baseline store folder.")
+STORE = typer.Option(DEFAULT_STORE, "--store", envvar=STORE_ENV, help=STORE_HELP, show_default=False)
 WINDOW_ID = typer.Option(..., "--id", help="Change window id (see `window status`).")
 BY = typer.Option(None, "--by", help="Who acts (recorded in the window); default: $USER.")
 CLASS_LABEL = typer.Option("upgrade-gate/node-class", "--class-label", help="Node label that names the node class.")

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from upgrade_gate.errors import NotFoundError
 from upgrade_gate.fleet.cronjobs import soak_cronjob
 from upgrade_gate.fleet.executor import (
     ExecutorSettings,
@@ -181,30 +180,8 @@ def validate_window(
 def judge_inputs(
     store: BaselineStore, names: Sequence[NodeName], candidates: Sequence[Snapshot]
 ) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[GpuSerial, str]]:
-    """Baselines of the canaries, class references of their classes (saved, else aggregated), denylist."""
-    from upgrade_gate.store.aggregate import aggregate_class, class_reference_from_document
+    """Baselines of `names`, class references, denylist at HEAD: `store.inputs.load_judge_inputs`."""
+    from upgrade_gate.store.inputs import load_judge_inputs
 
-    stored = set(store.nodes())
-    baselines = {n: store.load(n) for n in names if n in stored}
-    classes = sorted({c for s in candidates if (c := s.node.node_class) is not None})
-    references: dict[str, ClassReference] = {}
-    members: dict[str, list[Snapshot]] | None = None
-    for cls in classes:
-        name = f"classes/{cls}.json"
-        try:
-            doc = store.read_document(name, schema="class-reference")
-        except NotFoundError:
-            doc = None
-        if doc is not None:
-            references[cls] = class_reference_from_document(doc, source=f"{store.path}/{name}")
-            continue
-        if members is None:
-            members = {}
-            for node in sorted(stored):
-                snap = baselines.get(node) or store.load(node)
-                if snap.node.node_class is not None:
-                    members.setdefault(snap.node.node_class, []).append(snap)
-        if members.get(cls):
-            references[cls] = aggregate_class(cls, members[cls])
-    denylist = {serial: entry.reason for serial, entry in store.denylist().items()}
-    return baselines, references, denylist
+    inputs = load_judge_inputs(store, None, candidates, nodes=names)
+    return dict(inputs.baselines), dict(inputs.references), dict(inputs.denylist)

@@ -39,6 +39,13 @@ if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
 
 REGRESSION = "bandwidth.regression"
+THERMAL_PREFIX = "thermal/"
+"""Measurements under this prefix (phase 2's temperatures and power) are judged by `rules.thermal` only."""
+
+
+def bandwidth_key(key: str) -> bool:
+    """True for a measurement the bandwidth rules judge (everything but the thermal readings)."""
+    return not key.startswith(THERMAL_PREFIX)
 
 
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
@@ -89,6 +96,8 @@ def _settings_diff(a: Mapping[str, str], b: Mapping[str, str], ignore: tuple[str
 
 
 def _selected(entry: RuleEntry, key: str) -> bool:
+    if not bandwidth_key(key):
+        return False
     globs = entry.strings("metrics")
     return "**" in globs or any(glob_match(g, key) for g in globs)
 
@@ -162,7 +171,7 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     cand, cand_broken = merged_measurements(ctx.candidate)
     rows = []
     for key in sorted(base.keys() & cand.keys()):
-        if not (every or _selected(entry, key)) or key in base_broken or key in cand_broken:
+        if not bandwidth_key(key) or not (every or _selected(entry, key)) or key in base_broken or key in cand_broken:
             continue
         b, c = base[key], cand[key]
         if b.unit != c.unit or _settings_diff(b.settings, c.settings, ignore):
