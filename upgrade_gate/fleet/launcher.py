@@ -33,7 +33,14 @@ if TYPE_CHECKING:
 
 VANISHED = "node vanished"
 _WRAPPER_EXEC_FAILED = "upgrade-gate result wrapper: cannot run"
-_PURPOSES = {"rvs": "phase1", "agfhc": "phase1", "all_reduce_perf": "phase2", "ib_write_bw": "phase4"}
+_PURPOSES = {
+    "rvs": "phase1",
+    "agfhc": "phase1",
+    "all_reduce_perf": "phase2",
+    "ib_write_bw": "phase4",
+    "amd-smi": "monitor",
+    "rocm-smi": "monitor",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +57,18 @@ class ExecutorSettings:
     server_start_timeout_s: float = 120.0
     keep_finished: int = 20
     capture_privileged: bool = False  # capture without GPUs allocated, privileged (manifests.capture_access)
+
+
+def _monitor_access(settings: ExecutorSettings) -> HostAccess:
+    """Host access of a read-only monitoring call (phase 2's thermal sampling: amd-smi, rocm-smi).
+
+    It runs while the phase 2 Job holds every GPU, so it cannot allocate one (it would stay Pending
+    until the deadline). It gets the node's own ROCm (`/opt/rocm`, as capture does), so the tools are
+    the node's and read the host's sysfs (hwmon, gpu_metrics); with `capture_privileged` it is
+    privileged as capture is, so amd-smi also opens the device nodes. A tool that still sees no GPU
+    fails the sample: `thermal.outlier` reports missing evidence, never a pass.
+    """
+    return HostAccess(rocm=True, devices=settings.capture_privileged)
 
 
 def _stderr_of(log: str) -> str:
@@ -103,13 +122,19 @@ class KubeLauncher:
         tool = Path(argv[0]).name if argv else ""
         purpose = _PURPOSES.get(tool, "cmd")
         rdma = tool == "ib_write_bw"
+        if rdma:
+            access = HostAccess(host_network=True, infiniband=rdma, ipc_lock=rdma)
+        elif purpose == "monitor":
+            access = _monitor_access(self._settings)
+        else:
+            access = HostAccess()
         return JobSpec(
             node=node,
             purpose=purpose,
             run_id=self._next_id(),
             argv=tuple(argv),
             gpus=kube_node.gpu_count() if purpose in ("phase1", "phase2") else 0,
-            access=HostAccess(host_network=True, infiniband=rdma, ipc_lock=rdma) if rdma else HostAccess(),
+            access=access,
             env=self._settings.env,
             settings=self._settings.jobs,
         )
