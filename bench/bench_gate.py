@@ -177,6 +177,7 @@ def worker_profile(root: Path, count: int = 200, top: int = 25) -> str:
     from upgrade_gate.judge.plan import load_plan
     from upgrade_gate.judge.policy import load_policy
     from upgrade_gate.store.gitstore import BaselineStore
+    from upgrade_gate.store.inputs import saved_references
 
     st = BaselineStore(root / "store")
     pin = st.pin(None)
@@ -186,7 +187,7 @@ def worker_profile(root: Path, count: int = 200, top: int = 25) -> str:
         stored=frozenset(st.nodes(pin)),
         plan=load_plan(root / "plan.json"),
         policy=load_policy(),
-        references=gate_stream.saved_references(st, pin),
+        references=saved_references(st, pin),
         denylist={},
     )
     paths = [str(root / "candidates" / x) for x in sorted(os.listdir(root / "candidates"))[: count + 10]]

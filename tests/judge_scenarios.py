@@ -124,6 +124,31 @@ def _sweep(rng: random.Random, prefix: str, op: str, scale: float, noise: float,
     return out
 
 
+def _thermal(seed: int) -> list[Measurement]:
+    """Phase 2's thermal readings (validate.phases.thermal): a healthy spread of a few °C, own rng."""
+    rng = random.Random(f"thermal/{seed}")
+    settings = {"tool": "amd-smi monitor -p -t", "load": "all_reduce_perf -b 1K -e 2G -f 2 -g 8 -n 20 -w 5"}
+    out = []
+    for i, bdf in enumerate(GPU_BDFS):
+        hot = {**settings, "bdf": str(bdf), "sensor": "hotspot"}
+        temp = round(64.0 + (i % 4) + rng.gauss(0.0, 0.5))
+        for key, unit, value, sensor in (
+            ("temp_c_max", "C", temp, "hotspot"),
+            ("power_w_mean", "W", 705.0, "socket power"),
+        ):
+            out.append(
+                Measurement(
+                    key=f"thermal/gpu{i}/{key}",
+                    unit=unit,
+                    samples=(value,),
+                    settings={**hot, "sensor": sensor},
+                    source="phase 2 thermal sampling",
+                    higher_is_better=False,
+                )
+            )
+    return out
+
+
 def mi300x_snapshot(
     *,
     node: str = NODE,
@@ -191,7 +216,7 @@ def mi300x_snapshot(
         for i, bdf in enumerate(NIC_BDFS)
     )
     sriov = tuple(SriovFunction(bdf=bdf, numvfs=4, totalvfs=16) for bdf in NIC_BDFS)
-    mesh = _sweep(rng, "mesh", "all_reduce", 1.0, noise, "8")
+    mesh = _sweep(rng, "mesh", "all_reduce", 1.0, noise, "8") + _thermal(seed)
     cluster = _sweep(rng, "cluster", "all_reduce", 0.62, noise, "16") + _sweep(
         rng, "cluster", "all_gather", 0.55, noise, "16"
     )

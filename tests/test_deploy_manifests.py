@@ -288,5 +288,8 @@ def test_deploy_dockerfile_base_and_probe_tools() -> None:
     for package in ("pciutils", "ibverbs-utils", "iproute2", "util-linux"):  # lspci, ibv_devinfo, rdma, dmesg
         assert package in text
     assert "pip install --no-cache-dir ." in text
+    # what `pip install .` needs: the package list (setup.py) and the top-level data folders (issue 17)
+    copied = {part for i in instructions if i.startswith("COPY ") for part in i.split()[1:-1]}
+    assert {"pyproject.toml", "setup.py", "README.md", "upgrade_gate", "schemas", "checklists"} <= copied
     assert "curl" not in text and "| sh" not in text
     assert "rocm" not in " ".join(i for i in instructions if i.startswith("RUN")).lower()  # ROCm comes from the node

@@ -3,6 +3,7 @@ agree because both read it (issue 10: fields the judge never looked at)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -91,12 +92,9 @@ def _mtu(snap: Snapshot) -> Snapshot:
     return replace(snap, nics=nics)
 
 
-def _hip(snap: Snapshot, version: str) -> Snapshot:
-    return replace(snap, software=replace(snap.software, hip_runtime_version=version))
-
-
-def _base_with_hip() -> Snapshot:
-    return _hip(mi300x_snapshot(), "6.1.40093")
+def _nic_part(snap: Snapshot) -> Snapshot:
+    nics = (*snap.nics[:2], replace(snap.nics[2], vendor_part_id="4129"), *snap.nics[3:])
+    return replace(snap, nics=nics)
 
 
 CASES: dict[str, tuple[Callable[[Snapshot], Snapshot], str]] = {
@@ -106,18 +104,18 @@ CASES: dict[str, tuple[Callable[[Snapshot], Snapshot], str]] = {
     "vram halved": (lambda s: _gpu3(s, vram_total_mib=s.gpus[3].vram_total_mib // 2), "vram_total_mib"),  # type: ignore[operator]
     "compute_units -16": (lambda s: _gpu3(s, compute_units=s.gpus[3].compute_units - 16), "compute_units"),  # type: ignore[operator]
     "NIC port MTU 4096->1500": (_mtu, "mtu"),
-    "HIP runtime version": (lambda s: _hip(s, "6.1.40099"), "hip_runtime_version"),
+    "NIC vendor part id": (_nic_part, "vendor_part_id"),
 }
 
 
 def _same_software(snap: Snapshot) -> Snapshot:
     """The candidate on the baseline's software, so that only the field under test differs."""
-    base = _base_with_hip()
+    base = mi300x_snapshot()
     return replace(snap, software=replace(base.software))
 
 
 def _gate(candidate: Snapshot, plan: ChangePlan | None = None) -> GateReport:
-    baseline = _base_with_hip()
+    baseline = mi300x_snapshot()
     return judge(
         baselines={baseline.node.name: baseline},
         candidates=[candidate],
@@ -147,7 +145,7 @@ def test_coverage_unjudged_field_change_blocks_and_diff_agrees(
     assert [f.rule for f in blocking] == [UNPLANNED]
     assert blocking[0].path is not None and blocking[0].path.endswith(field)
     # diff on the same pair marks it UNEXPECTED and exits 1: the two read the same table
-    base_file = _write(tmp_path / "base.json", _base_with_hip())
+    base_file = _write(tmp_path / "base.json", mi300x_snapshot())
     cand_file = _write(tmp_path / "cand.json", candidate)
     assert run(["diff", str(base_file), str(cand_file)]) == ExitCode.BLOCK
     out = capsys.readouterr().out
@@ -186,9 +184,10 @@ def test_coverage_gate_blocks_whenever_diff_says_unexpected() -> None:
         assert report.verdict is Verdict.BLOCK, field
 
 
-def test_coverage_plan_rocm_change_explains_hip_and_build(tmp_path: Path) -> None:
-    base = _base_with_hip()
-    cand = _hip(upgraded(), "6.2.41133")
+def test_coverage_plan_rocm_change_explains_build_and_amdsmi(tmp_path: Path) -> None:
+    base = mi300x_snapshot()
+    cand = upgraded()
+    assert cand.software.rocm_build != base.software.rocm_build
     report = judge(
         baselines={base.node.name: base},
         candidates=[cand],
@@ -203,5 +202,5 @@ def test_coverage_plan_rocm_change_explains_hip_and_build(tmp_path: Path) -> Non
 def test_coverage_software_model_fields_are_all_covered() -> None:
     # the dataclasses the schema describes: a field added to the model must reach the table via the schema
     for cls, prefix in ((Software, "software."), (Gpu, "gpus[].")):
-        for name in cls.__dataclass_fields__:
+        for name in (f.name for f in dataclasses.fields(cls)):  # ClassVars (RETIRED_FIELDS) are not fields
             assert f"{prefix}{name}" in COVERAGE, f"{prefix}{name}"

@@ -71,7 +71,9 @@ def test_validate_cli_dry_run_prints_the_plan_and_runs_nothing(
     assert run(["validate", "--dry-run", "--config", str(REAL), "--node", "node-01", "--peer", "node-02"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"node node-01, peers node-02; config {REAL}\n")
-    assert "phase 2 gpu-mesh-validation  label amd.com/gpu-mesh-validation  budget 3000s" in out
+    assert (
+        "phase 2 gpu-mesh-validation  label amd.com/gpu-mesh-validation  budget 3120s" in out
+    )  # 5 x 600 s sweeps + 120 s thermal sampling
     assert "  all_reduce_perf -b 1K -e 2G -f 2 -g NGPUS -n 6 -w 20  (x5, NGPUS from the snapshot" in out
     assert "pass: median Avg bus bandwidth >= PHASE2_BW_THRESHOLD 100 GB/s" in out
     assert "phase 5 cluster-rccl" in out and "PHASE5_MIN_WORKERS 2" in out

@@ -12,9 +12,15 @@ same annotations, so they too need no change when the model grows:
   baseline store wrote (validated against the schema when saved, read back by content hash).
 - `decode_json(cls, bytes)` (untrusted): the same, through a mirror of the model built as msgspec
   Structs with `forbid_unknown_fields`, so an unknown key, a missing required field, a wrong type or an
-  enum value outside the model is a `SchemaError` naming the path; the mirror is then converted to
-  the model's dataclasses (C as well). The JSON Schema's value constraints beyond types (BDF pattern,
-  date-time format, minimums) are not re-checked here: `load_snapshot` still does the full check.
+  enum value outside the model is a `SchemaError` naming the path (fields marked `ALWAYS` are required
+  here too, as in the generated schema); the mirror is then converted to
+  the model's dataclasses (C as well), which checks the value constraints the model's annotations
+  carry (BDF and node-name patterns, lengths, minimums and maxima: the same `msgspec.Meta` the schemas
+  are generated from). Not checked here: `date-time` formats and enums on fields typed `str` (a
+  kernel event's severity, a checklist row's status); `load_snapshot` still does the full check.
+
+A class's `RETIRED_FIELDS` (a field removed from the model) are accepted as null in documents written
+before the removal and dropped; the generated schemas accept them the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import msgspec
 
 from upgrade_gate.errors import InputError, SchemaError
+from upgrade_gate.model.types import always
 
 T = TypeVar("T")
 
@@ -105,11 +112,14 @@ def _mirror(tp: Any) -> Any:
         return dict[_mirror(key), _mirror(value)]  # type: ignore[misc]
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
+        marked = typing.get_type_hints(tp, include_extras=True)
         required: list[Any] = []
-        optional: list[Any] = []
+        optional: list[Any] = [(name, None, None) for name in _retired(tp)]
         for f in _fields(tp):
             kind = _mirror(hints[f.name])
-            if f.default is not dataclasses.MISSING:
+            if always(marked[f.name]):  # documents must carry it, as the generated schema says
+                required.append((f.name, kind))
+            elif f.default is not dataclasses.MISSING:
                 optional.append((f.name, kind, f.default))
             elif f.default_factory is not dataclasses.MISSING:
                 optional.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
@@ -117,6 +127,11 @@ def _mirror(tp: Any) -> Any:
                 required.append((f.name, kind))
         return msgspec.defstruct(tp.__name__, [*required, *optional], forbid_unknown_fields=True, kw_only=True)
     return tp
+
+
+@functools.cache
+def _retired(cls: type) -> frozenset[str]:
+    return frozenset(getattr(cls, "RETIRED_FIELDS", ()))
 
 
 @functools.cache
@@ -246,6 +261,8 @@ def _dataclass_decoder(cls: type) -> Decoder:
         for key, value in data.items():
             field_decoder = fields.get(key)
             if field_decoder is None:
+                if value is None and key in _retired(cls):
+                    continue
                 raise _DecodeError(f"unknown field {key!r}")
             try:
                 kwargs[key] = field_decoder(value)

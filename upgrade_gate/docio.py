@@ -1,9 +1,17 @@
 """The one reader of YAML and JSON documents: bounded, alias-free, and every number finite.
 
 Every document upgrade-gate reads (plans, policies, checklists, CVF ConfigMaps, the dmesg pattern
-table, manifests, snapshots) goes through `load_yaml` or `loads_json`, drop-in replacements for
-`yaml.safe_load` and `json.loads` that refuse what a hostile or broken document could use to hang
-the gate or switch a check off:
+table, manifests, snapshots, store documents) goes through this module, at two levels:
+
+- `read_yaml(path)` / `read_json(path)` / `parse_yaml(text)` / `parse_json(data)`: read the file and
+  parse it, every failure one line naming the file (and the line of a syntax error) as the caller's
+  error class: a missing file is `NotFoundError`, an unreadable one `InputError`, a syntax error
+  `ConfigError` for YAML (plans, policies, ConfigMaps are configuration) and `InputError` for JSON
+  (snapshots, manifests are data) unless the caller names another (`BundleError` for a bundle).
+  Each document kind's reader (`snapshot.io.load_snapshot`, `judge.plan.load_plan`,
+  `judge.policy.load_policy`, `validate.config.load_cvf_config`, ...) is this plus its schema and decoder.
+- `load_yaml` and `loads_json`, drop-in replacements for `yaml.safe_load` and `json.loads` that
+  refuse what a hostile or broken document could use to hang the gate or switch a check off:
 
 - YAML aliases (`*name`): an alias bomb ("billion laughs") is a few hundred bytes that expands to a
   structure JSON Schema validation then walks exponentially (a policy took over 60 s and 1.45 GB
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,7 +40,7 @@ from yaml.composer import ComposerError
 from yaml.events import AliasEvent
 from yaml.nodes import Node
 
-from upgrade_gate.errors import ConfigError, InputError
+from upgrade_gate.errors import ConfigError, InputError, NotFoundError
 
 MAX_YAML_BYTES = 1024 * 1024
 """Largest YAML document read (plans, policies and ConfigMaps are a few KiB)."""
@@ -107,3 +116,58 @@ def check_finite(data: Any, *, source: str) -> None:
             stack.extend((v, f"{path}.{k}") for k, v in reversed(list(value.items())))
         elif isinstance(value, list):
             stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(value))))
+
+
+# --------------------------------------------------------------------------- files
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of `path`; NotFoundError or InputError naming it."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"{path}: no such file") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: unreadable: {exc}") from exc
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of `path`; NotFoundError or InputError naming it."""
+    try:
+        return read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: unreadable: {exc}") from exc
+
+
+def parse_yaml(text: str, *, source: str, error: type[InputError] = ConfigError, what: str = "YAML/JSON") -> Any:
+    """`load_yaml`, a syntax error raised as `error` naming `source` and the line."""
+    try:
+        return load_yaml(text, source=source)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise error(f"{source}: not {what}{where}: {getattr(exc, 'problem', None) or exc}") from None
+
+
+def read_yaml(path: Path, *, error: type[InputError] = ConfigError, what: str = "YAML/JSON") -> Any:
+    """A YAML (or JSON) document file, parsed (see `parse_yaml`)."""
+    return parse_yaml(read_text(path), source=str(path), error=error, what=what)
+
+
+def parse_json(data: str | bytes, *, source: str, error: type[InputError] = InputError) -> Any:
+    """`loads_json`, every failure (not UTF-8, syntax with its line, NaN) raised as `error` naming `source`."""
+    try:
+        return loads_json(data.decode("utf-8") if isinstance(data, bytes) else data, source=source)
+    except UnicodeDecodeError as exc:
+        raise error(f"{source}: not UTF-8: {exc.reason} at byte {exc.start}") from exc
+    except json.JSONDecodeError as exc:
+        raise error(f"{source}: not JSON: {exc.msg} at line {exc.lineno}") from exc
+    except InputError as exc:
+        if isinstance(exc, error):
+            raise
+        raise error(str(exc)) from exc
+
+
+def read_json(path: Path, *, error: type[InputError] = InputError) -> Any:
+    """A JSON document file, parsed (see `parse_json`)."""
+    return parse_json(read_bytes(path), source=str(path), error=error)

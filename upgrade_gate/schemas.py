@@ -1,8 +1,8 @@
 """Load the shipped JSON Schemas and validate documents against them.
 
-Schemas live inside the package (`upgrade_gate/schemas/*.schema.json`) so a wheel carries them;
-validators are compiled once per process. Errors name the file and the JSON path of the first
-failing field, on one line.
+The schemas live once, in the repository's top-level `schemas/` folder, which the wheel ships inside
+the package (`upgrade_gate.shipped` finds it either way). Validators are compiled once per process.
+Errors name the file and the JSON path of the first failing field, on one line.
 
 Two validators, one answer: fastjsonschema compiles each schema to Python code and checks a full
 8-GPU snapshot in ~1.5 ms (jsonschema takes ~40 ms, which is minutes for an 8,192-node fleet). Only
@@ -15,16 +15,16 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-from importlib import resources
 from typing import Any
 
+from upgrade_gate import shipped
 from upgrade_gate.errors import SchemaError
 
 
 @functools.cache
 def load_schema(name: str) -> dict[str, Any]:
-    """Return the parsed schema `name` (e.g. "snapshot") from the package."""
-    ref = resources.files("upgrade_gate") / "schemas" / f"{name}.schema.json"
+    """Return the parsed schema `name` (e.g. "snapshot") from the shipped `schemas/` folder."""
+    ref = shipped.folder("schemas") / f"{name}.schema.json"
     try:
         data: dict[str, Any] = json.loads(ref.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:  # a packaging bug, not user input
@@ -103,7 +103,15 @@ def _short(text: str, limit: int = 300) -> str:
 
 def schema_names() -> tuple[str, ...]:
     """Names of every shipped schema."""
-    folder = resources.files("upgrade_gate") / "schemas"
+    folder = shipped.folder("schemas")
     return tuple(
         sorted(p.name.removesuffix(".schema.json") for p in folder.iterdir() if p.name.endswith(".schema.json"))
     )
+
+
+if __name__ == "__main__":  # python -m upgrade_gate.schemas --write | --check (see upgrade_gate.schemagen)
+    import sys
+
+    from upgrade_gate.schemagen import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -29,11 +29,15 @@ if TYPE_CHECKING:
     from upgrade_gate.model import Snapshot
     from upgrade_gate.store.gitstore import BaselineStore
 
-STORE_HELP = "Baseline store folder (a git repository; created by `baseline save`)."
+STORE_HELP = "Baseline store folder, a git repository created by `baseline save` (default: ./baselines)."
 
 
 def _store_option() -> Path:
-    return typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help=STORE_HELP)  # type: ignore[no-any-return]
+    from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV
+
+    return typer.Option(  # type: ignore[no-any-return]
+        DEFAULT_STORE, "--store", envvar=STORE_ENV, help=STORE_HELP, show_default=False
+    )
 
 
 def _open(store: Path) -> BaselineStore:

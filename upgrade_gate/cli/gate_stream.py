@@ -29,7 +29,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,16 +100,9 @@ def load_candidate_fast(path: Path, patterns: PatternTable | None = None) -> Sna
     """A candidate snapshot file by strict typed decode, or a capture bundle through the snapshot builder
     (its kernel log classified with `patterns`, the policy's fatal-error map)."""
     if path.name.lower().endswith(".json"):
-        from upgrade_gate import codec
-        from upgrade_gate.model import Snapshot
+        from upgrade_gate.snapshot.io import load_snapshot_fast
 
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"{path}: no such file") from exc
-        except OSError as exc:
-            raise InputError(f"{path}: unreadable: {exc}") from exc
-        return codec.decode_json(Snapshot, data, source=str(path))
+        return load_snapshot_fast(path)
     from upgrade_gate.cli.judge_cmds import load_candidate
 
     return load_candidate(path, patterns)
@@ -217,33 +210,6 @@ def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
 # --------------------------------------------------------------------------- the command's core
 
 
-def saved_references(st: BaselineStore, pin: str) -> dict[str, ClassReference]:
-    """Every class reference kept in the store (`classes/<class>.json`) at the pinned commit."""
-    from upgrade_gate.store.aggregate import class_reference_from_document
-
-    out = {}
-    for name in st.documents("classes", pin):
-        ref = class_reference_from_document(
-            st.read_document(name, pin, schema="class-reference"), source=f"{st.path}/{name}"
-        )
-        out[ref.node_class] = ref
-    return out
-
-
-def aggregate_from_store(st: BaselineStore, pin: str, classes: Iterable[str]) -> dict[str, ClassReference]:
-    """Class references of `classes` from the store's baselines, streamed (one baseline at a time)."""
-    from upgrade_gate.store.aggregate import ClassAccumulator
-
-    wanted = set(classes)
-    accs: dict[str, ClassAccumulator] = {}
-    for node in st.nodes(pin):
-        snap = st.load_trusted(node, pin)
-        cls = snap.node.node_class
-        if cls in wanted:
-            accs.setdefault(cls, ClassAccumulator(cls)).add(snap)
-    return {cls: acc.result() for cls, acc in accs.items()}
-
-
 def gate_streaming(
     st: BaselineStore,
     ref: str | None,
@@ -257,15 +223,16 @@ def gate_streaming(
 ) -> GateReport:
     """Judge every candidate path against the store at `ref` (see the module docstring).
 
-    The denylist is read at the store's HEAD whatever `ref` says (a GPU denied after the reference
-    tag must block today), as the in-memory path does.
+    The store is read by the rules of `store.inputs` (the in-memory path's `load_judge_inputs`): one
+    pinned commit, saved class references else aggregated ones, the denylist at HEAD.
     """
     from upgrade_gate.judge.judge import judge
+    from upgrade_gate.store.inputs import aggregate_references, current_denylist, saved_references
 
     pin = st.pin(ref)
     stored = frozenset(st.nodes(pin))
     references = saved_references(st, pin)
-    denylist = {serial: entry.reason for serial, entry in st.denylist(None).items()}
+    denylist = current_denylist(st)
     job = _Job(
         store=st.path,
         pin=pin,
@@ -286,7 +253,7 @@ def gate_streaming(
             "store's baselines (save one with `upgrade-gate baseline aggregate --class C --save`)",
             file=sys.stderr,
         )
-        extra = aggregate_from_store(st, pin, unreferenced)
+        extra = aggregate_references(st, pin, unreferenced)
         if extra:
             again = [p for _, _, p, cls, had in judged if not had and cls in extra]
             job = replace(job, references={**references, **extra})

@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError, UsageError
+from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
 
 if TYPE_CHECKING:
-    from upgrade_gate.model import ClassReference, GateReport, NodeName, Snapshot
+    from upgrade_gate.model import GateReport, NodeName, Snapshot
     from upgrade_gate.parse.dmesg import PatternTable
     from upgrade_gate.report.interface import ConsoleDetail, ReportFormat
     from upgrade_gate.store.gitstore import BaselineStore
@@ -73,23 +74,10 @@ def load_candidate(path: Path, patterns: PatternTable | None = None) -> Snapshot
 
 
 def read_cvf_config(path: Path) -> dict[str, Any]:
-    """The `data` of a CVF ConfigMap manifest, or a plain KEY: value YAML mapping (values checked later)."""
-    from upgrade_gate.errors import ConfigError
-    from upgrade_gate.judge.plan import read_document
+    """The KEY: value mapping of `--cvf-config` (values checked by the policy): `validate --config`'s reader."""
+    from upgrade_gate.validate.config import read_cvf_values
 
-    doc = read_document(path)
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected a ConfigMap or a KEY: value mapping, got {type(doc).__name__}")
-    if "kind" in doc or "apiVersion" in doc:
-        if doc.get("kind") != "ConfigMap":
-            raise ConfigError(f"{path}: kind: expected ConfigMap, got {doc.get('kind')!r}")
-        data = doc.get("data") or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: data: expected a KEY: value mapping")
-        return data
-    return doc
+    return read_cvf_values(path)
 
 
 def parse_attestations(values: Sequence[str]) -> dict[str, str]:
@@ -194,7 +182,7 @@ def _show(value: object) -> str:
 
 
 def gate_cmd(
-    store: Path = typer.Option(..., "--store", envvar="UPGRADE_GATE_STORE", help="Baseline store folder."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", envvar=STORE_ENV, help=STORE_HELP, show_default=False),
     ref: str | None = typer.Option(None, "--ref", help="Baselines at this commit, tag or branch (default HEAD)."),
     candidates: list[Path] = typer.Option(
         [], "--candidate", help="Candidate snapshot (.json) or capture bundle (dir, .tar.gz); repeatable."
@@ -211,7 +199,7 @@ def gate_cmd(
         None, "--cvf-config", help="CVF cluster-validation-config ConfigMap (or KEY: value YAML) for thresholds."
     ),
     checklists: list[str] = typer.Option(
-        [], "--checklist", help="Checklist: pre-change, canary, observe, or a file; repeatable."
+        [], "--checklist", help="Checklist: pre-change, canary, observe, a file, or a folder of them; repeatable."
     ),
     attest: list[str] = typer.Option([], "--attest", help="Attest a manual checklist item: ITEM=NAME; repeatable."),
     reports: list[str] = typer.Option(
@@ -224,7 +212,7 @@ def gate_cmd(
     """Judge candidates against their baselines under a plan and a policy: exit 0 PASS, 1 BLOCK."""
     from dataclasses import replace
 
-    from upgrade_gate.judge.checklist import load_checklist
+    from upgrade_gate.judge.checklist import load_checklists
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.plan import load_plan
     from upgrade_gate.judge.policy import load_policy
@@ -238,7 +226,7 @@ def gate_cmd(
     loaded_plan = load_plan(plan) if plan is not None else None
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
     loaded_policy = load_policy(policy, cvf, cvf_source=str(cvf_config))
-    loaded_checklists = [load_checklist(c) for c in checklists]
+    loaded_checklists = load_checklists(checklists)
     from upgrade_gate.cli.gate_stream import SUMMARY_FROM_NODES, candidate_paths, console_summary, gate_streaming
 
     paths = candidate_paths(candidates, candidate_sources)
@@ -251,17 +239,19 @@ def gate_cmd(
                 st, ref, paths, plan=loaded_plan, policy=loaded_policy, now=timestamp, patterns=patterns
             )
     else:  # checklists read every candidate and baseline at once
+        from upgrade_gate.store.inputs import load_judge_inputs
+
         snaps = [load_candidate(p, patterns) for p in paths]
-        names = sorted({s.node.name for s in snaps} | set(loaded_plan.canaries.nodes if loaded_plan else ()))
         with _open_store(store) as st:
-            baselines, references, denylist = _from_store(st, ref, names, snaps)
+            inputs = load_judge_inputs(st, ref, snaps, nodes=loaded_plan.canaries.nodes if loaded_plan else ())
+        baselines = inputs.baselines
         report = judge(
             baselines=baselines,
             candidates=snaps,
             plan=loaded_plan,
             policy=loaded_policy,
-            references=references,
-            denylist=denylist,
+            references=inputs.references,
+            denylist=inputs.denylist,
             attestations=attestations,
             checklists=loaded_checklists,
             now=timestamp,
@@ -344,43 +334,3 @@ def _open_store(path: Path) -> BaselineStore:
     except ImportError as exc:  # gitpython refuses to import without a git binary
         raise StoreError(f"{path}: the baseline store needs the git binary: {exc}") from exc
     return BaselineStore(path)
-
-
-def _from_store(
-    st: BaselineStore, ref: str | None, names: Sequence[NodeName], snaps: Sequence[Snapshot]
-) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[Any, str]]:
-    """Baselines of the named nodes, class references of the candidates' classes, the denylist."""
-    from upgrade_gate.store.aggregate import aggregate_class, class_reference_from_document
-
-    stored = set(st.nodes(ref))
-    baselines = {n: st.load(n, ref) for n in names if n in stored}
-    classes = sorted(
-        {c for s in snaps if (c := s.node.node_class or _class_of(baselines.get(s.node.name))) is not None}
-    )
-    references: dict[str, ClassReference] = {}
-    members: dict[str, list[Snapshot]] | None = None
-    for cls in classes:
-        name = f"classes/{cls}.json"
-        try:
-            doc = st.read_document(name, ref, schema="class-reference")
-        except NotFoundError:
-            doc = None
-        if doc is not None:
-            references[cls] = class_reference_from_document(doc, source=f"{st.path}/{name}")
-            continue
-        if members is None:
-            members = {}
-            for node in sorted(stored):
-                snap = baselines.get(node) or st.load(node, ref)
-                if snap.node.node_class is not None:
-                    members.setdefault(snap.node.node_class, []).append(snap)
-        if members.get(cls):
-            references[cls] = aggregate_class(cls, members[cls])
-    # The denylist is read at HEAD, never at `ref`: a GPU denied after the reference tag was cut must
-    # block today (baselines are history, the denylist is the current verdict on hardware).
-    denylist = {serial: entry.reason for serial, entry in st.denylist(None).items()}
-    return baselines, references, denylist
-
-
-def _class_of(snap: Snapshot | None) -> str | None:
-    return snap.node.node_class if snap is not None else None

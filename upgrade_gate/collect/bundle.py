@@ -44,7 +44,7 @@ from upgrade_gate.collect.members import (
 )
 from upgrade_gate.collect.probes import Probe, skipped_argv
 from upgrade_gate.collect.runner import CommandResult
-from upgrade_gate.errors import BundleError, EnvironmentFailure, InputError, NotFoundError
+from upgrade_gate.errors import BundleError, EnvironmentFailure, NotFoundError
 from upgrade_gate.model import NodeName
 
 MANIFEST = "manifest.json"
@@ -179,14 +179,7 @@ def _check_unique(data: dict[str, Any], *, source: str) -> None:
 
 def _manifest_data(raw: bytes, *, source: str) -> dict[str, Any]:
     manifest_src = f"{source}/{MANIFEST}"
-    try:
-        data = docio.loads_json(raw.decode("utf-8"), source=manifest_src)
-    except UnicodeDecodeError as exc:
-        raise BundleError(f"{manifest_src}: not UTF-8: {exc.reason} at byte {exc.start}") from exc
-    except json.JSONDecodeError as exc:
-        raise BundleError(f"{manifest_src}: not JSON: {exc.msg} at line {exc.lineno}") from exc
-    except InputError as exc:
-        raise BundleError(str(exc)) from exc
+    data = docio.parse_json(raw, source=manifest_src, error=BundleError)
     schemas.validate("manifest", data, source=manifest_src)
     _check_unique(data, source=manifest_src)
     _check_skipped(data, source=manifest_src)

@@ -22,7 +22,7 @@ PLAN_FILE = "plan.yaml"
 POLICY_FILE = "policy.yaml"
 
 PLAN_TEXT = """\
-# Change plan written by `upgrade-gate demo` (schema: upgrade_gate/schemas/change-plan.schema.json;
+# Change plan written by `upgrade-gate demo` (schema: schemas/change-plan.schema.json;
 # every field is described in docs/configuration.md of the upgrade-gate repository).
 id: rocm-6.1.3-to-6.2.0
 description: >-
@@ -42,7 +42,7 @@ canaries:
 
 
 POLICY_TEXT = """\
-# Policy written by `upgrade-gate demo` (schema: upgrade_gate/schemas/policy.schema.json; reference:
+# Policy written by `upgrade-gate demo` (schema: schemas/policy.schema.json; reference:
 # docs/configuration.md). It is laid over the shipped default policy (every rule on, fail closed), and
 # changes one thing only:
 name: demo

@@ -43,9 +43,10 @@ from upgrade_gate.fakenode import NodeSpec, faults
 from upgrade_gate.judge.checklist import load_checklist
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.plan import CanarySettings
-from upgrade_gate.model import ClassReference, GateReport, GpuSerial, NodeName, Snapshot, Verdict
+from upgrade_gate.model import GateReport, NodeName, Snapshot, Verdict
 from upgrade_gate.report.interface import ReportContext, ReportFormat
 from upgrade_gate.report.registry import render
+from upgrade_gate.store.inputs import load_judge_inputs
 from upgrade_gate.validate.config import CvfConfig, default_config
 
 if TYPE_CHECKING:
@@ -248,14 +249,16 @@ def _gate(
     say("")
     say(f"[5/6] The gate: each canary against its {OLD_TAG} baseline and the class reference, under {plan_path.name}")
     say(f"      and {policy_path.name}; the canary checklist's manual items attested as {ATTESTED_BY} (--attest).")
-    baselines, references, denylist = _judge_inputs(store, tuple(candidates), OLD_TAG)
+    with _open_store(store) as opened:  # the canaries' baselines at OLD_TAG, as `gate --ref` reads them
+        inputs = load_judge_inputs(opened, OLD_TAG, list(candidates.values()))
+    baselines = inputs.baselines
     report = judge(
         baselines=baselines,
         candidates=list(candidates.values()),
         plan=read_plan(plan_path),
         policy=read_policy(policy_path),
-        references=references,
-        denylist=denylist,
+        references=inputs.references,
+        denylist=inputs.denylist,
         attestations=ATTESTATIONS,
         checklists=[load_checklist(CHECKLIST)],
         now=format_taken_at(datetime.now(UTC)),
@@ -338,20 +341,6 @@ def _open_store(path: Path) -> BaselineStore:
 def _save(store: Path, snapshots: list[Snapshot], *, tag: str, message: str) -> str:
     with _open_store(store) as st:
         return st.save(snapshots, tag=tag, message=message)
-
-
-def _judge_inputs(
-    store: Path, nodes: tuple[NodeName, ...], ref: str
-) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[GpuSerial, str]]:
-    """The canaries' baselines at `ref`, the class reference of every stored baseline, and the denylist at HEAD
-    (a GPU denied after `ref` must not pass, as in `gate`)."""
-    from upgrade_gate.store.aggregate import aggregate_class
-
-    with _open_store(store) as st:
-        everyone = {n: st.load(n, ref) for n in st.nodes(ref)}
-        denylist = {serial: entry.reason for serial, entry in st.denylist().items()}
-    reference = aggregate_class(demo_fleet.NODE_CLASS, list(everyone.values()))
-    return {n: everyone[n] for n in nodes}, {demo_fleet.NODE_CLASS: reference}, denylist
 
 
 def _write_reports(folder: Path, ctx: ReportContext) -> dict[ReportFormat, Path]:

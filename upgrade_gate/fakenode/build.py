@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from upgrade_gate.fakenode import render_gpu, render_host, render_validation
+from upgrade_gate.fakenode import render_gpu, render_host, render_thermal, render_validation
 from upgrade_gate.fakenode.faults import FaultKind, Faults
 from upgrade_gate.fakenode.spec import NodeSpec
 from upgrade_gate.fakenode.templates import load_json_template, load_template
@@ -156,10 +156,12 @@ def response_tables(spec: NodeSpec) -> dict[str, dict[str, Any]]:
             (("static", "--json"), render_gpu.render_amdsmi_static(spec)),
             (("firmware", "--json"), render_gpu.render_amdsmi_firmware(spec)),
             (("topology", "--json"), render_gpu.render_amdsmi_topology(spec)),
+            (("monitor", "-p", "-t"), render_thermal.render_amdsmi_monitor(spec)),
         ),
         "rocm-smi": _static(
             (ROCMSMI_ARGV, render_gpu.render_rocmsmi(spec)),
             (("--showtopo", "--json"), render_gpu.render_rocmsmi_topology(spec)),
+            (("--showbus", "--showtemp", "--showpower", "--json"), render_thermal.render_rocmsmi_thermal(spec)),
         ),
         "lspci": _static((("-D", "-nn", "-vvv"), render_host.render_lspci(spec))),
         "ibv_devinfo": _static((("-v",), render_host.render_ibv_devinfo(spec))),

@@ -10,7 +10,8 @@ of amd-smi).
 
 Semantic faults are a different `NodeSpec` (the tools then print a consistent picture of the broken
 node): a NIC port down, an empty GID table, lost VFs, a downgraded PCIe link, low mesh or rail
-bandwidth, a failing RVS/AGFHC test, a reversed GPU enumeration order, an injected dmesg event.
+bandwidth, a failing RVS/AGFHC test, a reversed GPU enumeration order, an injected dmesg event, a GPU that runs hot
+under load.
 """
 
 from __future__ import annotations
@@ -160,6 +161,15 @@ def fail_agfhc(spec: NodeSpec, test: str = "hbm_bw") -> NodeSpec:
 def inject_dmesg_event(spec: NodeSpec, event: str) -> NodeSpec:
     """Append a kernel event (`spec.DMESG_ACA_MODE1_RESET`, `spec.DMESG_FATAL_INIT`) to dmesg."""
     return replace(spec, dmesg_events=(*spec.dmesg_events, event))
+
+
+def run_hot(spec: NodeSpec, gpu: int = 0, delta_c: float = 14.0) -> NodeSpec:
+    """GPU device `gpu` (slot in BDF order) runs `delta_c` °C hotter under load (amd-smi monitor)."""
+    slots = sum(1 for g in spec.gpus if g.physical)
+    if not 0 <= gpu < slots:
+        raise ValueError(f"node {spec.name} has no GPU device {gpu}")
+    hot = (*(h for h in spec.thermal.hot if h[0] != gpu), (gpu, delta_c))
+    return replace(spec, thermal=replace(spec.thermal, hot=hot))
 
 
 def _downgrade(link: PcieLinkSpec, width: int, speed_gts: float | None) -> PcieLinkSpec:

@@ -147,6 +147,19 @@ class BandwidthProfile:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ThermalProfile:
+    """What `amd-smi monitor -p -t` prints under the phase 2 load (see render_thermal)."""
+
+    # Hotspot spread per device slot: the MI350X capture's GPU_T (55 58 54 61 55 61 56 59 °C) moved to
+    # the load level of the MI300X capture under stress (GPU0 at 69 °C, 750 W).
+    hotspot_c: tuple[int, ...] = (63, 66, 62, 69, 63, 69, 64, 67)
+    memory_c: tuple[int, ...] = (50, 54, 50, 55, 50, 56, 52, 55)
+    power_w: tuple[int, ...] = (702, 709, 701, 708, 707, 708, 706, 708)
+    power_cap_w: int = 750
+    hot: tuple[tuple[int, float], ...] = ()  # (device slot in BDF order, extra °C): faults.run_hot
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSpec:
     """Everything the fake tools of one node print."""
 
@@ -172,6 +185,7 @@ class NodeSpec:
     rvs_failed_gpus: tuple[int, ...] = ()  # positions in `gpus` whose RVS gst misses its target
     agfhc_failed_tests: tuple[str, ...] = ()  # AGFHC test names that fail ("hbm_bw", ...)
     dmesg_events: tuple[str, ...] = ()
+    thermal: ThermalProfile = field(default_factory=ThermalProfile)
     # Host facts (render_host.write_host_facts): DMI BIOS files, /proc/cmdline, os-release.
     bios_vendor: str = "American Megatrends International, LLC."
     bios_version: str = "2.1"

@@ -68,7 +68,8 @@ def observe_window(
     snapshots: Mapping[NodeName, Snapshot] | None = None,
 ) -> Observation:
     """One soak round over the canaries: capture (or take `snapshots`), judge, record."""
-    from upgrade_gate.fleet.window import judge_inputs, window_plan
+    from upgrade_gate.fleet.window import window_plan
+    from upgrade_gate.fleet.window_validate import judge_inputs
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.observe import observation_policy, observation_view
 
@@ -129,8 +130,11 @@ def observe_window(
 
 
 def key_metrics(snap: Snapshot) -> dict[str, float]:
-    """The values a soak observation records and the window page draws: kernel events, mesh bus bandwidth."""
-    values = {"kernel_events": float(len(snap.events))}
+    """The values a soak observation records and the window page draws: kernel events, mesh bus bandwidth,
+    and with a mesh observation the hottest GPU under load and its gap to the others (rules.thermal)."""
+    from upgrade_gate.judge.rules.thermal import key_values
+
+    values = {"kernel_events": float(len(snap.events)), **key_values(snap)}
     for m in measurements_of(snap):
         if m.key in _KEY_METRICS and m.samples:
             values[m.key] = sorted(m.samples)[len(m.samples) // 2]  # the median sample, as the judge reports it

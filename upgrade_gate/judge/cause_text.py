@@ -27,6 +27,7 @@ _CATEGORY_BY_PREFIX: tuple[tuple[str, CauseCategory], ...] = (
     ("xgmi.", CauseCategory.HARDWARE),
     ("pcie.", CauseCategory.HARDWARE),
     ("dmesg.", CauseCategory.HARDWARE),
+    ("thermal.", CauseCategory.HARDWARE),
     ("phase.", CauseCategory.HARDWARE),
     ("firmware.", CauseCategory.FIRMWARE),
     ("vbios.", CauseCategory.FIRMWARE),

@@ -1,7 +1,9 @@
 """Checklists as data: the incident's pre-change / canary / observation items, filled in by the gate.
 
-Shipped checklists live in `upgrade_gate/checklists/<name>.yaml` (schema `checklist`); `--checklist`
-takes a shipped name or a file path. Each item is either:
+Shipped checklists live in the top-level `checklists/<name>.yaml` (schema `checklist`; found by
+`upgrade_gate.shipped` in a checkout and in a wheel); `--checklist` takes a shipped name, a file, or a
+folder of the site's own checklists (every *.yaml, *.yml and *.json in it, by file name). Each item is
+either:
 
 - automatic: it names `rules` (optionally narrowed by `paths`: rule -> finding path globs, for a rule
   such as `fleet.odd_one_out` that speaks of several things), `phases` and/or `evidence` (`baseline`:
@@ -24,12 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
-from upgrade_gate import docio, schemas
+from upgrade_gate import docio, schemas, shipped
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
-from upgrade_gate.judge.plan import ChangePlan, glob_match, read_document
+from upgrade_gate.judge.plan import ChangePlan, glob_match
 from upgrade_gate.judge.policy import Policy
 from upgrade_gate.judge.rules.base import softer
 from upgrade_gate.model import (
@@ -86,15 +87,33 @@ class ChecklistInputs:
     policy: Policy
 
 
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def load_checklist(name_or_path: str) -> Checklist:
     """A shipped checklist by name (`pre-change`, `canary`, `observe`) or a checklist file."""
     if name_or_path in SHIPPED:
-        ref = resources.files("upgrade_gate") / "checklists" / f"{name_or_path}.yaml"
+        ref = shipped.folder("checklists") / f"{name_or_path}.yaml"
         return checklist_from_dict(docio.load_yaml(ref.read_text(encoding="utf-8")), source=f"{name_or_path} (shipped)")
     path = Path(name_or_path)
     if not path.exists():
-        raise NotFoundError(f"{name_or_path}: no such checklist (shipped: {', '.join(SHIPPED)}) or file")
-    return checklist_from_dict(read_document(path), source=str(path))
+        raise NotFoundError(f"{name_or_path}: no such checklist (shipped: {', '.join(SHIPPED)}), file or folder")
+    return checklist_from_dict(docio.read_yaml(path), source=str(path))
+
+
+def load_checklists(names_or_paths: Sequence[str]) -> list[Checklist]:
+    """Every `--checklist` argument: a shipped name, a file, or a folder of checklist files (by file name)."""
+    out: list[Checklist] = []
+    for arg in names_or_paths:
+        path = Path(arg)
+        if arg not in SHIPPED and path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in _SUFFIXES and p.is_file())
+            if not files:
+                raise NotFoundError(f"{arg}: a folder without checklists (*.yaml, *.yml, *.json)")
+            out.extend(load_checklist(str(p)) for p in files)
+        else:
+            out.append(load_checklist(arg))
+    return out
 
 
 def checklist_from_dict(data: object, *, source: str) -> Checklist:

@@ -64,7 +64,10 @@ def informational(reason: str) -> Coverage:
 _NA = informational("why a value is absent; the absent value itself is judged where it matters")
 _PHASE = "phase results are judged on the candidate alone (phase.failed, evidence.missing)"
 _PROBE = "probe health is judged on the candidate alone, against the baseline's probe list"
-_BW = "bandwidth is judged statistically (bandwidth.regression/threshold), like with like"
+_BW = (
+    "bandwidth is judged statistically (bandwidth.regression/threshold), like with like; "
+    "phase 2's thermal/* readings by thermal.outlier (peers, class, baseline)"
+)
 _LIB = "judged per soname against the plan's ROCm change and soname bumps (the diff leaves hashes out)"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
@@ -84,7 +87,6 @@ COVERAGE: Mapping[str, Coverage] = {
     "software.rocm_version": compared("software.rocm"),
     "software.rocm_build": compared("software.rocm"),
     "software.amdsmi_version": compared("software.rocm"),
-    "software.hip_runtime_version": compared(),
     "software.na_reasons": _NA,
     "software.rccl_library": compared("software.rccl"),
     # ------------------------------------------------------------------ host facts the incident names
@@ -245,7 +247,10 @@ def counts_as_unexpected(path: str) -> bool:
 
 
 def schema_fields(schema: Mapping[str, Any]) -> Iterator[str]:
-    """Every field path of a JSON Schema: objects recurse, `x[]` for arrays of objects, maps are leaves."""
+    """Every field path of a JSON Schema: objects recurse, `x[]` for arrays of objects, maps are leaves.
+
+    Retired fields (`deprecated`: accepted as null from old documents, dropped on decoding) hold no facts.
+    """
     defs = schema.get("$defs", {})
 
     def resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -260,6 +265,8 @@ def schema_fields(schema: Mapping[str, Any]) -> Iterator[str]:
     def walk(node: Mapping[str, Any], prefix: str) -> Iterator[str]:
         node = resolve(node)
         for name, sub in node.get("properties", {}).items():
+            if sub.get("deprecated") is True:
+                continue
             path = f"{prefix}{name}"
             target = resolve(sub)
             if target.get("type") == "array" and "properties" in resolve(target.get("items", {})):

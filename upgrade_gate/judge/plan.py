@@ -22,7 +22,7 @@ Design decisions:
   anything, `?` one character; everything else is literal (brackets are not character classes, so a
   path glob can be written exactly as the diff prints paths).
 - A ROCm change also explains `software.rocm_build` (when it lands on the target release) and
-  `software.amdsmi_version` / `software.hip_runtime_version`, which ship with ROCm. Nothing else is
+  `software.amdsmi_version` / `software.rccl_library`, which ship with ROCm. Nothing else is
   implied: driver-loaded firmware blocks must be listed (`firmware` or `accept`), because "the
   upgrade changed something we did not expect" is exactly what the gate is for.
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from upgrade_gate import docio, schemas
-from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
+from upgrade_gate.errors import ConfigError, SchemaError
 from upgrade_gate.model import Change, NodeName
 
 
@@ -146,25 +146,12 @@ _METRIC_KEYS = frozenset({"metric", "shift", "tolerance", "reason"})
 
 def load_plan(path: Path) -> ChangePlan:
     """Read and validate a plan file; ConfigError names the file and the field."""
-    return plan_from_dict(read_document(path), source=str(path))
+    return plan_from_dict(docio.read_yaml(path), source=str(path))
 
 
 def read_document(path: Path) -> Any:
-    """Parse a YAML/JSON document file; errors name the file (and line for syntax errors)."""
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise NotFoundError(f"{path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: unreadable: {exc}") from exc
-    try:
-        return docio.load_yaml(text, source=str(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}: not YAML/JSON{where}: {getattr(exc, 'problem', None) or exc}") from None
+    """Parse a YAML/JSON document file (`docio.read_yaml`; kept for fleet.window's plan reader)."""
+    return docio.read_yaml(path)
 
 
 def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
@@ -339,7 +326,6 @@ _SOFTWARE = {
     "software.rocm_version": "rocm",
     "software.rocm_build": "rocm",
     "software.amdsmi_version": "rocm",
-    "software.hip_runtime_version": "rocm",
     "software.rccl_library": "rocm",
     "software.driver_version": "driver",
     "software.kernel": "kernel",

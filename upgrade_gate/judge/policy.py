@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any, cast
 from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
 from upgrade_gate.judge.kernel_events import KernelEventPolicy, build_kernel_events, shipped_kernel_events
-from upgrade_gate.judge.plan import read_document
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, ParamSpec
 from upgrade_gate.model import RuleId, Severity
 
@@ -198,7 +197,7 @@ def load_policy(
 ) -> Policy:
     """The shipped default policy, overlaid with `path` (if any) and thresholds from `cvf_config`."""
     default = _default_document()
-    user = read_document(path) if path is not None else None
+    user = docio.read_yaml(path) if path is not None else None
     source = str(path) if path is not None else DEFAULT_POLICY_SOURCE
     if user is not None:
         _validate(user, source)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from upgrade_gate.judge import curves
 from upgrade_gate.judge.plan import glob_match
 from upgrade_gate.judge.policy import Policy
-from upgrade_gate.judge.rules.bandwidth import REGRESSION, curve_params, merged_measurements
+from upgrade_gate.judge.rules.bandwidth import REGRESSION, bandwidth_key, curve_params, merged_measurements
 from upgrade_gate.model import Measurement, NodeName, Snapshot
 from upgrade_gate.validate.remeasure import Resampling
 
@@ -54,7 +54,7 @@ class BaselineComparison:
         base, broken = merged_measurements(baseline)
         rows = []
         for m in measurements:
-            b = base.get(m.key)
+            b = base.get(m.key) if bandwidth_key(m.key) else None
             if b is None or m.key in broken or b.unit != m.unit or not b.samples or not m.samples:
                 continue
             if {k: v for k, v in b.settings.items() if k not in ignore} != {
@@ -81,7 +81,7 @@ def multiplicity_of(base: Mapping[str, Measurement]) -> tuple[int, int]:
     """(curve metrics, groups) of a node whose baseline measured `base`: what the gate will count."""
     sizes: dict[str, int] = {}
     for key, m in base.items():
-        if m.samples:
+        if m.samples and bandwidth_key(key):
             group = curves.group_of(key)
             sizes[group] = sizes.get(group, 0) + 1
     curve = sum(n for n in sizes.values() if n >= 3)

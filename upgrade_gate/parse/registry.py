@@ -15,6 +15,8 @@ PARSER_MODULES = (
     "upgrade_gate.parse.sysfs",
     "upgrade_gate.parse.dmesg",
     "upgrade_gate.parse.amdsmi",
+    "upgrade_gate.parse.amdsmi_monitor",
+    "upgrade_gate.parse.rocmsmi_thermal",
     "upgrade_gate.parse.rocmsmi",
     "upgrade_gate.parse.rdma",
     "upgrade_gate.parse.rccl_tests",

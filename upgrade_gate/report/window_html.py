@@ -20,7 +20,11 @@ table{border-collapse:collapse;margin:8px 0 18px}td,th{border:1px solid #ccd;pad
 th{background:#eef}.BLOCK{color:#b3261e;font-weight:700}.PASS{color:#1b7f3b}
 h2{margin-top:28px;border-bottom:1px solid #ccd}.chart svg{max-width:720px;height:auto}
 """
-_LABELS = {"mesh/all_reduce/avg_busbw": "mesh all_reduce avg bus bandwidth (GB/s)", "kernel_events": "kernel events"}
+_LABELS = {
+    "mesh/all_reduce/avg_busbw": "mesh all_reduce avg bus bandwidth (GB/s)",
+    "kernel_events": "kernel events",
+    "thermal/gap_c": "hottest GPU above the others' median under the phase 2 load (°C)",
+}
 
 
 def _time(text: str) -> datetime:

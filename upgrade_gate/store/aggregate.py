@@ -34,7 +34,7 @@ from upgrade_gate.errors import InputError
 from upgrade_gate.model import ClassReference, MetricSummary, Nic, NodeName, Snapshot, measurements_of
 
 T = TypeVar("T")
-_SOFTWARE_FIELDS = ("kernel", "driver_version", "rocm_version", "amdsmi_version", "hip_runtime_version")
+_SOFTWARE_FIELDS = ("kernel", "driver_version", "rocm_version", "amdsmi_version")
 Settings = tuple[str, tuple[tuple[str, str], ...]]  # (unit, sorted settings items)
 
 

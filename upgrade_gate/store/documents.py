@@ -11,13 +11,12 @@ denylist) cannot lose a concurrent writer's entry.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.errors import InputError, NotFoundError
 from upgrade_gate.model import GpuSerial
 from upgrade_gate.snapshot.io import canonical_json
@@ -51,10 +50,7 @@ class StoreDocuments:
         data = self._read_bytes(path, ref)
         if data is None:
             return None
-        try:
-            return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"{self.path}/{path}: not a JSON document: {exc}") from exc
+        return docio.parse_json(data, source=f"{self.path}/{path}")
 
     def denylist(self, ref: str | None = None) -> dict[GpuSerial, DenyEntry]:
         """Denied GPU serials at `ref` (default HEAD); empty when none was ever denied."""

@@ -311,8 +311,10 @@ class BaselineStore(StoreDocuments):
                 return
             path.mkdir(parents=True, exist_ok=True)
             with locking.init_lock(path, timeout_s=self.lock_timeout_s):
-                if not (path / ".git").exists() and any(path.iterdir()):
+                # A folder holding only a README (the repository's `baselines/`, DEFAULT_STORE) may become one.
+                if not (path / ".git").exists() and any(p.name != layout.README_PATH for p in path.iterdir()):
                     raise StoreError(f"{path}: exists, is not empty and is not a baseline store")
+                readme = path / layout.README_PATH
                 if not (path / ".git" / "HEAD").exists():  # absent, or a `git init` that was cut short
                     git.Repo.init(path).close()
                 repo = self._open()
@@ -326,7 +328,7 @@ class BaselineStore(StoreDocuments):
                         cfg.set_value("user", "name", _DEFAULT_IDENTITY[0])
                         cfg.set_value("user", "email", _DEFAULT_IDENTITY[1])
                     files = {
-                        layout.README_PATH: layout.README_TEXT.encode(),
+                        layout.README_PATH: readme.read_bytes() if readme.is_file() else layout.README_TEXT.encode(),
                         layout.MARKER_PATH: canonical_json(layout.marker_document()).encode(),
                         layout.KEEP_PATH: b"",
                     }

@@ -16,9 +16,17 @@ reserved: they are written only through their typed methods, never as generic do
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from upgrade_gate.errors import InputError, UsageError
 from upgrade_gate.model import NodeName
+
+STORE_ENV = "UPGRADE_GATE_STORE"
+DEFAULT_STORE = Path("baselines")
+"""The store when neither `--store` nor UPGRADE_GATE_STORE is given: `baselines/` in the current
+directory (the design card's top-level folder: a site runs upgrade-gate from its ops repository, whose
+`baselines/` is the store's clone). Relative on purpose: resolved where the command runs."""
+STORE_HELP = "Baseline store folder, a git repository (default: ./baselines in the current directory)."
 
 README_PATH = "README.md"
 MARKER_PATH = "store.json"

@@ -2,7 +2,10 @@
 
 `load_cvf_config(path)` reads a YAML file that is either a whole ConfigMap manifest (`kind: ConfigMap`
 with `data:`) or a plain `KEY: value` mapping; `parse_cvf_config(mapping, source=...)` is the pure part,
-for the judge's policy to reuse. Defaults are the shipped ConfigMap's (ROCm/gpu-operator
+for the judge's policy to reuse. `read_cvf_values(path)` is the one reader of such a file, for
+`validate --config` and `gate --cvf-config` alike (`cvf_values` the one unwrapping rule): a document
+with `kind` or `apiVersion` is a manifest and must be a ConfigMap; anything else is the mapping itself.
+Defaults are the shipped ConfigMap's (ROCm/gpu-operator
 example/gpu-validation-cluster/configs/cluster-validation-config.yaml @867693854c8c).
 
 Which keys are checked (a decision, documented here because the real ConfigMap has dozens of keys):
@@ -38,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from upgrade_gate import docio
-from upgrade_gate.errors import ConfigError, InputError, NotFoundError
+from upgrade_gate.errors import ConfigError
 from upgrade_gate.validate import config_values as cv
 from upgrade_gate.validate import cvf
 
@@ -203,33 +206,29 @@ def parse_cvf_config(mapping: Mapping[str, Any], *, source: str) -> CvfConfig:
 
 
 def load_cvf_config(path: Path) -> CvfConfig:
-    """Read a ConfigMap manifest or a plain KEY: value YAML file."""
-    import yaml
+    """Read a ConfigMap manifest or a plain KEY: value YAML file, typed and checked."""
+    return parse_cvf_config(read_cvf_values(path), source=str(path))
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise NotFoundError(f"{path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: unreadable: {exc}") from exc
-    try:
-        doc = docio.load_yaml(text, source=str(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}: not YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+def read_cvf_values(path: Path) -> dict[str, Any]:
+    """The KEY: value mapping of a CVF config file (ConfigMap manifest or plain mapping), values unchecked."""
+    return cvf_values(docio.read_yaml(path), source=str(path))
+
+
+def cvf_values(doc: Any, *, source: str) -> dict[str, Any]:
+    """The `data` of a ConfigMap manifest, or a plain KEY: value mapping (see the module docstring)."""
     if doc is None:
-        doc = {}
+        return {}
     if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected a ConfigMap or a KEY: value mapping, got {type(doc).__name__}")
-    if doc.get("kind") == "ConfigMap" or ("apiVersion" in doc and "data" in doc):
+        raise ConfigError(f"{source}: expected a ConfigMap or a KEY: value mapping, got {type(doc).__name__}")
+    if "kind" in doc or "apiVersion" in doc:
         if doc.get("kind") != "ConfigMap":
-            raise ConfigError(f"{path}: kind: expected ConfigMap, got {doc.get('kind')!r}")
+            raise ConfigError(f"{source}: kind: expected ConfigMap, got {doc.get('kind')!r}")
         data = doc.get("data") or {}
         if not isinstance(data, dict):
-            raise ConfigError(f"{path}: data: expected a KEY: value mapping")
-        return parse_cvf_config(data, source=str(path))
-    return parse_cvf_config(doc, source=str(path))
+            raise ConfigError(f"{source}: data: expected a KEY: value mapping")
+        return data
+    return doc
 
 
 # --------------------------------------------------------------------------- readers

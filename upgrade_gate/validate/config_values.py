@@ -22,7 +22,8 @@ import math
 import re
 from typing import Any
 
-from upgrade_gate.errors import ConfigError
+from upgrade_gate import docio
+from upgrade_gate.errors import ConfigError, InputError
 
 _SIZE_RE = re.compile(r"(\d+)([KMGTkmgt]?)")
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -126,7 +127,9 @@ def json_value(key: str, raw: object, source: str) -> Any:
     if isinstance(raw, list | dict):
         return raw
     try:
-        return json.loads(text(key, raw, source))
+        return docio.loads_json(text(key, raw, source), source=f"{source}: {key}")
+    except InputError as exc:  # NaN / Infinity: a threshold that compares false with everything
+        raise ConfigError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise bad(
             key, source, raw if len(str(raw)) < 60 else str(raw)[:57] + "...", f"invalid JSON ({exc.msg})"

@@ -22,6 +22,7 @@ from upgrade_gate.judge.rules import (
     nic,
     pcie,
     software,
+    thermal,
     topology,
 )
 from upgrade_gate.judge.rules.base import RuleSpec, spec
@@ -54,6 +55,7 @@ _ALL: tuple[RuleSpec, ...] = (
     *bandwidth.SPECS,
     *evidence.SPECS,
     *fleet.SPECS,
+    *thermal.SPECS,
     *fields.SPECS,
     *CHECKLIST_SPECS,
 )

@@ -31,6 +31,8 @@ from upgrade_gate.judge.plan import glob_match, metric_expectation
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.floors import check_metric, check_threshold
 from upgrade_gate.judge.rules.measured import REGRESSION as REGRESSION
+from upgrade_gate.judge.rules.measured import THERMAL_PREFIX as THERMAL_PREFIX
+from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
 from upgrade_gate.judge.rules.measured import curve_params as curve_params
 from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
 from upgrade_gate.judge.rules.measured import (
@@ -90,7 +92,7 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     usable = usable_keys(ctx.baseline) & usable_keys(ctx.candidate)
     rows = []
     for key in sorted(usable):
-        if not (every or selected(entry, key)) or key in base_broken or key in cand_broken:
+        if not bandwidth_key(key) or not (every or selected(entry, key)) or key in base_broken or key in cand_broken:
             continue
         b, c = base[key], cand[key]
         if b.unit != c.unit or (b.settings != c.settings and settings_diff(b.settings, c.settings, ignore)):

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.plan import explain, metric_expectation
-from upgrade_gate.judge.rules.bandwidth import merged_measurements
+from upgrade_gate.judge.rules.bandwidth import bandwidth_key, merged_measurements
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
 from upgrade_gate.judge.rules.pcie import vf_map
 from upgrade_gate.model import Finding, Nic
@@ -146,6 +146,8 @@ def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     for summary in ctx.reference.metrics:
         m = cand.get(summary.key)
+        if not bandwidth_key(summary.key):
+            continue  # temperatures: rules.thermal compares them with the class
         if m is None or not m.samples or m.unit != summary.unit or summary.median <= 0:
             continue
         if summary.n_nodes < min_nodes:

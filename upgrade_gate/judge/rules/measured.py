@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
 
 REGRESSION = "bandwidth.regression"
+THERMAL_PREFIX = "thermal/"
+"""Measurements under this prefix (phase 2's temperatures and power) are judged by `rules.thermal` only."""
+
+
+def bandwidth_key(key: str) -> bool:
+    """True for a measurement the bandwidth rules judge (everything but the thermal readings)."""
+    return not key.startswith(THERMAL_PREFIX)
 
 
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
@@ -81,7 +88,9 @@ def settings_diff(a: Mapping[str, str], b: Mapping[str, str], ignore: tuple[str,
 
 
 def selected(entry: RuleEntry, key: str) -> bool:
-    """True when `key` matches the entry's `metrics` globs."""
+    """True when `key` is a bandwidth metric matching the entry's `metrics` globs."""
+    if not bandwidth_key(key):
+        return False
     globs = entry.strings("metrics")
     return "**" in globs or any(glob_match(g, key) for g in globs)
 

@@ -7,7 +7,9 @@ gets `PHASE2_JOB_WAIT_TIME` seconds (CVF's per-node Job budget). Measurements:
 `mesh/all_reduce/busbw/<bytes>` per size and `mesh/all_reduce/avg_busbw`, with the sweep settings and
 the NCCL_* / RCCL_* environment in `settings`. The median `# Avg bus bandwidth` is compared with
 `PHASE2_BW_THRESHOLD` (GB/s) and written to the `-measured-bw` annotation. A run whose printed sweep
-header differs from the sweep asked for is an error (sweeps.check_requested), never a pass.
+header differs from the sweep asked for is an error (sweeps.check_requested), never a pass. Around the
+sweep each GPU's temperature and power are sampled (`phases.thermal`: `thermal/gpu<i>/...` measurements,
+judged by `thermal.outlier`).
 
 Dated notes:
 - 2026: CVF itself runs `mpirun --np 8 --host localhost ... all_reduce_perf ... -g 1` (one rank per GPU);
@@ -31,6 +33,7 @@ from upgrade_gate.validate.phases.sweeps import (
     run_sweeps,
     sweep_measurements,
 )
+from upgrade_gate.validate.phases.thermal import BUDGET_S, plan_line, record_thermal, sample_thermal
 
 TOOL = "all_reduce_perf"
 
@@ -70,15 +73,17 @@ class MeshPhase:
             return out.result(self, ctx.config)
         env = ctx.launcher.tool_env(ctx.node)
         look = mesh_look(ctx, env)
-        results = run_sweeps(
-            ctx.runner(),
-            mesh_argv(ctx.config, ngpus),
-            samples=ctx.samples,
-            timeout=ctx.config.phase2_job_wait_s,
-            out=out,
-            tool=TOOL,
-            look=look,
-        )
+        reserve = ctx.config.phase2_job_wait_s * ctx.samples
+        with sample_thermal(ctx, reserve_s=reserve) as thermal:  # temperature and power under load (phases.thermal)
+            results = run_sweeps(
+                ctx.runner(),
+                mesh_argv(ctx.config, ngpus),
+                samples=ctx.samples,
+                timeout=ctx.config.phase2_job_wait_s,
+                out=out,
+                tool=TOOL,
+                look=look,
+            )
         check_requested(results, out, tool=TOOL, asked=requested_sweep(ctx.config))
         out.measurements.extend(sweep_measurements(results, out, prefix="mesh", op="all_reduce", env=env))
         avg = check_sweeps(
@@ -91,11 +96,12 @@ class MeshPhase:
             resampling=look.resampling,
             tests=look.tests,
         )
+        record_thermal(thermal, out, ctx.snapshot, mesh_argv(ctx.config, ngpus))
         return out.result(self, ctx.config, measured_bw=avg)
 
     def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
-        """PHASE2_JOB_WAIT_TIME per run."""
-        return config.phase2_job_wait_s * samples
+        """PHASE2_JOB_WAIT_TIME per run, and the thermal sampling around the sweep."""
+        return config.phase2_job_wait_s * samples + BUDGET_S
 
     def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
         """Dry-run description."""
@@ -104,4 +110,5 @@ class MeshPhase:
             f"timeout {config.phase2_job_wait_s:g}s per run)",
             f"pass: median Avg bus bandwidth >= PHASE2_BW_THRESHOLD {config.phase2_bw_threshold:g} GB/s, "
             "#wrong == 0, ranks == NGPUS",
+            plan_line(),
         )

@@ -1,0 +1,103 @@
+"""One reader per document kind (issue 17): files are read and parsed once, in `docio`, and the two
+CVF config entry points (`validate --config`, `gate --cvf-config`) unwrap a ConfigMap by one rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.judge_scenarios import mi300x_snapshot
+from upgrade_gate import docio
+from upgrade_gate.cli.judge_cmds import read_cvf_config
+from upgrade_gate.cli.main import run
+from upgrade_gate.errors import BundleError, ConfigError, ExitCode, InputError, NotFoundError, SchemaError
+from upgrade_gate.snapshot.io import dumps_snapshot, load_snapshot, load_snapshot_fast
+from upgrade_gate.validate.config import load_cvf_config, parse_cvf_config
+
+
+def test_docio_read_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("id: x\nchange: [\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"plan\.yaml: not YAML/JSON at line 3"):
+        docio.read_yaml(path)
+    with pytest.raises(NotFoundError, match="no such file"):
+        docio.read_yaml(tmp_path / "absent.yaml")
+    path.write_bytes(b"id: \xff\n")
+    with pytest.raises(InputError, match="unreadable"):
+        docio.read_yaml(path)
+
+
+def test_docio_parse_json_maps_every_failure_to_the_callers_error() -> None:
+    with pytest.raises(BundleError, match=r"m\.json: not JSON: .* at line 2"):
+        docio.parse_json('{"a":\n', source="m.json", error=BundleError)
+    with pytest.raises(BundleError, match=r"m\.json: not UTF-8"):
+        docio.parse_json(b'{"a": "\xff"}', source="m.json", error=BundleError)
+    with pytest.raises(BundleError, match="not a finite number"):
+        docio.parse_json('{"a": NaN}', source="m.json", error=BundleError)
+    assert docio.parse_json(b'{"a": 1}', source="m.json") == {"a": 1}
+
+
+def test_docio_both_snapshot_readers_agree_on_broken_files(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(dumps_snapshot(mi300x_snapshot()), encoding="utf-8")
+    assert load_snapshot(good) == load_snapshot_fast(good) == mi300x_snapshot()
+    for name, data, error in (
+        ("absent.json", None, NotFoundError),
+        ("syntax.json", b'{"node":\n', InputError),
+        ("nan.json", b'{"x": NaN}', InputError),
+    ):
+        path = tmp_path / name
+        if data is not None:
+            path.write_bytes(data)
+        for reader in (load_snapshot, load_snapshot_fast):
+            with pytest.raises(error, match=name):
+                reader(path)
+    # a field the schema requires although the model has a default (ALWAYS): both readers refuse its absence
+    data = json.loads(good.read_text(encoding="utf-8"))
+    del data["software"]["kernel"]
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps(data), encoding="utf-8")
+    for reader in (load_snapshot, load_snapshot_fast):
+        with pytest.raises(SchemaError, match="kernel"):
+            reader(missing)
+
+
+def test_docio_stages_json_refuses_nan() -> None:
+    with pytest.raises(ConfigError, match="not a finite number"):
+        parse_cvf_config({"GPU_VALIDATION_STAGES_JSON": '[{"name": "x", "threshold": NaN}]'}, source="cvf.yaml")
+
+
+CVF_DOCUMENTS = {
+    "plain": "PHASE2_BW_THRESHOLD: '180'\n",
+    "configmap": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  PHASE2_BW_THRESHOLD: '180'\n",
+    "secret": "apiVersion: v1\nkind: Secret\ndata:\n  PHASE2_BW_THRESHOLD: '180'\n",
+    "kind-only": "kind: Secret\nPHASE2_BW_THRESHOLD: '180'\n",  # validate --config took this for a plain mapping
+    "apiversion-no-data": "apiVersion: v1\nmetadata: {name: c}\n",
+    "configmap-no-data": "apiVersion: v1\nkind: ConfigMap\n",
+    "list": "- a\n",
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CVF_DOCUMENTS))
+def test_docio_validate_config_and_gate_cvf_config_unwrap_alike(case: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(CVF_DOCUMENTS[case], encoding="utf-8")
+    outcomes = []
+    for read in (lambda: load_cvf_config(path), lambda: parse_cvf_config(read_cvf_config(path), source=str(path))):
+        try:
+            outcomes.append(("ok", read().phase2_bw_threshold))
+        except ConfigError as exc:
+            outcomes.append(("refused", str(exc)))
+    assert outcomes[0] == outcomes[1], outcomes
+    expect_ok = case in {"plain", "configmap", "configmap-no-data", "empty"}
+    assert (outcomes[0][0] == "ok") is expect_ok, outcomes[0]
+
+
+def test_docio_gate_refuses_a_manifest_that_is_not_a_configmap(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "cvf.yaml"
+    path.write_text(CVF_DOCUMENTS["kind-only"], encoding="utf-8")
+    assert run(["gate", "--store", str(tmp_path / "store"), "--cvf-config", str(path)]) == ExitCode.BAD_INPUT
+    assert "kind: expected ConfigMap, got 'Secret'" in capsys.readouterr().err

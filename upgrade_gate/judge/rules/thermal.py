@@ -1,0 +1,293 @@
+"""Thermal outliers under the phase 2 load: a GPU much hotter than its peers, its class, or itself before.
+
+The fleet reliability write-up: "one [GPU] running ten to fifteen degrees hotter than its peers, even
+within healthy limits, sets the pace for the gang. A large temperature gap can therefore be treated as
+a fault." Phase 2 loads every GPU of a node with the same all-reduce and samples each GPU's hotspot
+temperature and socket power (`validate.phases.thermal`); this rule reads those measurements:
+
+- peers: a GPU whose hottest reading under load exceeds the median of the node's other GPUs by more than
+  `threshold_c` (default 10 °C, the low end of the write-up's 10-15) - with at least `min_peers` peers;
+- class: the same GPU slot's value in the class reference (`thermal/gpu<i>/temp_c_max` at the same BDF, the
+  median over the class's baselines, at least `class_min_nodes` nodes, same load and sensor) plus
+  `threshold_c`;
+- baseline: the same GPU (matched by identity, not index) at its own baseline under the same load plus
+  `baseline_threshold_c`. A whole node that runs hotter after a change is a regression too. Another
+  load (other GPU count or sweep) is not compared; the bandwidth rules report the load change.
+Each finding names the GPU (index and BDF), its temperature, the reference and the threshold, and the
+power beside it: a hot GPU at its peers' power points at cooling (fan, cold plate, thermal paste); a
+hot GPU drawing more points at the part or its clocks.
+
+Design decisions:
+- Severity: the rule's policy severity, `block` by default, because the write-up treats the gap as a
+  fault and a gang runs at its slowest rank; a site that only wants to watch sets `severity: warn`.
+- Fail closed: a phase 2 that ran (passed or failed) but left a GPU device without a thermal reading
+  (amd-smi missing, hanging, printing an error text or garbage, a GPU it did not list) is missing
+  evidence, reported by this rule at `missing_evidence` (default block) with the phase's `thermal: ...`
+  reasons. A phase 2 that did not run is `evidence.missing`'s business. A compute partition shares its
+  device's sensor: a device counts as read when any of its partitions was.
+- Readings follow the slot: each is placed on the GPU at the BDF it was taken at (`readings`), so an
+  order change never moves a temperature to another GPU.
+- Thermal measurements are judged here only: `bandwidth.*` and `fleet.odd_one_out` skip them
+  (`rules.bandwidth.bandwidth_key`), since a relative tolerance on °C means nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge.rules.bandwidth import THERMAL_PREFIX, merged_measurements
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
+from upgrade_gate.model import Finding, Gpu, Measurement, PhaseStatus, Severity, Snapshot, measurements_of
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+MESH_PHASE = 2
+NOTE = "thermal: "
+EVIDENCE = "phase 2 thermal sampling (amd-smi monitor, or rocm-smi standing in)"
+_SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
+_COMPARED = ("load", "sensor")  # settings that make two readings comparable (amd-smi's hotspot = rocm-smi's junction)
+
+
+def key_values(snapshot: Snapshot) -> dict[str, float]:
+    """What a soak observation records of phase 2's heat: the hottest GPU, and its gap to the others' median."""
+    temps: dict[str, float] = {}
+    for m in measurements_of(snapshot):
+        parts = m.key.split("/")
+        if len(parts) == 3 and parts[0] == THERMAL_PREFIX.rstrip("/") and parts[2] == "temp_c_max":
+            value = _value(m)
+            if value is not None:
+                temps[parts[1]] = max(value, temps.get(parts[1], value))
+    if not temps:
+        return {}
+    hottest = max(temps, key=lambda gpu: temps[gpu])
+    others = [t for gpu, t in temps.items() if gpu != hottest]
+    out = {"thermal/temp_c_max": temps[hottest]}
+    if others:
+        out["thermal/gap_c"] = round(temps[hottest] - statistics.median(others), 1)
+    return out
+
+
+def _value(m: Measurement | None) -> float | None:
+    usable = [s for s in (m.samples if m is not None else ()) if s == s and abs(s) != float("inf")]
+    return max(usable) if usable else None
+
+
+def readings(measurements: Mapping[str, Measurement], gpus: Iterable[Gpu], name: str) -> dict[int, Measurement]:
+    """GPU index -> its `thermal/gpu<i>/<name>` reading, placed by the BDF it was taken at (settings `bdf`).
+
+    Readings follow the slot, not the index: a snapshot whose order changed after phase 2 (or a hand-made
+    one) still gets each reading on the GPU that was read; without a `bdf` setting the index decides."""
+    by_bdf = {str(g.bdf): g.index for g in gpus if g.bdf is not None}
+    indexes = {g.index for g in gpus}
+    out: dict[int, Measurement] = {}
+    for key, m in measurements.items():
+        parts = key.split("/")
+        if len(parts) != 3 or f"{parts[0]}/" != THERMAL_PREFIX or parts[2] != name:
+            continue
+        bdf = m.settings.get("bdf")
+        index = by_bdf.get(bdf) if bdf is not None else _index(parts[1], indexes)
+        if index is not None:
+            out[index] = m
+    return out
+
+
+def _index(label: str, indexes: set[int]) -> int | None:
+    number = label.removeprefix("gpu")
+    return int(number) if number.isdigit() and int(number) in indexes else None
+
+
+def _device(gpu: Gpu) -> str:
+    return str(gpu.bdf).rsplit(".", 1)[0] if gpu.bdf is not None else f"index {gpu.index}"
+
+
+def _name(gpu: Gpu) -> str:
+    return f"GPU {gpu.index} ({gpu.bdf if gpu.bdf is not None else 'no BDF'})"
+
+
+def _power_text(power: Mapping[int, float], gpu: int, others: Iterable[int]) -> str:
+    mine = power.get(gpu)
+    theirs = [power[i] for i in others if i in power]
+    if mine is None or not theirs:
+        return ""
+    return f"; power {mine:.0f} W vs {statistics.median(theirs):.0f} W"
+
+
+def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Outliers against peers, class and baseline; missing thermal evidence of a phase 2 that ran."""
+    phase = next((p for p in ctx.candidate.phases if p.phase == MESH_PHASE), None)
+    if phase is None or phase.status not in (PhaseStatus.PASSED, PhaseStatus.FAILED):
+        return  # no phase 2 result to read: evidence.missing / phase.failed report it
+    cand, _ = merged_measurements(ctx.candidate)
+    gpus = sorted(ctx.candidate.gpus, key=lambda g: g.index)
+    hot = readings(cand, gpus, "temp_c_max")
+    temps = {i: v for i, m in hot.items() if (v := _value(m)) is not None}
+    power = {i: v for i, m in readings(cand, gpus, "power_w_mean").items() if (v := _value(m)) is not None}
+    notes = [r.removeprefix(NOTE) for r in phase.reasons if r.startswith(NOTE)]
+    yield from _missing(ctx, entry, gpus, temps, notes)
+    threshold = entry.number("threshold_c")
+    min_peers = entry.integer("min_peers")
+    for gpu in gpus:
+        t = temps.get(gpu.index)
+        if t is None:
+            continue
+        others = [i for i in temps if i != gpu.index and _device(_gpu(gpus, i)) != _device(gpu)]
+        if len(others) < min_peers:
+            continue
+        median = statistics.median(temps[i] for i in others)
+        if t - median > threshold:
+            yield _outlier(
+                ctx,
+                entry,
+                gpu,
+                t,
+                median + threshold,
+                f"{t - median:.1f} °C above the median of its {len(others)} peers ({median:.1f} °C) under the "
+                f"same phase 2 load; threshold {threshold:g} °C{_power_text(power, gpu.index, others)}",
+                hot[gpu.index].key,
+            )
+    yield from _against_class(ctx, entry, gpus, temps, hot)
+    yield from _against_baseline(ctx, entry, temps, hot)
+
+
+def _gpu(gpus: list[Gpu], index: int) -> Gpu:
+    return next(g for g in gpus if g.index == index)
+
+
+def _outlier(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, temp: float, limit: float, why: str, key: str) -> Finding:
+    return finding(
+        ctx,
+        entry,
+        f"{_name(gpu)} ran at {temp:.0f} °C, {why}",
+        device=str(gpu.bdf) if gpu.bdf is not None else f"gpu[{gpu.index}]",
+        path=f"measurements[key={key}]",
+        expected=round(limit, 1),
+        actual=temp,
+        evidence=EVIDENCE,
+        hint=(
+            f"check {_name(gpu)}'s cooling (fans, airflow, cold plate, thermal interface), then re-run phase 2: "
+            f"upgrade-gate validate --phases 2 --node {ctx.node}"
+        ),
+    )
+
+
+def _missing(
+    ctx: NodeContext, entry: RuleEntry, gpus: list[Gpu], temps: Mapping[int, float], notes: list[str]
+) -> Iterable[Finding]:
+    read = {_device(g) for g in gpus if g.index in temps}
+    missing = [g for g in gpus if _device(g) not in read]
+    if not missing:
+        return
+    shown = ", ".join(_name(g) for g in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+    why = "; ".join(notes) if notes else "the phase result carries no thermal readings (not sampled)"
+    yield finding(
+        ctx,
+        entry,
+        f"phase 2 ran without thermal evidence for {shown}: {why}",
+        device="thermal",
+        path=f"phases[phase={MESH_PHASE}].measurements",
+        expected="a temperature under load for every GPU",
+        actual=None,
+        evidence=EVIDENCE,
+        severity=_SEVERITIES.get(entry.string("missing_evidence"), Severity.BLOCK),  # unknown: fail closed
+        hint=f"make amd-smi work on {ctx.node}, then re-run phase 2: "
+        f"upgrade-gate validate --phases 2 --node {ctx.node}",
+    )
+
+
+def _comparable(a: Measurement, b: Mapping[str, str], *, same_bdf: bool) -> bool:
+    keys = (*_COMPARED, "bdf") if same_bdf else _COMPARED
+    return all(a.settings.get(k) == b.get(k) for k in keys)
+
+
+def _against_class(
+    ctx: NodeContext, entry: RuleEntry, gpus: list[Gpu], temps: Mapping[int, float], hot: Mapping[int, Measurement]
+) -> Iterable[Finding]:
+    ref = ctx.reference
+    if ref is None:
+        return
+    threshold = entry.number("threshold_c")
+    slots = {
+        s.settings.get("bdf"): s
+        for s in ref.metrics
+        if s.key.startswith(THERMAL_PREFIX) and s.key.endswith("/temp_c_max") and "bdf" in s.settings
+    }
+    for gpu in gpus:
+        t, m, summary = temps.get(gpu.index), hot.get(gpu.index), slots.get(str(gpu.bdf))
+        if t is None or summary is None or m is None or summary.n_nodes < entry.integer("class_min_nodes"):
+            continue
+        if summary.unit != m.unit or not _comparable(m, summary.settings, same_bdf=True):
+            continue  # another load: not the same comparison
+        if t - summary.median > threshold:
+            yield _outlier(
+                ctx,
+                entry,
+                gpu,
+                t,
+                summary.median + threshold,
+                f"{t - summary.median:.1f} °C above class {ref.node_class} in this slot "
+                f"(median {summary.median:.1f} °C over {summary.n_nodes} nodes) under the same phase 2 load; "
+                f"threshold {threshold:g} °C",
+                m.key,
+            )
+
+
+def _against_baseline(
+    ctx: NodeContext, entry: RuleEntry, temps: Mapping[int, float], hot: Mapping[int, Measurement]
+) -> Iterable[Finding]:
+    if ctx.baseline is None:
+        return
+    base = readings(merged_measurements(ctx.baseline)[0], ctx.baseline.gpus, "temp_c_max")
+    threshold = entry.number("baseline_threshold_c")
+    for pair in ctx.pairs:
+        if pair.baseline is None or pair.candidate is None:
+            continue
+        gpu = pair.candidate
+        t, c, b = temps.get(gpu.index), hot.get(gpu.index), base.get(pair.baseline.index)
+        was = _value(b)
+        if t is None or c is None or b is None or was is None:
+            continue
+        if b.unit != c.unit or not _comparable(c, b.settings, same_bdf=False):
+            continue  # another load (GPU count, sweep): bandwidth.not_comparable reports the load change
+        if t - was > threshold:
+            yield _outlier(
+                ctx,
+                entry,
+                gpu,
+                t,
+                was + threshold,
+                f"{t - was:.1f} °C above its own baseline ({was:.0f} °C) under the same phase 2 load; "
+                f"threshold {threshold:g} °C",
+                c.key,
+            )
+
+
+SPECS = (
+    spec(
+        "thermal.outlier",
+        "a GPU much hotter under the phase 2 load than its peers, its class or its baseline; or no thermal evidence",
+        check_thermal,
+        plan_can_accept=False,
+        params={
+            "threshold_c": ParamSpec(
+                kind="number", default=10.0, doc="°C above the peers' median or the class median", minimum=0
+            ),
+            "baseline_threshold_c": ParamSpec(
+                kind="number", default=10.0, doc="°C above the GPU's own baseline", minimum=0
+            ),
+            "min_peers": ParamSpec(
+                kind="integer", default=3, doc="other GPUs a node needs for a peer median", minimum=1
+            ),
+            "class_min_nodes": ParamSpec(
+                kind="integer", default=3, doc="class nodes a slot's median needs before it is compared", minimum=1
+            ),
+            "missing_evidence": ParamSpec(
+                kind="string",
+                default="block",
+                doc="severity when phase 2 ran without thermal readings: block, warn or info (anything else blocks)",
+            ),
+        },
+    ),
+)

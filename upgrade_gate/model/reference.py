@@ -1,0 +1,45 @@
+"""The class reference: the prevailing state of a node class (`classes/<class>.json` in the store).
+
+`schemas/class-reference.schema.json` is generated from these classes (`python -m upgrade_gate.schemas
+--write`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from msgspec import Meta
+
+from upgrade_gate.model.types import ALWAYS, Count, Name, NodeName
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricSummary:
+    """One metric across the nodes of a class: median and spread of the per-node medians."""
+
+    key: Name
+    unit: str
+    median: float
+    spread: Annotated[float, Meta(ge=0, description="median absolute deviation of the per-node medians")]
+    n_nodes: Annotated[int, Meta(ge=1)]
+    settings: Annotated[dict[str, str], ALWAYS] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassReference:
+    """The prevailing state of a node class (baseline aggregate): GPU BDF order, firmware, software, VF
+    counts per PF, and median / median absolute deviation of each metric's per-node medians. For nodes
+    without a baseline and the odd node out."""
+
+    node_class: Name
+    nodes: tuple[NodeName, ...]
+    gpu_order: Annotated[tuple[str | None, ...], ALWAYS, Meta(description="prevailing BDF per index")] = ()
+    firmware: Annotated[
+        dict[str, str], ALWAYS, Meta(description='"gpu/<block>" or "nic/fw_ver" -> prevailing version')
+    ] = field(default_factory=dict)
+    software: Annotated[dict[str, str], ALWAYS] = field(default_factory=dict)
+    sriov: Annotated[dict[str, Count], ALWAYS, Meta(description="PF BDF -> prevailing numvfs")] = field(
+        default_factory=dict
+    )
+    metrics: Annotated[tuple[MetricSummary, ...], ALWAYS] = ()
