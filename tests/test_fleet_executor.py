@@ -154,3 +154,20 @@ def test_fleet_executor_pipeline_aborts_only_on_environment_errors() -> None:
     failures (the API, the store) abort the run."""
     assert aborts_run(KubeConnectionError("x")) and aborts_run(KubeServerError("x"))
     assert not aborts_run(LauncherError("node vanished: gpu-01")) and not aborts_run(ValueError("bug"))
+
+
+def test_thermal_sampling_jobs_allocate_no_gpu_and_get_the_nodes_rocm(kube_client: KubeClient) -> None:
+    """Phase 2 holds every GPU while amd-smi/rocm-smi sample it: their Jobs must not ask for one."""
+    from upgrade_gate.fleet.objects import KubeNode
+
+    node = KubeNode(name=NodeName("gpu-01"), uid="u", resource_version="1")
+    for settings, privileged in ((SETTINGS, False), (ExecutorSettings(capture_privileged=True), True)):
+        launcher = KubeLauncher(kube_client, [node], settings, run_id="t1")
+        for argv in (("amd-smi", "monitor", "-p", "-t"), ("rocm-smi", "--showtemp", "--json")):
+            spec = launcher.spec(NodeName("gpu-01"), argv)
+            assert (spec.purpose, spec.gpus) == ("monitor", 0)
+            assert spec.access.rocm and spec.access.devices is privileged
+            manifest = spec.manifest()
+            container = manifest["spec"]["template"]["spec"]["containers"][0]
+            assert "amd.com/gpu" not in str(container.get("resources", {}))
+            assert {"name": "rocm", "mountPath": "/opt/rocm", "readOnly": True} in container["volumeMounts"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.judge_scenarios import GPU_BDFS, SERIALS, lose_vf, mi300x_snapshot, reverse_order, set_firmware, upgraded
-from upgrade_gate.judge.diff import diff_snapshots
+from upgrade_gate.judge.diff import diff_snapshots, diff_views_deepdiff, prune_equal, snapshot_views
 from upgrade_gate.judge.identity import MatchKind, match_gpus, rocr_uuid
 from upgrade_gate.judge.paths import render_path
-from upgrade_gate.model import Change, ChangeOp, Gpu, GpuSerial
+from upgrade_gate.model import Change, ChangeOp, Gpu, GpuSerial, Snapshot
 
 
 def test_diff_identical_snapshots_is_empty() -> None:
@@ -105,3 +105,36 @@ def test_identity_ignores_placeholder_and_duplicate_serials() -> None:
 def test_rocr_uuid_is_rocminfo_form_of_unique_id() -> None:
     assert rocr_uuid(_gpu(0, str(GPU_BDFS[0]), uid="0x28246CE5673B4AA0")) == "GPU-28246ce5673b4aa0"
     assert rocr_uuid(_gpu(0, None, uid="N/A")) is None
+
+
+def _with_deepdiff(base: Snapshot, cand: Snapshot) -> tuple[Change, ...]:
+    """The reference: deepdiff over the same pruned views (what `diff_snapshots` ran before issue 14)."""
+    changes = diff_views_deepdiff(*prune_equal(*snapshot_views(base, cand)))
+    return tuple(sorted(changes, key=lambda c: (c.path, c.op.value)))
+
+
+def test_diff_direct_walk_agrees_with_deepdiff_on_every_kind_of_change() -> None:
+    base = mi300x_snapshot()
+    gpus = list(base.gpus)
+    cases = {
+        "identical": base,
+        "upgrade": upgraded(),
+        "reordered": reverse_order(base),
+        "vf lost + firmware": set_firmware(lose_vf(base), "PLDM_BUNDLE", "01.25.17.07"),
+        "gpu removed": replace(base, gpus=tuple(gpus[1:])),
+        "gpu added back twice": replace(base, gpus=(*gpus, replace(gpus[0], bdf=gpus[0].bdf))),
+        "type change (int -> float)": replace(base, gpus=(replace(gpus[0], numa_node=1.0), *gpus[1:])),  # type: ignore[arg-type]
+        "value to None": replace(base, gpus=(replace(gpus[0], numa_node=None), *gpus[1:])),
+        "software": replace(base, software=replace(base.software, rocm_version="6.4.0", kernel=None)),
+        "nic port": replace(base, nics=(replace(base.nics[0], ports=base.nics[0].ports[1:]), *base.nics[1:])),
+        "phases dropped": replace(upgraded(), phases=()),
+        "measurement settings": replace(
+            base,
+            measurements=tuple(
+                replace(m, settings={**m.settings, "iters": "99"}, samples=m.samples[:2]) for m in base.measurements
+            ),
+        ),
+    }
+    for name, cand in cases.items():
+        for a, b in ((base, cand), (cand, base)):
+            assert diff_snapshots(a, b) == _with_deepdiff(a, b), name

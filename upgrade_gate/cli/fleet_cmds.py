@@ -18,64 +18,48 @@ command bodies only: the package's other commands must start fast.
 
 from __future__ import annotations
 
-import getpass
-import os
-import shlex
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
-from upgrade_gate.errors import ExitCode, StoreError, UsageError
-from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
+from upgrade_gate.cli.fleet_common import (
+    BY,
+    CAPTURE_PRIVILEGED,
+    CLASS_LABEL,
+    CONCURRENCY,
+    CONTEXT,
+    ENV,
+    IMAGE,
+    JOB_COMMAND,
+    JOB_PYTHON,
+    KUBECONFIG,
+    NAMESPACE,
+    POLL,
+    RCCL_IMAGE,
+    SELECTOR,
+    STORE,
+    TIMEOUT,
+    TOLERATE,
+    WINDOW_ID,
+    JobProgress,
+    actor_for,
+    client_for,
+    clock_now,
+    executor_settings,
+    job_tolerations,
+    new_run_id,
+    open_store,
+)
+from upgrade_gate.errors import ExitCode, UsageError
+from upgrade_gate.validate.cvf import PHASE_LABELS
 
 if TYPE_CHECKING:
-    from upgrade_gate.fleet.executor import ExecutorSettings
-    from upgrade_gate.fleet.jobs import NodeRunResult
-    from upgrade_gate.fleet.kube import KubeClient
     from upgrade_gate.fleet.objects import KubeNode
-    from upgrade_gate.fleet.window import Actor
     from upgrade_gate.fleet.window_state import WindowRecord
     from upgrade_gate.store.gitstore import BaselineStore
-    from upgrade_gate.validate.pipeline import ProgressEvent
 
-_KUBECONFIG = typer.Option(None, "--kubeconfig", envvar="KUBECONFIG", help="kubeconfig file (default ~/.kube/config).")
-_CONTEXT = typer.Option(None, "--context", help="kubeconfig context (default: the current one).")
-_NAMESPACE = typer.Option("upgrade-gate", "--namespace", "-n", help="Namespace of the Jobs and of the CVF ConfigMap.")
-_STORE = typer.Option(DEFAULT_STORE, "--store", envvar=STORE_ENV, help=STORE_HELP, show_default=False)
-_ID = typer.Option(..., "--id", help="Change window id (see `window status`).")
-_BY = typer.Option(None, "--by", help="Who acts (recorded in the window); default: $USER.")
-_CLASS_LABEL = typer.Option("upgrade-gate/node-class", "--class-label", help="Node label that names the node class.")
-_SELECTOR = typer.Option(
-    "feature.node.kubernetes.io/amd-gpu=true", "--selector", "-l", help="Label selector of the GPU nodes."
-)
-_IMAGE = typer.Option("upgrade-gate:0.1.0", "--image", help="Image of the capture and phase Jobs.")
-_RCCL_IMAGE = typer.Option("rocm/rccl-tests:latest", "--rccl-image", help="Image of phase 5's MPIJob.")
-_JOB_PYTHON = typer.Option("python3", "--job-python", help="Python inside the image (runs the result wrapper).")
-_JOB_COMMAND = typer.Option("upgrade-gate", "--job-command", help="The upgrade-gate command inside the image.")
-_CONCURRENCY = typer.Option(
-    256, "--concurrency", min=1, help="Nodes worked on at once (CVF runs a phase on every node together)."
-)
-_POLL = typer.Option(2.0, "--poll-interval", min=0.01, help="Seconds between Job status polls.")
-_TIMEOUT = typer.Option(900.0, "--capture-timeout", min=1.0, help="Seconds a capture Job may take.")
-_ENV = typer.Option([], "--env", help="NAME=VALUE for the phase Jobs (e.g. NCCL_ALGO=Ring); repeatable.")
-_CAPTURE_PRIVILEGED = typer.Option(
-    False, "--capture-privileged", help="Capture as a privileged pod without GPUs allocated (a canary whose "
-    "GPUs a workload still holds can be captured; needs the namespace's Pod Security level privileged).",
-)  # fmt: skip
-_TOLERATE = typer.Option(
-    [], "--tolerate", help="KEY[=VALUE][:EFFECT]: a taint the Jobs tolerate (a permanent taint of the fleet); "
-    "such nodes stay eligible as canaries. Repeatable; give the same to `window plan` and `window validate`.",
-)  # fmt: skip
-
-CVF_COLUMNS = (
-    "amd.com/gpu-hw-acceptance",
-    "amd.com/gpu-mesh-validation",
-    "amd.com/nic-health",
-    "amd.com/rail-bandwidth",
-    "amd.com/cluster-validation-status",
-)
+CVF_COLUMNS = tuple(PHASE_LABELS.values())
 UG_COLUMNS = ("upgrade-gate/canary", "upgrade-gate/window-state", "upgrade-gate/change-id")
 
 
@@ -100,125 +84,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(window, name="window")
 
 
-# --------------------------------------------------------------------------- plumbing
-
-
-def _client(kubeconfig: Path | None, context: str | None) -> KubeClient:
-    """The API client: --kubeconfig / $KUBECONFIG / ~/.kube/config, else the pod's service account
-    (the soak and watch CronJobs run in the cluster without a kubeconfig)."""
-    from upgrade_gate.fleet.kube import KubeClient
-
-    default = Path.home() / ".kube" / "config"
-    if kubeconfig is None and not default.exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return KubeClient.in_cluster()
-    return KubeClient.from_kubeconfig(str(kubeconfig) if kubeconfig is not None else None, context=context)
-
-
-def _store(path: Path, *, create: bool = False) -> BaselineStore:
-    if not create and not path.is_dir():
-        raise StoreError(f"{path}: no baseline store here (create one with `upgrade-gate fleet snapshot`)")
-    from upgrade_gate.store.gitstore import BaselineStore
-
-    store = BaselineStore(path)
-    if create:
-        store.init()
-    return store
-
-
-def _actor(by: str | None) -> Actor:
-    from upgrade_gate.fleet.window import Actor
-
-    try:
-        who = by or os.environ.get("USER") or getpass.getuser()
-    except OSError:
-        who = "unknown"
-    return Actor(by=who, at=clock_now().strftime("%Y-%m-%dT%H:%M:%SZ"))
-
-
-def clock_now() -> datetime:
-    """The one clock of the window commands: now, or `UPGRADE_GATE_NOW` (ISO 8601) for replays and tests."""
-    fixed = os.environ.get("UPGRADE_GATE_NOW")
-    if fixed:
-        try:
-            value = datetime.fromisoformat(fixed.replace("Z", "+00:00"))
-        except ValueError:
-            raise UsageError(f"UPGRADE_GATE_NOW={fixed!r}: not an ISO 8601 time") from None
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-def now_from_actor(actor: Actor) -> datetime:
-    """The actor's time as a datetime."""
-    from upgrade_gate.fleet.rollout import parse_time
-
-    return parse_time(actor.at)
-
-
-def _run_id() -> str:
-    return datetime.now(UTC).strftime("%H%M%S") + os.urandom(2).hex()[:3]
-
-
-def _tolerations(items: list[str]) -> tuple[Any, ...]:
-    """The Jobs' tolerations: upgrade-gate's own plus `--tolerate` ones."""
-    from upgrade_gate.errors import ConfigError
-    from upgrade_gate.fleet.manifests import JobSettings, parse_toleration
-
-    try:
-        return (*JobSettings().tolerations, *(parse_toleration(t) for t in items))
-    except ConfigError as exc:
-        raise UsageError(f"--tolerate: {exc}") from exc
-
-
-def _settings(*, namespace: str, image: str, rccl_image: str, job_python: str, job_command: str,
-              concurrency: int, poll: float, timeout: float, env: list[str],
-              tolerate: list[str] | None = None, capture_privileged: bool = False) -> ExecutorSettings:  # fmt: skip
-    from upgrade_gate.fleet.executor import ExecutorSettings
-    from upgrade_gate.fleet.manifests import JobSettings
-
-    pairs: list[tuple[str, str]] = []
-    for item in env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
-        pairs.append((name, value))
-    argv = tuple(shlex.split(job_command))
-    if not argv:
-        raise UsageError("--job-command: empty")
-    return ExecutorSettings(
-        jobs=JobSettings(namespace=namespace, image=image, python=job_python, tolerations=_tolerations(tolerate or [])),
-        upgrade_gate_argv=argv, rccl_image=rccl_image, env=tuple(pairs), concurrency=concurrency,
-        poll_s=poll, capture_timeout_s=timeout, capture_privileged=capture_privileged,
-    )  # fmt: skip
-
-
-class _Progress:
-    """Capture Jobs and pipeline phases as rich progress bars on stderr."""
-
-    def __init__(self, captures: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                             TimeElapsedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
-        self._capture = self._bar.add_task("capture Jobs", total=captures)
-        self._phases: dict[int, Any] = {}
-        self._bar.start()
-
-    def on_capture(self, result: NodeRunResult) -> None:
-        self._bar.advance(self._capture)
-        if result.status.value != "succeeded":
-            self._bar.console.print(f"capture {result.node}: {result.status.value}: {result.reason}")
-
-    def on_phase(self, event: ProgressEvent) -> None:
-        if event.kind == "phase-start":
-            self._phases[event.phase] = self._bar.add_task(f"phase {event.phase} {event.name}", total=len(event.nodes))
-        elif event.kind == "node-done" and event.phase in self._phases:
-            self._bar.advance(self._phases[event.phase])
-
-    def close(self) -> None:
-        self._bar.stop()
-
-
 # --------------------------------------------------------------------------- fleet
 
 
@@ -237,28 +102,28 @@ def fleet_table(nodes: list[KubeNode], class_label: str) -> str:
 
 
 def fleet_status_cmd(
-    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, selector: str = _SELECTOR,
-    class_label: str = _CLASS_LABEL,
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, selector: str = SELECTOR,
+    class_label: str = CLASS_LABEL,
 ) -> ExitCode:  # fmt: skip
     """Show every GPU node with its CVF phase labels and upgrade-gate window labels."""
-    with _client(kubeconfig, context) as client:
+    with client_for(kubeconfig, context) as client:
         nodes = list(client.list_nodes(selector or None))
     typer.echo(fleet_table(nodes, class_label) if nodes else f"no nodes match {selector!r}")
     return ExitCode.PASS
 
 
 def fleet_snapshot_cmd(
-    store: Path = _STORE, tag: str | None = typer.Option(None, "--tag", help="Tag the saved baselines."),
-    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, namespace: str = _NAMESPACE,
-    selector: str = _SELECTOR, class_label: str = _CLASS_LABEL, image: str = _IMAGE, rccl_image: str = _RCCL_IMAGE,
-    job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND, concurrency: int = _CONCURRENCY,
-    poll: float = _POLL, timeout: float = _TIMEOUT,
+    store: Path = STORE, tag: str | None = typer.Option(None, "--tag", help="Tag the saved baselines."),
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str = NAMESPACE,
+    selector: str = SELECTOR, class_label: str = CLASS_LABEL, image: str = IMAGE, rccl_image: str = RCCL_IMAGE,
+    job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND, concurrency: int = CONCURRENCY,
+    poll: float = POLL, timeout: float = TIMEOUT,
 ) -> ExitCode:  # fmt: skip
     """Capture every matching node with a Job and save the snapshots as baselines (exit 1 if any failed)."""
     from upgrade_gate.fleet.executor import capture_nodes
     from upgrade_gate.snapshot.build import build_snapshot
 
-    settings = _settings(
+    settings = executor_settings(
         namespace=namespace,
         image=image,
         rccl_image=rccl_image,
@@ -269,13 +134,13 @@ def fleet_snapshot_cmd(
         timeout=timeout,
         env=[],
     )
-    with _client(kubeconfig, context) as client, _store(store, create=True) as st:
+    with client_for(kubeconfig, context) as client, open_store(store, create=True) as st:
         nodes = list(client.list_nodes(selector or None))
         if not nodes:
             raise UsageError(f"--selector {selector!r}: no node matches")
-        progress = _Progress(len(nodes))
+        progress = JobProgress(len(nodes))
         try:
-            bundles = capture_nodes(client, nodes, settings, run_id=_run_id(), on_result=progress.on_capture)
+            bundles = capture_nodes(client, nodes, settings, run_id=new_run_id(), on_result=progress.on_capture)
         finally:
             progress.close()
         classes = {n.name: n.labels.get(class_label) for n in nodes}
@@ -294,16 +159,16 @@ def fleet_snapshot_cmd(
 
 def window_plan_cmd(
     plan: Path = typer.Option(..., "--plan", help="Change plan (YAML/JSON) with its `canaries` settings."),
-    store: Path = _STORE, window_id: str | None = typer.Option(None, "--id", help="Window id (default: the plan id)."),
-    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, namespace: str = _NAMESPACE,
-    selector: str = _SELECTOR, class_label: str = _CLASS_LABEL, by: str | None = _BY, tolerate: list[str] = _TOLERATE,
+    store: Path = STORE, window_id: str | None = typer.Option(None, "--id", help="Window id (default: the plan id)."),
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str = NAMESPACE,
+    selector: str = SELECTOR, class_label: str = CLASS_LABEL, by: str | None = BY, tolerate: list[str] = TOLERATE,
 ) -> ExitCode:  # fmt: skip
     """Choose the canaries per node class (<= 10% by default, idle first) and record the window."""
     from upgrade_gate.fleet.window import plan_window
 
-    tolerations = _tolerations(tolerate)
-    with _client(kubeconfig, context) as client, _store(store, create=True) as st:
-        record, selection = plan_window(client, st, plan, window_id=window_id, actor=_actor(by), namespace=namespace,
+    tolerations = job_tolerations(tolerate)
+    with client_for(kubeconfig, context) as client, open_store(store, create=True) as st:
+        record, selection = plan_window(client, st, plan, window_id=window_id, actor=actor_for(by), namespace=namespace,
                                         class_label=class_label, selector=selector or None,
                                         tolerations=tolerations)  # fmt: skip
     typer.echo(f"window {record.id} (change {record.doc['change_id']}): planned")
@@ -319,18 +184,19 @@ def window_plan_cmd(
 
 
 def window_start_cmd(
-    window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
-    by: str | None = _BY,
+    window_id: str = WINDOW_ID, store: Path = STORE, kubeconfig: Path | None = KUBECONFIG,
+    context: str | None = CONTEXT,
+    by: str | None = BY,
     no_drain: bool = typer.Option(False, "--no-drain", help="Do not evict the canaries' GPU pods."),
     drain_timeout: float = typer.Option(300.0, "--drain-timeout", min=0.0, help="Seconds to wait for evictions."),
-    poll: float = _POLL,
+    poll: float = POLL,
 ) -> ExitCode:  # fmt: skip
     """Cordon and taint the canaries (upgrade-gate/canary=<change>:NoSchedule), evict their GPU pods
     through the Eviction API (PodDisruptionBudgets respected; --no-drain skips it), record the start."""
     from upgrade_gate.fleet.window import start_window
 
-    with _client(kubeconfig, context) as client, _store(store) as st:
-        record = start_window(client, st, window_id, actor=_actor(by), drain=not no_drain,
+    with client_for(kubeconfig, context) as client, open_store(store) as st:
+        record = start_window(client, st, window_id, actor=actor_for(by), drain=not no_drain,
                               drain_timeout_s=drain_timeout, poll_s=poll)  # fmt: skip
     typer.echo(f"window {record.id}: started; cordoned and tainted {', '.join(record.canaries)}")
     typer.echo(f"  {record.doc['history'][-1].get('note', '')}")
@@ -339,12 +205,13 @@ def window_start_cmd(
 
 
 def window_validate_cmd(
-    window_id: str = _ID, store: Path = _STORE, policy: Path | None = typer.Option(None, "--policy", help="Policy."),
+    window_id: str = WINDOW_ID, store: Path = STORE,
+    policy: Path | None = typer.Option(None, "--policy", help="Policy."),
     samples: int | None = typer.Option(None, "--samples", min=1, help="Repeats of the phase 2/5 sweeps."),
-    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, image: str = _IMAGE,
-    rccl_image: str = _RCCL_IMAGE, job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND,
-    concurrency: int = _CONCURRENCY, poll: float = _POLL, timeout: float = _TIMEOUT, env: list[str] = _ENV,
-    by: str | None = _BY, tolerate: list[str] = _TOLERATE, capture_privileged: bool = _CAPTURE_PRIVILEGED,
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, image: str = IMAGE,
+    rccl_image: str = RCCL_IMAGE, job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND,
+    concurrency: int = CONCURRENCY, poll: float = POLL, timeout: float = TIMEOUT, env: list[str] = ENV,
+    by: str | None = BY, tolerate: list[str] = TOLERATE, capture_privileged: bool = CAPTURE_PRIVILEGED,
     checklists: list[str] = typer.Option(
         [], "--checklist", help="Checklist: pre-change, canary, observe, a file, or a folder of them; repeatable."
     ),
@@ -356,8 +223,8 @@ def window_validate_cmd(
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
     from upgrade_gate.cli.judge_cmds import parse_attestations, parse_reports, write_reports
     from upgrade_gate.fleet.executor import load_cluster_config
-    from upgrade_gate.fleet.window import validate_window
     from upgrade_gate.fleet.window_state import load_window
+    from upgrade_gate.fleet.window_validate import validate_window
     from upgrade_gate.judge.checklist import load_checklists
     from upgrade_gate.judge.policy import load_policy
 
@@ -365,9 +232,9 @@ def window_validate_cmd(
     outputs = parse_reports(reports)
     loaded_checklists = load_checklists(checklists)
 
-    with _client(kubeconfig, context) as client, _store(store) as st:
+    with client_for(kubeconfig, context) as client, open_store(store) as st:
         namespace = str(load_window(st, window_id).doc["namespace"])
-        settings = _settings(
+        settings = executor_settings(
             namespace=namespace,
             image=image,
             rccl_image=rccl_image,
@@ -382,9 +249,10 @@ def window_validate_cmd(
         )
         cvf = load_cluster_config(client, namespace)
         loaded_policy = load_policy(policy, cvf, cvf_source=cvf.source)
-        progress = _Progress(len(load_window(st, window_id).canaries))
+        progress = JobProgress(len(load_window(st, window_id).canaries))
         try:
-            outcome = validate_window(client, st, window_id, actor=_actor(by), settings=settings, run_id=_run_id(),
+            outcome = validate_window(client, st, window_id, actor=actor_for(by), settings=settings,
+                                      run_id=new_run_id(),
                                       policy=loaded_policy, samples=samples, on_capture=progress.on_capture,
                                       progress=progress.on_phase, checklists=loaded_checklists,
                                       attestations=attestations)  # fmt: skip
@@ -396,8 +264,9 @@ def window_validate_cmd(
 
 
 def window_promote_cmd(
-    window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
-    by: str | None = _BY,
+    window_id: str = WINDOW_ID, store: Path = STORE, kubeconfig: Path | None = KUBECONFIG,
+    context: str | None = CONTEXT,
+    by: str | None = BY,
     skip_soak: bool = typer.Option(False, "--skip-soak", help="Promote before the soak completed (needs --reason)."),
     reason: str | None = typer.Option(None, "--reason", help="Why the soak is cut short (recorded)."),
 ) -> ExitCode:  # fmt: skip
@@ -408,8 +277,10 @@ def window_promote_cmd(
         raise UsageError("--skip-soak needs --reason TEXT (it is recorded in the window's history)")
     if reason is not None and not skip_soak:
         raise UsageError("--reason goes with --skip-soak")
-    with _client(kubeconfig, context) as client, _store(store) as st:
-        record = promote_window(client, st, window_id, actor=_actor(by), skip_soak_reason=reason if skip_soak else None)
+    with client_for(kubeconfig, context) as client, open_store(store) as st:
+        record = promote_window(
+            client, st, window_id, actor=actor_for(by), skip_soak_reason=reason if skip_soak else None
+        )
     base = record.doc["baseline"]
     typer.echo(f"window {record.id}: promoted; baselines saved at {base['commit'][:12]} tagged {base['tag']}; "
                f"{', '.join(record.canaries)} schedulable again")  # fmt: skip
@@ -417,21 +288,21 @@ def window_promote_cmd(
 
 
 def window_rollback_cmd(
-    window_id: str = _ID, store: Path = _STORE,
+    window_id: str = WINDOW_ID, store: Path = STORE,
     reason: str = typer.Option(..., "--reason", help="Why the change is rolled back (recorded)."),
-    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, by: str | None = _BY,
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, by: str | None = BY,
 ) -> ExitCode:  # fmt: skip
     """Keep the canaries cordoned and tainted and record the reason."""
     from upgrade_gate.fleet.window import rollback_window
 
-    with _client(kubeconfig, context) as client, _store(store) as st:
-        record = rollback_window(client, st, window_id, reason=reason, actor=_actor(by))
+    with client_for(kubeconfig, context) as client, open_store(store) as st:
+        record = rollback_window(client, st, window_id, reason=reason, actor=actor_for(by))
     typer.echo(f"window {record.id}: rolled back; {', '.join(record.canaries)} stay cordoned and tainted")
     return ExitCode.PASS
 
 
 def window_status_cmd(
-    store: Path = _STORE,
+    store: Path = STORE,
     window_id: str | None = typer.Option(None, "--id", help="One window (default: all)."),
     html: Path | None = typer.Option(
         None, "--html", help="With --id: write the window's page (soak observations over time) here."
@@ -442,7 +313,7 @@ def window_status_cmd(
 
     if html is not None and window_id is None:
         raise UsageError("--html needs --id")
-    with _store(store) as st:
+    with open_store(store) as st:
         if window_id is not None:
             record = load_window(st, window_id)
             _print_record(record)

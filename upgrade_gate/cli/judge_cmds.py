@@ -279,13 +279,18 @@ def write_reports(
     candidates: Mapping[NodeName, Snapshot],
 ) -> None:
     """Write each `--report FORMAT:PATH` (no colour), saying so on stderr."""
-    from upgrade_gate.report.interface import ReportContext
+    from upgrade_gate.report.interface import ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
     from upgrade_gate.snapshot.io import write_text_atomic
 
     ctx = ReportContext(report=report, baselines=baselines, candidates=candidates)
     for fmt, path in outputs:
-        write_text_atomic(path, render(fmt, ctx))
+        if fmt is ReportFormat.JSON:  # streamed node by node (a fleet's report is never held whole)
+            from upgrade_gate.report.json_report import write_json
+
+            write_json(ctx, path)
+        else:
+            write_text_atomic(path, render(fmt, ctx))
         typer.echo(f"wrote {fmt.value} report to {path}", err=True)
 
 

@@ -16,29 +16,29 @@ from pathlib import Path
 
 import typer
 
-from upgrade_gate.cli.fleet_cmds import (
-    _BY,
-    _CLASS_LABEL,
-    _CONCURRENCY,
-    _CONTEXT,
-    _ENV,
-    _ID,
-    _IMAGE,
-    _JOB_COMMAND,
-    _JOB_PYTHON,
-    _KUBECONFIG,
-    _NAMESPACE,
-    _POLL,
-    _RCCL_IMAGE,
-    _SELECTOR,
-    _STORE,
-    _TIMEOUT,
-    _actor,
-    _client,
-    _run_id,
-    _settings,
-    _store,
+from upgrade_gate.cli.fleet_common import (
+    BY,
+    CLASS_LABEL,
+    CONCURRENCY,
+    CONTEXT,
+    ENV,
+    IMAGE,
+    JOB_COMMAND,
+    JOB_PYTHON,
+    KUBECONFIG,
+    NAMESPACE,
+    POLL,
+    RCCL_IMAGE,
+    SELECTOR,
+    STORE,
+    TIMEOUT,
+    WINDOW_ID,
+    actor_for,
+    client_for,
+    executor_settings,
+    new_run_id,
     now_from_actor,
+    open_store,
 )
 from upgrade_gate.errors import ExitCode
 
@@ -51,12 +51,13 @@ def register(window: typer.Typer, fleet: typer.Typer) -> None:
 
 
 def window_observe_cmd(
-    window_id: str = _ID, store: Path = _STORE, policy: Path | None = typer.Option(None, "--policy", help="Policy."),
+    window_id: str = WINDOW_ID, store: Path = STORE,
+    policy: Path | None = typer.Option(None, "--policy", help="Policy."),
     snapshot: list[Path] = typer.Option([], "--snapshot", help="A canary's snapshot taken off Kubernetes; repeatable."),
-    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, image: str = _IMAGE,
-    rccl_image: str = _RCCL_IMAGE, job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND,
-    concurrency: int = _CONCURRENCY, poll: float = _POLL, timeout: float = _TIMEOUT, env: list[str] = _ENV,
-    by: str | None = _BY,
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, image: str = IMAGE,
+    rccl_image: str = RCCL_IMAGE, job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND,
+    concurrency: int = CONCURRENCY, poll: float = POLL, timeout: float = TIMEOUT, env: list[str] = ENV,
+    by: str | None = BY,
     if_due: bool = typer.Option(False, "--if-due", help="Observe only when `every` has passed (for cron)."),
 ) -> ExitCode:  # fmt: skip
     """One soak observation of the canaries against their baselines: exit 0 PASS, 1 BLOCK."""
@@ -66,8 +67,8 @@ def window_observe_cmd(
     from upgrade_gate.judge.policy import load_policy
     from upgrade_gate.snapshot.io import load_snapshot
 
-    actor = _actor(by)
-    with _store(store) as st:
+    actor = actor_for(by)
+    with open_store(store) as st:
         if if_due:
             record = load_window(st, window_id)
             now = now_from_actor(actor)
@@ -81,16 +82,16 @@ def window_observe_cmd(
             outcome = observe_window(st, window_id, actor=actor, policy=load_policy(policy), snapshots=snaps)
         else:
             namespace = str(load_window(st, window_id).doc["namespace"])
-            settings = _settings(namespace=namespace, image=image, rccl_image=rccl_image, job_python=job_python,
+            settings = executor_settings(namespace=namespace, image=image, rccl_image=rccl_image, job_python=job_python,
                                  job_command=job_command, concurrency=concurrency, poll=poll, timeout=timeout,
                                  env=env)  # fmt: skip
-            with _client(kubeconfig, context) as client:
+            with client_for(kubeconfig, context) as client:
                 from upgrade_gate.fleet.executor import load_cluster_config
 
                 cvf = load_cluster_config(client, namespace)
                 loaded = load_policy(policy, cvf, cvf_source=cvf.source)
                 outcome = observe_window(st, window_id, actor=actor, policy=loaded, client=client, settings=settings,
-                                         run_id=_run_id())  # fmt: skip
+                                         run_id=new_run_id())  # fmt: skip
     last = outcome.record.doc["soak"]["observations"][-1]
     typer.echo(f"window {outcome.record.id}: observation {last['verdict']} at {last['at']}; now {outcome.record.state}")
     for node, info in last["nodes"].items():
@@ -103,14 +104,15 @@ def window_observe_cmd(
 
 
 def window_expand_cmd(
-    window_id: str = _ID, store: Path = _STORE, kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT,
-    by: str | None = _BY,
+    window_id: str = WINDOW_ID, store: Path = STORE, kubeconfig: Path | None = KUBECONFIG,
+    context: str | None = CONTEXT,
+    by: str | None = BY,
 ) -> ExitCode:  # fmt: skip
     """After a promote: take the next wave of each class (within the class-wide cap) and start it."""
     from upgrade_gate.fleet.window_rollout import expand_window
 
-    with _client(kubeconfig, context) as client, _store(store) as st:
-        outcome = expand_window(client, st, window_id, actor=_actor(by))
+    with client_for(kubeconfig, context) as client, open_store(store) as st:
+        outcome = expand_window(client, st, window_id, actor=actor_for(by))
     wave = outcome.record.doc["rollout"]["wave"]
     typer.echo(f"window {outcome.record.id}: wave {wave} started on {', '.join(outcome.record.canaries)}")
     for note in outcome.notes:
@@ -120,18 +122,18 @@ def window_expand_cmd(
 
 
 def fleet_watch_cmd(
-    store: Path = _STORE, policy: Path | None = typer.Option(None, "--policy", help="Policy."),
+    store: Path = STORE, policy: Path | None = typer.Option(None, "--policy", help="Policy."),
     textfile: Path | None = typer.Option(
         None, "--textfile", help="Write Prometheus metrics here (node_exporter's textfile collector: *.prom)."
     ),
     conditions: bool = typer.Option(True, "--conditions/--no-conditions", help="Set UpgradeGateDrift on nodes."),
-    kubeconfig: Path | None = _KUBECONFIG, context: str | None = _CONTEXT, namespace: str = _NAMESPACE,
-    selector: str = _SELECTOR, class_label: str = _CLASS_LABEL, image: str = _IMAGE, rccl_image: str = _RCCL_IMAGE,
-    job_python: str = _JOB_PYTHON, job_command: str = _JOB_COMMAND, concurrency: int = _CONCURRENCY,
-    poll: float = _POLL, timeout: float = _TIMEOUT,
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str = NAMESPACE,
+    selector: str = SELECTOR, class_label: str = CLASS_LABEL, image: str = IMAGE, rccl_image: str = RCCL_IMAGE,
+    job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND, concurrency: int = CONCURRENCY,
+    poll: float = POLL, timeout: float = TIMEOUT,
 ) -> ExitCode:  # fmt: skip
     """Between changes: capture every node, gate it against its baseline (non-invasive): exit 0, 1 on drift."""
-    from upgrade_gate.cli.fleet_cmds import clock_now
+    from upgrade_gate.cli.fleet_common import clock_now
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.watch import summary_lines, watch_round
     from upgrade_gate.judge.policy import load_policy
@@ -139,14 +141,14 @@ def fleet_watch_cmd(
     from upgrade_gate.report.prometheus import render_metrics
     from upgrade_gate.snapshot.io import write_text_atomic
 
-    settings = _settings(namespace=namespace, image=image, rccl_image=rccl_image, job_python=job_python,
+    settings = executor_settings(namespace=namespace, image=image, rccl_image=rccl_image, job_python=job_python,
                          job_command=job_command, concurrency=concurrency, poll=poll, timeout=timeout,
                          env=[])  # fmt: skip
     now = clock_now()
-    with _client(kubeconfig, context) as client, _store(store) as st:
+    with client_for(kubeconfig, context) as client, open_store(store) as st:
         cvf = load_cluster_config(client, namespace)
         result = watch_round(client, st, settings=settings, policy=load_policy(policy, cvf, cvf_source=cvf.source),
-                             now=now, run_id=_run_id(), selector=selector or None, class_label=class_label,
+                             now=now, run_id=new_run_id(), selector=selector or None, class_label=class_label,
                              set_conditions=conditions)  # fmt: skip
     for line in summary_lines(result):
         typer.echo(line)

@@ -15,6 +15,9 @@ Design decisions:
   `mpirun -H` (which reaches them itself); phase 4 needs an `ib_write_bw` server on the peer, which
   only the Kubernetes executor can start, so locally it ends in `error` naming the peer, never a pass.
 - Progress (rich) goes to stderr, so `--json` output on stdout stays clean.
+- Re-measure when inconclusive (issue 14): the bandwidth phases take more samples of a metric whose
+  floor (or, with `--baseline`, whose comparison with the node's baseline) is inconclusive, up to the
+  policy's `bandwidth.regression.max_samples` (`--policy`, default the shipped policy).
 - `--out` often replaces the snapshot `snapshot --class` wrote for the same node (README workflow 1):
   without `--class`, the class of that snapshot is kept, so class references keep working.
 """
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from upgrade_gate.model import PhaseResult
     from upgrade_gate.validate.config import CvfConfig
     from upgrade_gate.validate.pipeline import ProgressEvent
+    from upgrade_gate.validate.remeasure import Resampling
 
 ALL_PHASES = frozenset(range(6))
 
@@ -85,6 +89,12 @@ def validate_cmd(
     host_root: Path = typer.Option(
         Path("/"), "--host-root", help="Read /sys and /opt under this prefix (e.g. a hostPath mount)."
     ),
+    policy_file: Path | None = typer.Option(
+        None, "--policy", help="Policy whose bandwidth.regression max_samples bounds re-measuring (default: shipped)."
+    ),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="This node's baseline snapshot: re-measure what is inconclusive against it."
+    ),
 ) -> ExitCode:
     """Run the CVF phases on this host and record the results (exit 0 only if every phase passed)."""
     from upgrade_gate.collect.capture import check_node_name
@@ -107,7 +117,10 @@ def validate_cmd(
     if dry_run:
         _print_plan(cfg, numbers, node_name, peer_names, count)
         return ExitCode.PASS
-    results = _run(cfg, numbers, node_name, peer_names, count, host_root, out, node_class or _class_of(out, node_name))
+    resample = _resampling(policy_file, baseline, cfg, node_name, node_class or _class_of(out, node_name))
+    results = _run(
+        cfg, numbers, node_name, peer_names, count, host_root, out, node_class or _class_of(out, node_name), resample
+    )
     if json_output:
         from upgrade_gate import codec
 
@@ -131,6 +144,7 @@ def _run(
     host_root: Path,
     out: Path | None,
     node_class: str | None,
+    resample: Resampling,
 ) -> tuple[PhaseResult, ...]:
     from rich.console import Console as RichConsole
 
@@ -158,6 +172,7 @@ def _run(
             peers=peers,
             samples=samples,
             progress=renderer,
+            resampling=resample,
         )[NodeName(node)]
     finally:
         renderer.close()
@@ -170,6 +185,23 @@ def _run(
             raise EnvironmentFailure(f"{out}: cannot write: {exc.strerror or exc}") from exc
         print(f"wrote {out}", file=sys.stderr)
     return results
+
+
+def _resampling(
+    policy_file: Path | None, baseline: Path | None, cfg: CvfConfig, node: str, node_class: str | None
+) -> Resampling:
+    """Re-measure when inconclusive (validate.remeasure), bounded by the policy; against `baseline` if given."""
+    from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.judge.remeasure import resampling
+    from upgrade_gate.snapshot.io import load_snapshot
+
+    policy = load_policy(policy_file, cfg)
+    if baseline is None:
+        return resampling(policy, node_class)
+    snap = load_snapshot(baseline)
+    if snap.node.name != node:
+        raise UsageError(f"--baseline {baseline}: a snapshot of {snap.node.name}, not of {node}")
+    return resampling(policy, node_class or snap.node.node_class, baselines={node: snap})
 
 
 def _class_of(out: Path | None, node: str) -> str | None:

@@ -1,6 +1,6 @@
 """Canary selection for a change window (pure): a capped share of each node class, idle nodes first.
 
-Rules (DESIGN.md "Fail closed": canary selection never disrupts more than a capped share of a class):
+Rules (docs/architecture.md "Fail closed": canary selection never disrupts more than a capped share of a class):
 - Nodes are grouped by their node-class label (default `upgrade-gate/node-class`, configurable). A node
   without the label is not a candidate (its class is unknown, so its share cannot be capped).
 - Per class: `max(min, floor(max_fraction * class size))` canaries, then at most `cap` (plan

@@ -14,7 +14,7 @@ Design decisions
   ran out of time). The client's generic retry loop resends a request only for temporary errors other
   than conflicts; a conflict means "re-read, re-apply, write again", which only the read-modify-write
   helpers can do.
-- Exit codes per DESIGN.md: an unreachable or forbidding API server is an environment failure (4); a
+- Exit codes per docs/architecture.md: an unreachable or forbidding API server is an environment failure (4); a
   named object that does not exist (404) and an object the server rejects as invalid (400/422) are bad
   input (3). Messages are one line and name the verb, the resource and the object.
 """

@@ -99,8 +99,11 @@ def _node_gone(client: KubeClient, node: NodeName) -> bool:
     return False
 
 
-def _log(client: KubeClient, name: str, namespace: str) -> tuple[str, str | None]:
+def _log(client: KubeClient, name: str, namespace: str, pods: Sequence[PodState] = ()) -> tuple[str, str | None]:
+    """The newest pod's log (of `pods` when given, saving a list request), or why there is none."""
     try:
+        if pods:
+            return client.pod_logs(pods[-1].name, namespace), None
         return client.job_logs(name, namespace), None
     except KubeError as exc:
         if fatal(exc):
@@ -167,7 +170,7 @@ def run_job(
         return result(RunStatus.ERROR, f"could not create Job {name}: {exc}")
     watch = _CreateWatch(client, name, ns, stop)
     try:
-        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=watch)
+        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=watch, settle_on_pod=True)
     except KubeWaitTimeoutError:
         log, _ = _log(client, name, ns)
         lost = _node_gone(client, spec.node)
@@ -183,8 +186,8 @@ def run_job(
         if fatal(exc):
             raise
         return result(RunStatus.ERROR, f"Job {name}: {exc}")
-    log, problem = _log(client, name, ns)
     pods = _quietly(lambda: client.job_pods(name, ns)) or ()
+    log, problem = _log(client, name, ns, pods)
     exit_code = pods[-1].exit_code if pods else None
     payload: bytes | None = None
     if spec.framed and problem is None:
@@ -256,10 +259,13 @@ def run_on_nodes(
                 future.cancel()
             raise
     if keep_finished is not None:
+        ended = (RunStatus.SUCCEEDED, RunStatus.FAILED)
+        settled = frozenset(r.job for r in results.values() if r.status in ended)
         for purpose, namespace in sorted({(s.purpose, s.settings.namespace) for s in specs}):
             # housekeeping only: a failure leaves old Jobs visible with kubectl and changes no result
             with contextlib.suppress(KubeError):
-                client.prune_jobs(namespace, f"{MANAGED_BY}={MANAGER},{PURPOSE}={purpose}", keep=keep_finished)
+                client.prune_jobs(namespace, f"{MANAGED_BY}={MANAGER},{PURPOSE}={purpose}", keep=keep_finished,
+                                  settled=settled)  # fmt: skip
     return tuple(results[i] for i in range(len(specs)))
 
 

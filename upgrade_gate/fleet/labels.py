@@ -1,7 +1,7 @@
 """CVF and upgrade-gate label/annotation keys, value sanitising, and Kubernetes name validation (pure).
 
 Design decisions
-- The CVF keys are exactly those AMD's Cluster Validation Framework writes (DESIGN.md, "CVF
+- The CVF keys are exactly those AMD's Cluster Validation Framework writes (docs/architecture.md, "CVF
   compatibility"): one label per phase with the values `passed` / `failed` (phase 1 also `skipped`),
   the annotation `<label-key>-failure-reason` on a failed phase and `<label-key>-measured-bw` for a
   measured bandwidth. Eligibility comes from the NFD labels `feature.node.kubernetes.io/amd-gpu=true`
@@ -11,10 +11,10 @@ Design decisions
 - Names are validated *before* they reach a Job name, a label or a selector: a node name that is not a
   DNS-1123 subdomain raises `InvalidNameError` naming the node, instead of a 422 from the API server
   halfway through a fleet run (or, worse, a selector that silently matches something else).
-- Label values are limited to 63 characters of `[A-Za-z0-9._-]`, starting and ending alphanumeric.
-  `sanitize_label_value` maps free text (a change id, a reason) into that set; when it has to cut, it
-  appends a short hash of the original so two long values stay distinct. Annotations have no such
-  limit and carry the full text.
+- The CVF keys, the annotation keys and the label-value rules (`is_label_value`, `label_value`: free
+  text into 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends) have one home,
+  `validate.cvf`, which the phases use too (issue 17); this module re-exports the CVF keys the fleet
+  code reads and adds what the fleet alone names. Annotations carry the full text.
 - Job names must be DNS-1123 labels of at most 63 characters, because the Job controller copies the
   name into the `job-name` label of its pods. `job_name` builds `ug-<purpose>-<node>-<run id>` and
   shortens the node part with a hash when needed.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from enum import StrEnum
 
 from upgrade_gate.fleet.errors import InvalidNameError
 from upgrade_gate.model import NodeName
@@ -36,6 +35,8 @@ from upgrade_gate.model import NodeName
 # --------------------------------------------------------------------------- CVF keys
 # The CVF keys are defined once, by the phases that write them (validate.cvf), and re-exported here.
 from upgrade_gate.validate.cvf import CLUSTER_VALIDATION_STATUS as CLUSTER_VALIDATION_STATUS
+from upgrade_gate.validate.cvf import CVF_CANDIDATE as CVF_CANDIDATE
+from upgrade_gate.validate.cvf import CVF_CONFIGMAP as CVF_CONFIGMAP
 from upgrade_gate.validate.cvf import GPU_HW_ACCEPTANCE as GPU_HW_ACCEPTANCE
 from upgrade_gate.validate.cvf import GPU_MESH_VALIDATION as GPU_MESH_VALIDATION
 from upgrade_gate.validate.cvf import NFD_AMD_GPU as NFD_AMD_GPU
@@ -43,37 +44,9 @@ from upgrade_gate.validate.cvf import NFD_AMD_NIC as NFD_AMD_NIC
 from upgrade_gate.validate.cvf import NIC_HEALTH as NIC_HEALTH
 from upgrade_gate.validate.cvf import PHASE_LABELS as PHASE_LABELS
 from upgrade_gate.validate.cvf import RAIL_BANDWIDTH as RAIL_BANDWIDTH
+from upgrade_gate.validate.cvf import is_label_value, label_value
 
-GPU_RESOURCE = "amd.com/gpu"
-CVF_CANDIDATE = "amd.com/cluster-validation-candidate"
-
-CVF_CONFIGMAP = "cluster-validation-config"
-
-
-class CvfValue(StrEnum):
-    """Values CVF writes into its phase labels."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
-def failure_reason_key(label_key: str) -> str:
-    """The annotation CVF writes next to a failed phase label."""
-    return f"{label_key}-failure-reason"
-
-
-def measured_bw_key(label_key: str) -> str:
-    """The annotation carrying a phase's measured bandwidth."""
-    return f"{label_key}-measured-bw"
-
-
-def phase_label(phase: int) -> str:
-    """The CVF label key a phase writes (phases 1..5); phase 0 writes none."""
-    try:
-        return PHASE_LABELS[phase]
-    except KeyError:
-        raise InvalidNameError(f"CVF phase {phase} writes no label (phases 1-5 do)") from None
+GPU_RESOURCE = "amd.com/gpu"  # the AMD device plugin's extended resource
 
 
 # --------------------------------------------------------------------------- upgrade-gate keys
@@ -96,26 +69,14 @@ MPI_JOB_NAME = "training.kubeflow.org/job-name"  # Kubeflow MPI operator
 MPI_JOB_ROLE = "training.kubeflow.org/job-role"  # launcher / worker
 
 
-class WindowState(StrEnum):
-    """Values of the `upgrade-gate/window-state` label."""
-
-    PLANNED = "planned"
-    STARTED = "started"
-    VALIDATED = "validated"
-    PROMOTED = "promoted"
-    ROLLED_BACK = "rolled-back"
-
-
 # --------------------------------------------------------------------------- syntax
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_LABEL_RE = re.compile(_DNS_LABEL)
 _DNS_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _NAME_PART_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_VALUE_RE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-_TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 
-MAX_LABEL_VALUE = 63
+MAX_NAME_PART = 63
 MAX_DNS_LABEL = 63
 MAX_DNS_SUBDOMAIN = 253
 
@@ -130,17 +91,12 @@ def is_dns_subdomain(value: str) -> bool:
     return len(value) <= MAX_DNS_SUBDOMAIN and _DNS_SUBDOMAIN_RE.fullmatch(value) is not None
 
 
-def is_label_value(value: str) -> bool:
-    """A valid label value (empty allowed)."""
-    return len(value) <= MAX_LABEL_VALUE and _LABEL_VALUE_RE.fullmatch(value) is not None
-
-
 def is_qualified_name(key: str) -> bool:
     """A valid label/annotation/taint key: `[prefix/]name`, prefix a DNS subdomain."""
     prefix, sep, name = key.rpartition("/")
     if sep and not is_dns_subdomain(prefix):
         return False
-    return 0 < len(name) <= MAX_LABEL_VALUE and _NAME_PART_RE.fullmatch(name) is not None
+    return 0 < len(name) <= MAX_NAME_PART and _NAME_PART_RE.fullmatch(name) is not None
 
 
 def validate_node_name(name: str) -> NodeName:
@@ -171,34 +127,13 @@ def validate_label_value(value: str, *, key: str = "") -> str:
     return value
 
 
-def validate_taint_effect(effect: str) -> str:
-    """Return `effect`, or raise InvalidNameError."""
-    if effect not in _TAINT_EFFECTS:
-        raise InvalidNameError(f"taint effect {effect!r}: one of {', '.join(sorted(_TAINT_EFFECTS))}")
-    return effect
-
-
 def _short_hash(text: str, length: int = 8) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def sanitize_label_value(text: str) -> str:
-    """Map free text into a valid label value; cut long text and append a hash of the original."""
-    if is_label_value(text):
-        return text
-    cleaned = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9._-]+", "-", text))
-    cleaned = cleaned.strip("-_.")
-    changed = cleaned != text
-    if len(cleaned) > MAX_LABEL_VALUE or (changed and len(cleaned) > MAX_LABEL_VALUE - 9):
-        cleaned = cleaned[: MAX_LABEL_VALUE - 9].rstrip("-_.")
-    if changed or len(text) > MAX_LABEL_VALUE:
-        cleaned = f"{cleaned}-{_short_hash(text)}" if cleaned else _short_hash(text)
-    return cleaned
-
-
 def node_label_value(node: NodeName) -> str:
     """A node name as a label value (node names may be up to 253 characters, values only 63)."""
-    return node if is_label_value(node) else sanitize_label_value(node)
+    return label_value(node)
 
 
 def _dns_label_part(text: str, budget: int) -> str:

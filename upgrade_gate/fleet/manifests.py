@@ -36,6 +36,7 @@ from typing import Any
 from upgrade_gate.fleet.errors import InvalidNameError
 from upgrade_gate.fleet.labels import (
     CANARY,
+    GPU_RESOURCE,
     MANAGED_BY,
     MANAGER,
     MPI_JOB_NAME,
@@ -220,7 +221,7 @@ class JobSpec:
             "securityContext": _security(self.access),
         }
         if self.gpus > 0:
-            container["resources"] = {"limits": {"amd.com/gpu": str(self.gpus)}}
+            container["resources"] = {"limits": {GPU_RESOURCE: str(self.gpus)}}
         if mounts:
             container["volumeMounts"] = mounts
         pod: Json = {
@@ -298,7 +299,7 @@ class MpiJobSpec:
             raise InvalidNameError(f"MPIJob {self.run_id}: needs at least 2 nodes, got {len(self.nodes)}")
         nodes = [validate_node_name(n) for n in self.nodes]
         worker = self._container("worker", self.worker_command)
-        worker["resources"] = {"limits": {"amd.com/gpu": str(self.gpus_per_node)}}
+        worker["resources"] = {"limits": {GPU_RESOURCE: str(self.gpus_per_node)}}
         worker["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
         # One term per node (terms are ORed): the API server accepts only one value for a
         # `metadata.name` field selector (issue 11: a single `In [n1, n2]` term is rejected).

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from upgrade_gate.fleet.labels import GPU_RESOURCE
 from upgrade_gate.model import NodeName
 
 
@@ -55,7 +56,7 @@ class KubeNode:
     allocatable: dict[str, str] = field(default_factory=dict)
     ready: bool | None = None  # the Ready condition; None when the node reports none
 
-    def gpu_count(self, resource: str = "amd.com/gpu") -> int:
+    def gpu_count(self, resource: str = GPU_RESOURCE) -> int:
         """GPUs the device plugin advertises (allocatable, else capacity); 0 when absent."""
         raw = self.allocatable.get(resource) or self.capacity.get(resource) or "0"
         try:
@@ -99,6 +100,8 @@ class JobState:
     labels: dict[str, str] = field(default_factory=dict)
     completion_time: str | None = None
     creation_time: str | None = None
+    completions: int | None = None  # spec.completions (the API server defaults it to 1)
+    settled_by: str | None = None  # set when a wait settled the outcome from the pod, before the condition
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,6 +209,7 @@ def node_from_api(obj: Mapping[str, Any]) -> KubeNode:
 def job_from_api(obj: Mapping[str, Any]) -> JobState:
     """A batch/v1 Job's JSON as a JobState."""
     meta, status = _dict(obj.get("metadata")), _dict(obj.get("status"))
+    completions = _dict(obj.get("spec")).get("completions")
     conditions = conditions_from_api(status.get("conditions"))
     phase, terminal = job_phase(conditions, success="Complete", failure="Failed")
     return JobState(
@@ -222,6 +226,7 @@ def job_from_api(obj: Mapping[str, Any]) -> JobState:
         labels=_str_map(meta.get("labels")),
         completion_time=_opt_str(status.get("completionTime")),
         creation_time=_opt_str(meta.get("creationTimestamp")),
+        completions=completions if isinstance(completions, int) and not isinstance(completions, bool) else None,
     )
 
 

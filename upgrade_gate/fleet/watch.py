@@ -73,7 +73,7 @@ def watch_round(
     """Capture, judge against the baselines, set each node's condition; the report of the round."""
     from upgrade_gate.fleet.executor import capture_nodes
     from upgrade_gate.fleet.rollout import parse_time
-    from upgrade_gate.fleet.window import judge_inputs
+    from upgrade_gate.fleet.window_validate import judge_inputs
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.observe import observation_policy, observation_view
     from upgrade_gate.snapshot.build import build_snapshot

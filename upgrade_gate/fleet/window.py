@@ -9,9 +9,10 @@ What each step does to the canary nodes (by merge patch; taints read-modify-writ
   `upgrade-gate/canary=<change>` and `upgrade-gate/window-state=started`, then the canaries' GPU pods
   are evicted through the Eviction API (`fleet.drain`; `--no-drain` skips it). Idempotent: repeating
   it after a crash or a drain that timed out finishes the job.
-- validate: capture and CVF phases through the executor (Jobs tolerate the canary taint and are pinned
-  with nodeName, so they run on the cordoned node), CVF labels/annotations written as CVF does, then
-  the judge against each canary's baseline and its class reference from the store. PASS ->
+- validate (`fleet.window_validate`): capture and CVF phases through the executor (Jobs tolerate the
+  canary taint and are pinned with nodeName, so they run on the cordoned node), CVF labels/annotations
+  written as CVF does, then the judge against each canary's baseline and its class reference from the
+  store. PASS ->
   `validated`, anything else (a finding, a failed capture, a vanished node) -> `blocked`.
 - promote (PASS only): the judged candidate snapshots become the new baselines, tagged with the plan's
   target (`rocm-6.2.0`; `<target>+<window id>` when another window already took the tag); the taint
@@ -26,25 +27,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.errors import InputError, NotFoundError
 from upgrade_gate.fleet.canary import CanarySelection, select_canaries
-from upgrade_gate.fleet.cronjobs import soak_cronjob, soak_cronjob_name
+from upgrade_gate.fleet.cronjobs import soak_cronjob_name
 from upgrade_gate.fleet.drain import drain_node
 from upgrade_gate.fleet.errors import KubeNotFoundError
-from upgrade_gate.fleet.executor import (
-    ExecutorSettings,
-    capture_nodes,
-    load_cluster_config,
-    run_phases,
-    stop_leftovers,
-    write_cvf_labels,
-)
-from upgrade_gate.fleet.jobs import NodeRunResult
 from upgrade_gate.fleet.labels import (
     CANARY,
     CHANGE_ID,
@@ -53,17 +45,14 @@ from upgrade_gate.fleet.labels import (
     NODE_CLASS,
     PREFIX,
     WINDOW_STATE,
-    sanitize_label_value,
 )
 from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode, Taint
 from upgrade_gate.fleet.rollout import (
-    begin_soak,
     held_nodes,
     parse_time,
     record_wave_done,
     skip_soak,
-    soak_enabled,
     soak_status,
 )
 from upgrade_gate.fleet.window_state import (
@@ -75,27 +64,16 @@ from upgrade_gate.fleet.window_state import (
     list_windows,
     load_candidate,
     load_window,
-    save_candidate,
     save_window,
 )
-from upgrade_gate.judge.plan import ChangePlan, format_duration, plan_from_dict, read_document
-from upgrade_gate.judge.policy import Policy
+from upgrade_gate.judge.plan import ChangePlan, plan_from_dict, read_document
 from upgrade_gate.model import (
-    ClassReference,
-    GateReport,
-    GpuSerial,
     NodeName,
-    PhaseResult,
-    Severity,
-    Snapshot,
-    Verdict,
 )
-from upgrade_gate.validate.phases import default_phases
-from upgrade_gate.validate.pipeline import Progress
+from upgrade_gate.validate.cvf import label_value
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
-    from upgrade_gate.judge.checklist import Checklist
     from upgrade_gate.store.gitstore import BaselineStore
 
 ROLLBACK_REASON = PREFIX + "rollback-reason"
@@ -111,7 +89,7 @@ class Actor:
 
 def change_label(change_id: str) -> str:
     """The change id as a label / taint value."""
-    return sanitize_label_value(change_id)
+    return label_value(change_id)
 
 
 def load_plan_document(path: Path) -> tuple[ChangePlan, dict[str, Any], str]:
@@ -204,7 +182,8 @@ def plan_window(
 # --------------------------------------------------------------------------- start
 
 
-def _nodes(client: KubeClient, names: Sequence[NodeName]) -> dict[NodeName, KubeNode | None]:
+def canary_nodes(client: KubeClient, names: Sequence[NodeName]) -> dict[NodeName, KubeNode | None]:
+    """The canaries' Node objects; None for one that no longer exists."""
     out: dict[NodeName, KubeNode | None] = {}
     for name in names:
         try:
@@ -228,7 +207,7 @@ def start_window(
     record = load_window(store, window_id)
     record.check("start")
     value = change_label(record.doc["change_id"])
-    nodes = _nodes(client, record.canaries)
+    nodes = canary_nodes(client, record.canaries)
     gone = [n for n, node in nodes.items() if node is None]
     if gone:
         raise WindowStateError(f"window {window_id}: canary node(s) {', '.join(gone)} no longer exist; plan again")
@@ -254,149 +233,6 @@ def start_window(
     doc = dict(record.doc, state=str(State.STARTED))
     event(doc, action="start", by=actor.by, at=actor.at, note=note)
     return save_window(store, doc, f"window {window_id}: started")
-
-
-# --------------------------------------------------------------------------- validate
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Validation:
-    """What `validate_window` found."""
-
-    record: WindowRecord
-    report: GateReport
-    results: dict[NodeName, tuple[PhaseResult, ...]]
-    errors: dict[NodeName, list[str]]
-    candidates: dict[NodeName, Snapshot]
-    baselines: dict[NodeName, Snapshot]
-
-
-def validate_window(
-    client: KubeClient,
-    store: BaselineStore,
-    window_id: str,
-    *,
-    actor: Actor,
-    settings: ExecutorSettings,
-    run_id: str,
-    policy: Policy,
-    samples: int | None = None,
-    on_capture: Callable[[NodeRunResult], None] | None = None,
-    progress: Progress | None = None,
-    checklists: Sequence[Checklist] = (),
-    attestations: Mapping[str, str] | None = None,
-    soak_cronjob_enabled: bool = True,
-) -> Validation:
-    """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`.
-
-    A PASS under a plan with a soak records `soaking` and (unless `soak_cronjob_enabled` is off) creates the
-    CronJob that observes the canaries (`fleet.cronjobs`)."""
-    from upgrade_gate.judge.judge import judge
-    from upgrade_gate.snapshot.build import build_snapshot
-
-    record = load_window(store, window_id)
-    record.check("validate")
-    plan = window_plan(record)
-    classes = {NodeName(c["node"]): str(c["class"]) for c in record.doc["canaries"]}
-    found = _nodes(client, record.canaries)
-    errors: dict[NodeName, list[str]] = {n: [] for n in record.canaries}
-    for name, node in found.items():
-        if node is None:
-            errors[name].append(f"node vanished: {name} no longer exists")
-    nodes = [n for n in found.values() if n is not None]
-    config = load_cluster_config(client, settings.jobs.namespace)
-    # a validate that died (API outage, killed operator) may have left Jobs holding the canaries' GPUs
-    stop_leftovers(client, settings.jobs.namespace, [n.name for n in nodes], poll_s=settings.poll_s)
-    bundles = capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture) if nodes else {}
-    snapshots: dict[NodeName, Snapshot] = {}
-    for name, bundle in bundles.items():
-        if isinstance(bundle, str):
-            errors[name].append(bundle)
-        else:
-            snapshots[name] = build_snapshot(bundle, node_class=classes.get(name))
-    results = run_phases(
-        client,
-        [n for n in nodes if n.name in snapshots],
-        phases=default_phases(),
-        config=config,
-        settings=settings,
-        run_id=run_id + "p",
-        snapshots=snapshots,
-        samples=samples,
-        progress=progress,
-    )
-    for name, problem in write_cvf_labels(client, results).items():
-        if problem is not None:
-            errors[name].append(problem)
-    candidates = {n: replace(s, phases=results.get(n, ())) for n, s in snapshots.items()}
-    baselines, references, denylist = judge_inputs(store, record.canaries, tuple(candidates.values()))
-    report = judge(
-        baselines=baselines,
-        candidates=tuple(candidates.values()),
-        plan=plan,
-        policy=policy,
-        references=references,
-        denylist=denylist,
-        attestations=attestations,
-        checklists=checklists,
-        now=actor.at,
-    )
-    for snap in candidates.values():
-        save_candidate(store, window_id, snap)
-    passed = report.verdict is Verdict.PASS and not any(errors.values())
-    soak = passed and soak_enabled(plan)
-    state = (State.SOAKING if soak else State.VALIDATED) if passed else State.BLOCKED
-    per_node = {r.node: r.verdict for r in report.nodes}
-    doc = dict(record.doc, state=str(state))
-    doc.pop("soak", None)
-    if soak:
-        begin_soak(doc, plan.soak, at=actor.at)
-        if soak_cronjob_enabled:
-            client.apply_cronjob(
-                soak_cronjob(window_id, plan.soak.every_s, settings.jobs, command=settings.upgrade_gate_argv),
-                settings.jobs.namespace,
-            )
-    doc["validation"] = {
-        "verdict": "PASS" if passed else "BLOCK",
-        "at": actor.at,
-        "by": actor.by,
-        "config_source": config.source,
-        "nodes": {
-            name: {
-                "verdict": "PASS" if per_node.get(name) is Verdict.PASS and not errors[name] else "BLOCK",
-                "phases": {str(r.phase): str(r.status) for r in results.get(name, ())},
-                "errors": errors[name],
-            }
-            for name in record.canaries
-        },
-        "findings": [
-            f"{f.node}: {f.severity} {f.rule}: {f.message}" for f in report.findings if f.severity is not Severity.INFO
-        ][:200],
-    }
-    for name, node in found.items():
-        if node is not None and not any("vanished" in e for e in errors[name]):
-            client.patch_node_labels(name, {WINDOW_STATE: str(state)})
-    wave = int(doc.get("rollout", {}).get("wave", 0))
-    note = f"verdict {doc['validation']['verdict']}" + (f" (wave {wave})" if wave else "")
-    if soak:
-        every = format_duration(plan.soak.every_s)
-        note += f"; soaking {format_duration(plan.soak.duration_s)}, observed every {every}"
-    event(doc, action="validate", by=actor.by, at=actor.at, note=note)
-    saved = save_window(store, doc, f"window {window_id}: {state}")
-    return Validation(
-        record=saved, report=report, results=results, errors=errors, candidates=candidates,
-        baselines=baselines,
-    )  # fmt: skip
-
-
-def judge_inputs(
-    store: BaselineStore, names: Sequence[NodeName], candidates: Sequence[Snapshot]
-) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[GpuSerial, str]]:
-    """Baselines of `names`, class references, denylist at HEAD: `store.inputs.load_judge_inputs`."""
-    from upgrade_gate.store.inputs import load_judge_inputs
-
-    inputs = load_judge_inputs(store, None, candidates, nodes=names)
-    return dict(inputs.baselines), dict(inputs.references), dict(inputs.denylist)
 
 
 # --------------------------------------------------------------------------- promote / rollback
@@ -454,7 +290,7 @@ def promote_window(
         record = save_window(store, doc, f"window {window_id}: baselines saved as {tag}")  # crash-safe point
         doc = dict(record.doc)
     value = change_label(doc["change_id"])
-    for name, node in _nodes(client, record.canaries).items():
+    for name, node in canary_nodes(client, record.canaries).items():
         if node is None:
             continue
         client.remove_taint(name, CANARY)
@@ -480,7 +316,7 @@ def rollback_window(
     record.check("rollback")
     if not reason.strip():
         raise InputError("--reason: say why the change is rolled back")
-    for name, node in _nodes(client, record.canaries).items():
+    for name, node in canary_nodes(client, record.canaries).items():
         if node is not None:
             client.patch_node_metadata(
                 name, labels={WINDOW_STATE: str(State.ROLLED_BACK)}, annotations={ROLLBACK_REASON: reason}

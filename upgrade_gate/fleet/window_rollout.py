@@ -68,7 +68,8 @@ def observe_window(
     snapshots: Mapping[NodeName, Snapshot] | None = None,
 ) -> Observation:
     """One soak round over the canaries: capture (or take `snapshots`), judge, record."""
-    from upgrade_gate.fleet.window import judge_inputs, window_plan
+    from upgrade_gate.fleet.window import window_plan
+    from upgrade_gate.fleet.window_validate import judge_inputs
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.observe import observation_policy, observation_view
 

@@ -1,5 +1,7 @@
 """Node-level bandwidth statistics: sweeps judged as curves, sizes with a multiplicity-aware threshold,
-sequential re-measurement, and CVF floors judged on evidence. Vectorised with numpy, no scipy.
+and the sequential re-measurement outcome. Vectorised with numpy (helpers in `judge.curve_stats`), no
+scipy. CVF floors judged on evidence are `validate.remeasure.floor_check` (re-exported here), the one
+test both the phases and `bandwidth.threshold` run.
 
 Why (issue 14, measured in bench/): testing 77 metrics one by one against a 7% tolerance blocked
 1.6% of healthy nodes at 3% noise, caught a 10% drop at one size 95% of the time, and blocked 98% of
@@ -27,25 +29,29 @@ Noise: a metric's per-sample sigma (in log units) is the pooled within-node scal
 busbw 0.00 under ~256 B) is not comparable: reported, never blocking (issue 10).
 
 The Hodges-Lehmann drop's variance under normal noise is (pi/3) sigma^2 (1/nb + 1/nc).
+
+A phase's look (`judge.remeasure`) sees only the phase's metrics: `assess(..., multiplicity=)` gives
+it the node's counts of curve metrics and groups, so its thresholds are the ones the gate applies.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
 
+from upgrade_gate.judge.curve_stats import group_of as group_of
+from upgrade_gate.judge.curve_stats import log_tol, logged, padded, rel, row_median, sum_sq_dev
+from upgrade_gate.validate.remeasure import FloorDecision as FloorDecision
+from upgrade_gate.validate.remeasure import floor_check as floor_check
+from upgrade_gate.validate.remeasure import pooled_sigma as pooled_sigma
+from upgrade_gate.validate.remeasure import z_upper
+
 Outcome = Literal["pass", "block", "remeasure", "not_comparable"]
 _HL = math.sqrt(math.pi / 3.0)
-_Z_CACHE: dict[float, float] = {}
-_SIZE = re.compile(r"^(?P<prefix>.+)/\d+$")
-_RAIL = re.compile(r"^rail/[^/]+/(?P<metric>[^/]+)$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,147 +120,73 @@ class Assessment:
         return "pass"
 
 
-@functools.lru_cache(maxsize=4096)
-def group_of(key: str) -> str:
-    """`mesh/all_reduce/busbw/1024` -> `mesh/all_reduce/busbw`; `rail/x/write_bw` -> `rail/*/write_bw`."""
-    m = _SIZE.match(key)
-    if m:
-        return m.group("prefix")
-    m = _RAIL.match(key)
-    if m:
-        return f"rail/*/{m.group('metric')}"
-    return key
+def assess(rows: Sequence[Row], p: Params = Params(), *, multiplicity: tuple[int, int] | None = None) -> Assessment:
+    """Judge one node's metrics (see the module docstring).
 
-
-def _z(p: float) -> float:
-    z = _Z_CACHE.get(p)
-    if z is None:
-        z = _Z_CACHE[p] = NormalDist().inv_cdf(1.0 - min(max(p, 1e-12), 0.5))
-    return z
-
-
-def _rel(log_drop: float) -> float:
-    return 1.0 - math.exp(-log_drop)
-
-
-def _log_tol(tol: float) -> float:
-    return -math.log1p(-min(tol, 0.999))
-
-
-def _padded(rows: Sequence[Sequence[float]], floor: float) -> np.ndarray:
-    width = max(len(r) for r in rows)
-    if all(len(r) == width for r in rows):
-        out = np.array(rows, dtype=float).reshape(len(rows), width)
-    else:
-        out = np.full((len(rows), width), np.nan)
-        for i, r in enumerate(rows):
-            out[i, : len(r)] = r
+    `multiplicity` (curve metrics, groups): the node's counts when `rows` are only part of what the
+    node is judged on (a phase looking at its own metrics), so its thresholds are the gate's.
+    """
+    if not rows:
+        return Assessment(metrics=(), groups=(), n_metrics=0, samples=0, max_samples=0)
+    raw_b = padded([r.baseline for r in rows])
+    raw_c = padded([r.candidate for r in rows])
+    shifts = np.array([r.shift for r in rows])
     with np.errstate(invalid="ignore"):
-        logged: np.ndarray = np.log(np.maximum(out, floor))
-    return logged
-
-
-def _pooled_sigma(*sides: np.ndarray) -> float | None:
-    """Pooled within-metric sigma of log samples (rows = metrics), residuals clipped at 4 MAD."""
-    parts = []
-    dof = 0
-    for x in sides:
-        if not x.size or x.shape[1] < 2:
-            continue
-        n = np.sum(~np.isnan(x), axis=1)
-        ok = n >= 2
-        if not ok.any():
-            continue
-        y = x[ok]
-        parts.append((y - np.nanmean(y, axis=1, keepdims=True)).ravel())
-        dof += int(np.sum(n[ok] - 1))
-    if dof < 4:
-        return None
-    res = np.concatenate(parts)
-    res = res[~np.isnan(res)]
-    mad = 1.4826 * float(np.median(np.abs(res)))
-    if mad > 0:
-        res = np.clip(res, -4 * mad, 4 * mad)
-    return math.sqrt(float(np.sum(res**2)) / dof)
-
-
-def _row_median(x: np.ndarray) -> np.ndarray:
-    """Median per row of a NaN-padded array (sorted once; np.median/nanmedian are slow on small rows)."""
-    ordered = np.sort(x, axis=1)  # NaNs sort last
-    n = x.shape[1] - np.count_nonzero(np.isnan(x), axis=1)
-    if n.min() == n.max():
-        k = int(n[0])
-        if k == 0:
-            return np.full(len(x), np.nan)
-        same: np.ndarray = (ordered[:, (k - 1) // 2] + ordered[:, k // 2]) / 2.0
-        return same
-    rows = np.arange(len(x))
-    lo = np.maximum((n - 1) // 2, 0)
-    hi = np.maximum(n // 2, 0)
-    out: np.ndarray = np.where(n > 0, (ordered[rows, lo] + ordered[rows, hi]) / 2.0, np.nan)
-    return out
-
-
-def _sum_sq_dev(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: squared deviations from the row mean (NaN-padded rows), and degrees of freedom."""
-    n = np.sum(~np.isnan(x), axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dev = x - (np.nansum(x, axis=1) / np.maximum(n, 1))[:, None]
-    return dev, np.maximum(n - 1, 0)
-
-
-def assess(rows: Sequence[Row], p: Params = Params()) -> Assessment:
-    """Judge one node's metrics (see the module docstring)."""
-    skipped: list[Decision] = []
-    live: list[Row] = []
-    for r in rows:
-        ordered = sorted(r.baseline)
-        n = len(ordered)
-        centre = (ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2) if n else 0.0
-        centre *= 1.0 + r.shift
-        if n == 0 or not r.candidate or not centre > 2 * p.resolution:
-            skipped.append(
-                Decision(
-                    key=r.key,
-                    group=r.group or group_of(r.key),
-                    outcome="not_comparable",
-                    drop=0.0,
-                    low=0.0,
-                    high=0.0,
-                    threshold=0.0,
-                    n_baseline=n,
-                    n_candidate=len(r.candidate),
-                    why=f"baseline median {centre:g} is under two printed steps ({2 * p.resolution:g}): "
-                    "nothing is comparable there",
-                )
-            )
-        else:
-            live.append(r)
-    if not live:
+        centre = row_median(raw_b) * (1.0 + shifts)
+        nc = np.count_nonzero(~np.isnan(raw_c), axis=1)
+        live = (centre > 2 * p.resolution) & (nc > 0)  # NaN (no baseline sample) is not live
+    skipped = [
+        Decision(
+            key=rows[i].key,
+            group=rows[i].group or group_of(rows[i].key),
+            outcome="not_comparable",
+            drop=0.0,
+            low=0.0,
+            high=0.0,
+            threshold=0.0,
+            n_baseline=len(rows[i].baseline),
+            n_candidate=len(rows[i].candidate),
+            why=f"baseline median {0.0 if np.isnan(centre[i]) else float(centre[i]):g} is under two printed steps "
+            f"({2 * p.resolution:g}): nothing is comparable there",
+        )
+        for i in map(int, np.flatnonzero(~live))
+    ]
+    if not live.any():
         return Assessment(metrics=tuple(skipped), groups=(), n_metrics=0, samples=0, max_samples=0)
-    metrics, groups, nc = _assess_live(live, p)
+    if live.all():
+        kept, lb, lc = list(rows), raw_b, raw_c
+    else:
+        idx = np.flatnonzero(live)
+        kept, lb, lc = [rows[int(i)] for i in idx], raw_b[idx], raw_c[idx]
+    metrics, groups, n = _assess_live(kept, lb, lc, shifts[live], p, multiplicity)
     return Assessment(
         metrics=tuple(skipped) + metrics,
         groups=groups,
-        n_metrics=len(live),
-        samples=int(np.sum(nc)),
-        max_samples=int(np.max(nc)),
+        n_metrics=len(kept),
+        samples=int(np.sum(n)),
+        max_samples=int(np.max(n)),
     )
 
 
-def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tuple[Decision, ...], np.ndarray]:
+def _assess_live(
+    rows: list[Row],
+    raw_b: np.ndarray,
+    raw_c: np.ndarray,
+    shifts: np.ndarray,
+    p: Params,
+    multiplicity: tuple[int, int] | None = None,
+) -> tuple[tuple[Decision, ...], tuple[Decision, ...], np.ndarray]:
     m = len(rows)
     floor = p.resolution / 2
     sign = np.array([1.0 if r.higher_is_better else -1.0 for r in rows])
-    shifts = [r.shift for r in rows]
-    lb = _padded([r.baseline for r in rows], floor)
-    if any(shifts):
+    lb = logged(raw_b, floor)
+    if shifts.any():
         lb = lb + np.log1p(shifts)[:, None]
-    lc = _padded([r.candidate for r in rows], floor)
+    lc = logged(raw_c, floor)
     nb = np.sum(~np.isnan(lb), axis=1)
     nc = np.sum(~np.isnan(lc), axis=1)
-    drop = -sign * _row_median((lc[:, :, None] - lb[:, None, :]).reshape(m, -1))  # log units, + = worse
-    quant = p.resolution / np.exp(_row_median(lb))  # one printed step, relative
+    drop = -sign * row_median((lc[:, :, None] - lb[:, None, :]).reshape(m, -1))  # log units, + = worse
+    quant = p.resolution / np.exp(row_median(lb))  # one printed step, relative
     clean = quant < 0.01
     # groups: a curve (or the rails) of >= 3 metrics is one group; smaller ones are singletons
     names = [r.group or group_of(r.key) for r in rows]
@@ -275,8 +207,8 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
                 labels.append(rows[i].key)
     n_groups = len(labels)
     # noise: pooled within-node sigma per curve (clean metrics only), else the node's, floored
-    db, fb = _sum_sq_dev(lb)
-    dc, fc = _sum_sq_dev(lc)
+    db, fb = sum_sq_dev(lb)
+    dc, fc = sum_sq_dev(lc)
     dev = np.concatenate([db, dc], axis=1)
     flat = np.abs(dev[clean]).ravel()
     flat = flat[~np.isnan(flat)]
@@ -294,19 +226,19 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
     se = _HL * np.sqrt((sigma**2 + quant**2 / 12.0) * (1.0 / nb + 1.0 / nc))
     few = (nb < p.min_samples) | (nc < p.min_samples)
     coarse = 2 * quant >= p.detect_drop  # a drop worth seeing is under two printed steps: samples cannot help
-    tests = max(1, int(curve.sum()))
+    tests = max(1, int(curve.sum())) if multiplicity is None else max(1, multiplicity[0])
     # Alpha spending over the looks of the sequential test: the first look (as many candidate samples as
     # baseline ones) spends node_false_block / 4 over the node's tests; every later look (a re-measure
     # adds candidate samples only, so its error stays correlated with the first through the fixed
     # baseline) shares another quarter (measured: without it re-measuring doubled the false blocks).
     later = max(1, -(-p.max_samples // max(1, int(nb.min()))) - 1)
-    c_first = _z(p.node_false_block / (4 * tests))
-    c_later = _z(p.node_false_block / (4 * tests * later))
+    c_first = z_upper(p.node_false_block / (4 * tests))
+    c_later = z_upper(p.node_false_block / (4 * tests * later))
     c_each = np.where(nc <= nb, c_first, c_later)
     c_single = c_first
-    z_miss = _z(p.miss_rate)
-    z_pass = _z(p.alpha)
-    z_block = _z(p.node_false_block / (2 * n_groups))
+    z_miss = z_upper(p.miss_rate)
+    z_pass = z_upper(p.alpha)
+    z_block = z_upper(p.node_false_block / (2 * (n_groups if multiplicity is None else max(1, multiplicity[1]))))
     # groups, jointly: inverse-variance weighted shift vs the tolerance
     w = 1.0 / se**2
     wsum = np.bincount(gid, w, n_groups)
@@ -348,9 +280,9 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
             outcome: Outcome = "block"
             why = (
                 f"fewer than {p.min_samples} samples per side: the drop alone decides against "
-                f"{_rel(float(few_limit[k])):.0%}"
+                f"{rel(float(few_limit[k])):.0%}"
                 if few_g[k]
-                else f"beyond the {tol:.0%} tolerance (lower bound {_rel(float(low_g[k])):.1%})"
+                else f"beyond the {tol:.0%} tolerance (lower bound {rel(float(low_g[k])):.1%})"
             )
         elif not g_last[k]:
             outcome = "remeasure"
@@ -369,9 +301,9 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
             key=labels[k],
             group=labels[k],
             outcome=outcome,
-            drop=_rel(float(centre[k])),
-            low=_rel(float(low_g[k])),
-            high=_rel(float(high_g[k])),
+            drop=rel(float(centre[k])),
+            low=rel(float(low_g[k])),
+            high=rel(float(high_g[k])),
             threshold=tol,
             n_baseline=int(nb_g[k]),
             n_candidate=int(nc_g[k]),
@@ -386,11 +318,11 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
         loo = (wd[gid] - w * drop) / rest
         se_r = np.sqrt(se**2 + 1.0 / rest)
     r = drop - loo
-    min_eff = np.where(overridden, -np.log1p(-np.minimum(np.nan_to_num(tol_m), 0.999)), _log_tol(p.min_effect))
+    min_eff = np.where(overridden, -np.log1p(-np.minimum(np.nan_to_num(tol_m), 0.999)), log_tol(p.min_effect))
     min_eff = np.maximum(min_eff, -np.log1p(-np.minimum(2 * quant, 0.999)))  # under two printed steps: no evidence
     block = curve & ~few & (r > c_each * se_r) & (drop > min_eff)
-    settled = (r + z_miss * se_r < _log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
-    few_block = curve & few & (drop > _log_tol(max(p.tolerance, p.tolerance_few_samples)))
+    settled = (r + z_miss * se_r < log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
+    few_block = curve & few & (drop > log_tol(max(p.tolerance, p.tolerance_few_samples)))
     remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
     for i in (int(x) for x in np.flatnonzero(block | few_block | remeasure)):
         if few_block[i]:
@@ -398,8 +330,8 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
         elif block[i]:
             outcome = "block"
             why = (
-                f"departs from the rest of its curve by {_rel(float(r[i])):.1%} > "
-                f"{c_each[i]:.2f} standard errors ({_rel(float(c_each[i] * se_r[i])):.1%})"
+                f"departs from the rest of its curve by {rel(float(r[i])):.1%} > "
+                f"{c_each[i]:.2f} standard errors ({rel(float(c_each[i] * se_r[i])):.1%})"
             )
         else:
             outcome, why = "remeasure", f"inconclusive with {nc[i]} samples: re-measure (up to {p.max_samples})"
@@ -408,69 +340,13 @@ def _assess_live(rows: list[Row], p: Params) -> tuple[tuple[Decision, ...], tupl
                 key=rows[i].key,
                 group=names[i],
                 outcome=outcome,
-                drop=_rel(float(drop[i])),
-                low=_rel(float(drop[i] - c_single * se[i])),
-                high=_rel(float(drop[i] + c_single * se[i])),
-                threshold=_rel(float(loo[i] + c_each[i] * se_r[i])),
+                drop=rel(float(drop[i])),
+                low=rel(float(drop[i] - c_single * se[i])),
+                high=rel(float(drop[i] + c_single * se[i])),
+                threshold=rel(float(loo[i] + c_each[i] * se_r[i])),
                 n_baseline=int(nb[i]),
                 n_candidate=int(nc[i]),
                 why=why,
             )
         )
     return tuple(metric_out), tuple(groups_out), nc
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FloorDecision:
-    """A CVF floor judged on the samples, with CVF's own single-sample decision beside it."""
-
-    outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
-    estimate: float
-    low: float
-    high: float
-    n: int
-    cvf_single: Literal["passed", "failed"]
-
-
-def floor_check(samples: Sequence[float], floor: float, *, sigma: float, tests: int, p: Params) -> FloorDecision:
-    """Below the floor only when the upper bound says so; above when the lower bound does (log scale)."""
-    tiny = p.resolution / 2
-    logs = [math.log(max(x, tiny)) for x in samples]
-    n = len(logs)
-    centre = math.fsum(logs) / n
-    se = max(sigma, p.noise_floor) / math.sqrt(n)
-    z = _z(p.node_false_block / (2 * max(1, tests)))
-    low, high = math.exp(centre - z * se), math.exp(centre + z * se)
-    outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
-    if high < floor:
-        outcome = "fail"
-    elif low >= floor:
-        outcome = "pass"
-    elif n < p.max_samples:
-        outcome = "remeasure"
-    else:
-        outcome = "inconclusive"
-    return FloorDecision(
-        outcome=outcome,
-        estimate=math.exp(centre),
-        low=low,
-        high=high,
-        n=n,
-        cvf_single="passed" if samples and samples[0] >= floor else "failed",
-    )
-
-
-def pooled_sigma(samples: Sequence[Sequence[float]], p: Params = Params()) -> float:
-    """Pooled within-metric log sigma of several metrics' samples (e.g. a node's rails), floored."""
-    tiny = p.resolution / 2
-    squares, dof = 0.0, 0
-    for values in samples:
-        if len(values) < 2:
-            continue
-        logs = [math.log(max(x, tiny)) for x in values]
-        mean = math.fsum(logs) / len(logs)
-        squares += math.fsum((x - mean) ** 2 for x in logs)
-        dof += len(logs) - 1
-    if dof < 4:
-        return p.noise_floor
-    return max(math.sqrt(squares / dof), p.noise_floor)

@@ -259,7 +259,7 @@ def judge_node(
 
         changes = tuple(
             c
-            for c in mark_expected(diff_snapshots(baseline, candidate), plan)
+            for c in mark_expected(diff_snapshots(baseline, candidate, pairs=ctx.pairs), plan)
             if not any(glob_match(g, c.path) for g in policy.ignore_paths)
         )
     if wants_backstop and unplanned is not None:

@@ -6,15 +6,22 @@ Design decisions:
   the `cluster-validation-config` ConfigMap): one label per phase 1-5 with the values `passed` /
   `failed` (phase 1 also `skipped`), the annotation `<label-key>-failure-reason` on a failed phase and
   `<label-key>-measured-bw` for a measured bandwidth.
-- `upgrade_gate.fleet.labels` holds the same keys for the Kubernetes executor, but `fleet` is a later
-  stage than `validate` (import-linter layers), so the pipeline cannot import it; these constants are
-  the validate stage's own copy and `fleet.labels` may import them from here.
+- This module is the one home of the CVF names and of label values (issue 17): the phase label keys,
+  the annotation keys (`failure_reason_key`, `measured_bw_key`) and the label-value rules
+  (`is_label_value`, `label_value`). It sits in `validate`, below `fleet` in the import layers, so the
+  phases and the Kubernetes executor use the same definitions; `fleet.labels` imports them from here
+  and adds only what the fleet alone names (upgrade-gate's own keys, DNS names, Job names).
 - Where CVF writes `passed` for a node it did not test (a SKIP_* flag, an unpaired phase-4 node),
   upgrade-gate writes `skipped` or `failed`: the label says what happened, never more.
 - An error (the phase could not produce evidence) is written as `failed` (CVF has no `error` value) with
   the reason in the annotation; a phase that was not run writes no label at all, like CVF.
-- Label values are limited to 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends;
-  `label_value` maps any text into that set (and appends a short hash when it had to cut or change it).
+- Label values are limited to 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends (the
+  Kubernetes rule, apimachinery `IsValidLabelValue`). CVF itself only ever writes the fixed words
+  `passed` / `failed` / `skipped` as values and puts free text in annotations, so it has no sanitiser
+  of its own to copy; `label_value` maps free text (a change id, a node name) into the rule: a valid
+  value is kept as is; otherwise every run of other characters becomes one `-`, runs of `-` collapse,
+  the ends are trimmed to alphanumerics, the text is cut to 54 characters and `-<8 hex of the
+  SHA-256 of the original>` is appended, so two texts that clean up alike stay distinct.
   Annotation values have no such syntax limit; they are capped at `MAX_ANNOTATION_CHARS` (CVF caps its
   phase-3 reasons at 250 bytes, the helper library at 200 000) so a node object stays small.
 """
@@ -35,6 +42,8 @@ GPU_MESH_VALIDATION = "amd.com/gpu-mesh-validation"
 NIC_HEALTH = "amd.com/nic-health"
 RAIL_BANDWIDTH = "amd.com/rail-bandwidth"
 CLUSTER_VALIDATION_STATUS = "amd.com/cluster-validation-status"
+CVF_CANDIDATE = "amd.com/cluster-validation-candidate"  # a node that passed phase 0
+CVF_CONFIGMAP = "cluster-validation-config"  # CVF's thresholds (and upgrade-gate's) in the namespace
 
 PHASE_LABELS: Mapping[int, str] = {
     1: GPU_HW_ACCEPTANCE,
@@ -86,7 +95,7 @@ def label_value(text: str) -> str:
     if is_label_value(text):
         return text
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-_.")
+    cleaned = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9._-]+", "-", text)).strip("-_.")
     cleaned = cleaned[: MAX_LABEL_VALUE - len(digest) - 1].rstrip("-_.")
     return f"{cleaned}-{digest}" if cleaned else digest
 

@@ -33,6 +33,7 @@ from upgrade_gate.model import Measurement, NodeName, PhaseResult, PhaseStatus, 
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import Background, Launcher
+from upgrade_gate.validate.remeasure import Resampling
 
 
 class ToolClock:
@@ -115,6 +116,7 @@ class PhaseContext:
     node_labels: Mapping[str, str] | None = None  # cluster mode: the node's labels (NFD)
     requested: frozenset[int] = frozenset()
     samples: int = 5
+    resampling: Resampling = field(default_factory=Resampling)  # re-measure when inconclusive (validate.remeasure)
     deadline: float = float("inf")
     clock: ToolClock = field(default_factory=ToolClock)
 
@@ -137,6 +139,7 @@ class GroupContext:
     peers: tuple[NodeName, ...] = ()  # partners outside the run, known to have passed (never reported)
     snapshots: Mapping[NodeName, Snapshot] = field(default_factory=dict)
     samples: int = 5
+    resampling: Resampling = field(default_factory=Resampling)  # re-measure when inconclusive (validate.remeasure)
     deadline: float = float("inf")
     clock: ToolClock = field(default_factory=ToolClock)
 
@@ -228,6 +231,11 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
+    samples: dict[str, str] = field(default_factory=dict)  # run unit -> how many samples it took, and why
+
+    def took(self, unit: str, runs: int, why: str | None) -> None:
+        """Record that `unit` (a sweep, a rail) ran `runs` times, re-measured because `why` (None: not)."""
+        self.samples[unit] = f"{runs}" + (f" (re-measured: {why})" if why else "")
 
     def fail(self, reason: str) -> None:
         """Evidence says the node is not healthy."""
@@ -268,7 +276,10 @@ class Outcome:
         extra: Mapping[str, str] | None = None,
         peer: str | None = None,
     ) -> PhaseResult:
-        """The PhaseResult with its CVF labels and annotations."""
+        """The PhaseResult with its CVF labels and annotations (`<label>-samples`: the units re-measured)."""
+        remeasured = {u: t for u, t in self.samples.items() if "re-measured" in t}
+        if remeasured:
+            extra = {**(extra or {}), "samples": "; ".join(f"{u}: {t}" for u, t in sorted(remeasured.items()))}
         return make_result(
             phase,
             config,

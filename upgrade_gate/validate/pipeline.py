@@ -43,6 +43,7 @@ from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import Launcher, LauncherError
 from upgrade_gate.validate.phase import GroupContext, GroupPhase, NodePhase, PhaseContext, ToolClock, make_result
+from upgrade_gate.validate.remeasure import Resampling
 
 WATCHDOG_GRACE_S = 5.0
 T = TypeVar("T")
@@ -77,11 +78,13 @@ def run_pipeline(
     progress: Progress | None = None,
     watchdog_grace_s: float = WATCHDOG_GRACE_S,
     parallel: int | None = None,
+    resampling: Resampling | None = None,
 ) -> dict[NodeName, tuple[PhaseResult, ...]]:
     """Run `phases` over `nodes` with CVF gating; `peers` are spare partners for phases 4-5 (not reported).
 
     Node phases run for up to `parallel` nodes at once (default: every node entering the phase, as CVF
-    runs phases 1-3 independently per node).
+    runs phases 1-3 independently per node). `resampling`: re-measure an inconclusive metric up to
+    its `max_samples` (validate.remeasure); the phase budgets are sized for that many runs.
     """
     if parallel is not None and parallel < 1:
         raise ValueError(f"parallel must be >= 1, got {parallel}")
@@ -93,6 +96,7 @@ def run_pipeline(
     snaps = {NodeName(k): v for k, v in (snapshots or {}).items()}
     labels = {NodeName(k): v for k, v in node_labels.items()} if node_labels is not None else None
     count = samples if samples is not None else config.samples
+    resample = resampling if resampling is not None else Resampling()
     requested = frozenset(numbers)
     results: dict[NodeName, list[PhaseResult]] = {n: [] for n in names}
     stopped: dict[NodeName, str] = {}
@@ -103,7 +107,9 @@ def run_pipeline(
                 results[node].append(make_result(phase, config, PhaseStatus.NOT_RUN, (stopped[node],)))
         if not entering:
             continue
-        budget = config.phase_timeouts_s.get(phase.number) or phase.budget_s(config, samples=count, nodes=len(entering))
+        budget = config.phase_timeouts_s.get(phase.number) or phase.budget_s(
+            config, samples=resample.limit(count), nodes=len(entering)
+        )
         _emit(
             progress,
             ProgressEvent(kind="phase-start", phase=phase.number, name=phase.name, nodes=entering, budget_s=budget),
@@ -120,6 +126,7 @@ def run_pipeline(
                 peers=tuple(NodeName(p) for p in peers),
                 snapshots=snaps,
                 samples=count,
+                resampling=resample,
                 deadline=time.monotonic() + budget,
             )
             outcome = _run_group(phase, group, budget + watchdog_grace_s)
@@ -135,6 +142,7 @@ def run_pipeline(
                     node_labels=labels.get(node, {}) if labels is not None else None,
                     requested=requested,
                     samples=count,
+                    resampling=resample,
                     deadline=time.monotonic() + budget,
                 )
                 for node in entering

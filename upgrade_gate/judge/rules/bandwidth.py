@@ -10,73 +10,56 @@ Design decisions:
   free, as CVF does) are left out of the comparison.
 - The same key twice in one snapshot (its own measurements and a phase's) is merged when unit and
   settings agree (samples pooled) and is not comparable otherwise.
-- `bandwidth.regression` decides per metric with `judge.stats` (its docstring has the reasoning and
-  the measured rates): a metric blocks when its Hodges-Lehmann relative drop exceeds the tolerance
-  (which carries the per-node multiple-testing control) AND, with >= min_samples per side, the
-  one-sided Mann-Whitney test is significant. A drop beyond the tolerance that is not significant is
-  a warning. With fewer samples the wider `tolerance_few_samples` alone decides (the message says
-  so). A plan's `accept` metric entry replaces the expectation: candidate ~ baseline * (1 + shift),
-  with its own tolerance.
-- `bandwidth.threshold` applies CVF's absolute floors to the candidate's medians:
-  `PHASE2_BW_THRESHOLD` (GB/s) to `mesh/all_reduce/avg_busbw` (CVF compares "# Avg bus bandwidth"),
-  `PHASE4_BW_THRESHOLD` (Gb/s) to every `rail/*/write_bw`, and requires `PHASE4_RAIL_COUNT` rails
-  for classes that run phase 4. A missing metric for a phase that applies blocks.
+- `bandwidth.regression` judges a node's comparable metrics together with `judge.curves` (its
+  docstring has the statistics and the measured rates): a sweep is one curve whose shift is compared
+  with the tolerance, a size blocks when it departs from the rest of its curve beyond a
+  multiplicity-aware threshold, and an inconclusive comparison is a "re-measure" (the phases re-run it
+  up to `max_samples`, `validate.remeasure`; here it warns, or blocks with `inconclusive: block`). A
+  plan's `accept` metric entry replaces the expectation: candidate ~ baseline * (1 + shift), with its
+  own tolerance.
+- The floors (`bandwidth.threshold`) and `metric.threshold` live in `rules.floors`; the merged
+  measurements and the shared parameters in `rules.measured`. Their specs are registered here.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.plan import glob_match, metric_expectation
-from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.judge.rules.facts import bandwidth_key, merged_measurements
-from upgrade_gate.model import Finding, Measurement, Severity
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
+from upgrade_gate.judge.rules.floors import check_metric, check_threshold
+from upgrade_gate.judge.rules.measured import REGRESSION as REGRESSION
+from upgrade_gate.judge.rules.measured import THERMAL_PREFIX as THERMAL_PREFIX
+from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
+from upgrade_gate.judge.rules.measured import curve_params as curve_params
+from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
+from upgrade_gate.judge.rules.measured import (
+    regression_entry,
+    selected,
+    settings_diff,
+    usable_keys,
+)
+from upgrade_gate.model import Finding, Severity
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
-
-REGRESSION = "bandwidth.regression"
-
-
-def _settings_diff(a: Mapping[str, str], b: Mapping[str, str], ignore: tuple[str, ...]) -> list[str]:
-    if a == b:
-        return []
-    keys = sorted((set(a) | set(b)) - set(ignore))
-    return [f"{k} {a.get(k, 'unset')} -> {b.get(k, 'unset')}" for k in keys if a.get(k) != b.get(k)]
-
-
-def _selected(entry: RuleEntry, key: str) -> bool:
-    if not bandwidth_key(key):
-        return False
-    globs = entry.strings("metrics")
-    return "**" in globs or any(glob_match(g, key) for g in globs)
-
-
-def _regression_entry(ctx: NodeContext, fallback: RuleEntry) -> RuleEntry:
-    return ctx.policy.rule_for(REGRESSION, ctx.node_class) or fallback
-
-
-def _usable(samples: tuple[float, ...]) -> bool:
-    # A NaN or an infinity anywhere makes the sum non-finite (bandwidths never overflow a float).
-    return bool(samples) and math.isfinite(sum(samples))
 
 
 def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Baseline metrics the candidate cannot be compared on (absent, other settings/unit, no samples)."""
     assert ctx.baseline is not None
-    params = _regression_entry(ctx, entry)
+    params = regression_entry(ctx, entry)
     ignore = params.strings("ignore_settings")
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
+    base_usable, cand_usable = usable_keys(ctx.baseline), usable_keys(ctx.candidate)
     for key, why in sorted({**base_broken, **cand_broken}.items()):
-        if _selected(params, key):
+        if selected(params, key):
             yield finding(ctx, entry, f"{key}: {why}", device=key, path=f"measurements[key={key}]")
     for key in sorted(base):
-        if not _selected(params, key) or key in base_broken or key in cand_broken:
+        if not selected(params, key) or key in base_broken or key in cand_broken:
             continue
         b, c = base[key], cand.get(key)
         path = f"measurements[key={key}]"
@@ -86,32 +69,15 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
             message, expected, actual = f"{key}: measured in the baseline, absent from the candidate", key, None
         elif b.unit != c.unit:
             message, expected, actual = f"{key}: unit {b.unit} in the baseline, {c.unit} now", b.unit, c.unit
-        elif diffs := _settings_diff(b.settings, c.settings, ignore):
+        elif diffs := settings_diff(b.settings, c.settings, ignore):
             message = f"{key}: not comparable, settings differ: {'; '.join(diffs)}"
             expected, actual = dict(b.settings), dict(c.settings)
-        elif not _usable(b.samples) or not _usable(c.samples):
+        elif key not in base_usable or key not in cand_usable:
             message = f"{key}: no usable samples (baseline {len(b.samples)}, candidate {len(c.samples)})"
             expected, actual = len(b.samples), len(c.samples)
         else:
             continue
         yield finding(ctx, entry, message, device=key, path=path, expected=expected, actual=actual, evidence=b.source)
-
-
-def curve_params(entry: RuleEntry) -> curves.Params:
-    """`judge.curves.Params` from `bandwidth.regression`'s policy parameters."""
-    return curves.Params(
-        tolerance=entry.number("tolerance"),
-        alpha=entry.number("alpha"),
-        node_false_block=entry.number("node_false_block"),
-        detect_drop=entry.number("detect_drop"),
-        miss_rate=entry.number("miss_rate"),
-        min_effect=entry.number("min_effect"),
-        max_samples=entry.integer("max_samples"),
-        min_samples=entry.integer("min_samples"),
-        tolerance_few_samples=entry.number("tolerance_few_samples"),
-        noise_floor=entry.number("noise_floor"),
-        resolution=entry.number("print_resolution"),
-    )
 
 
 def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
@@ -123,14 +89,13 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
+    usable = usable_keys(ctx.baseline) & usable_keys(ctx.candidate)
     rows = []
-    for key in sorted(base.keys() & cand.keys()):
-        if not bandwidth_key(key) or not (every or _selected(entry, key)) or key in base_broken or key in cand_broken:
+    for key in sorted(usable):
+        if not bandwidth_key(key) or not (every or selected(entry, key)) or key in base_broken or key in cand_broken:
             continue
         b, c = base[key], cand[key]
-        if b.unit != c.unit or _settings_diff(b.settings, c.settings, ignore):
-            continue
-        if not _usable(b.samples) or not _usable(c.samples):
+        if b.unit != c.unit or (b.settings != c.settings and settings_diff(b.settings, c.settings, ignore)):
             continue
         tolerance = next((t for g, t in overrides.items() if glob_match(g, key)), None) if overrides else None
         shift, group = 0.0, None
@@ -214,163 +179,6 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
-def _median(m: Measurement) -> float | None:
-    return statistics.median(m.samples) if _usable(m.samples) else None
-
-
-def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """CVF absolute floors judged on evidence: PHASE2_BW_THRESHOLD (mesh average), PHASE4_BW_THRESHOLD per rail.
-
-    A floor fails when the samples' upper bound is below it, passes when the lower bound is above it,
-    and in between asks for more samples (up to `max_samples` of `bandwidth.regression`); still in
-    between at the limit, it warns. CVF's own single-sample decision (the first run) is quoted beside it.
-    """
-    t = ctx.policy.thresholds
-    cand, _ = merged_measurements(ctx.candidate)
-    params = curve_params(_regression_entry(ctx, entry)) if _has_curve_params(ctx, entry) else curves.Params()
-    mesh_key = entry.string("mesh_metric")
-    floors: list[tuple[str, Measurement | None, str, float, str, str]] = []
-    if ctx.policy.phase_applies(2, ctx.node_class):
-        floors.append(
-            (
-                mesh_key,
-                cand.get(mesh_key),
-                "GB/s",
-                t.mesh_avg_busbw_min_gbs,
-                "PHASE2_BW_THRESHOLD",
-                t.source("mesh_avg_busbw_min_gbs"),
-            )
-        )
-    rails: list[str] = []
-    if ctx.policy.phase_applies(4, ctx.node_class):
-        rails = sorted(k for k in cand if glob_match(entry.string("rail_metrics"), k))
-        for key in rails:
-            floors.append(
-                (key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits"))
-            )
-    rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if _usable(cand[k].samples)], params)
-    for key, m, unit, floor, cvf_key, source in floors:
-        yield from _floor(ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors))
-    if ctx.policy.phase_applies(4, ctx.node_class) and entry.flag("check_rail_count") and len(rails) < t.rail_count:
-        yield finding(
-            ctx,
-            entry,
-            f"{len(rails)} rail bandwidth measurement(s), PHASE4_RAIL_COUNT is {t.rail_count} "
-            f"({t.source('rail_count')})",
-            path=f"measurements[key={entry.string('rail_metrics')}]",
-            expected=t.rail_count,
-            actual=len(rails),
-            evidence="phase 4",
-        )
-
-
-def _has_curve_params(ctx: NodeContext, entry: RuleEntry) -> bool:
-    return ctx.policy.rule_for(REGRESSION, ctx.node_class) is not None
-
-
-def _floor(
-    ctx: NodeContext,
-    entry: RuleEntry,
-    m: Measurement | None,
-    key: str,
-    unit: str,
-    floor: float,
-    cvf_key: str,
-    source: str,
-    params: curves.Params,
-    rail_sigma: float,
-    tests: int,
-) -> Iterable[Finding]:
-    path = f"measurements[key={key}]"
-    if m is None or _median(m) is None:
-        yield finding(
-            ctx,
-            entry,
-            f"{key}: no measurement to check against {cvf_key} {floor:g} {unit}",
-            device=key,
-            path=path,
-            expected=floor,
-            actual=None,
-        )
-        return
-    if m.unit != unit:
-        yield finding(
-            ctx,
-            entry,
-            f"{key}: unit {m.unit}, but {cvf_key} is in {unit}",
-            device=key,
-            path=path,
-            expected=unit,
-            actual=m.unit,
-            evidence=m.source,
-        )
-        return
-    sigma = rail_sigma if key.startswith("rail/") else curves.pooled_sigma([m.samples], params)
-    d = curves.floor_check(m.samples, floor, sigma=sigma, tests=tests, p=params)
-    if d.outcome == "pass":
-        return
-    cvf = f"CVF's single-sample decision (first run {m.samples[0]:.2f}): {d.cvf_single}"
-    bounds = f"{d.n} sample(s), bounds {d.low:.2f} .. {d.high:.2f} {unit}"
-    if d.outcome == "fail":
-        message = (
-            f"{key}: median {d.estimate:.2f} {unit} is below {cvf_key} {floor:g} {unit} ({source}): "
-            f"upper bound under the floor ({bounds}); {cvf}"
-        )
-        severity = None
-    elif d.cvf_single == "passed":
-        return  # between the bounds and CVF passes it too: nothing says it is below
-    else:  # between the bounds: a single unlucky sample never fails a node; more samples decide
-        limit = "after the limit of" if d.outcome == "inconclusive" else "re-measure, up to"
-        message = (
-            f"{key}: median {d.estimate:.2f} {unit} is not shown above or below {cvf_key} {floor:g} {unit} "
-            f"({source}; {bounds}; {limit} {params.max_samples} samples); {cvf}"
-        )
-        severity = softer(entry.severity)
-    yield finding(
-        ctx,
-        entry,
-        message,
-        device=key,
-        path=path,
-        expected=floor,
-        actual=round(d.estimate, 2),
-        evidence=m.source,
-        severity=severity,
-    )
-
-
-def check_metric(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Generic checks `statistic(samples) <op> value` on metrics matching a glob (closed operator set)."""
-    cand, _ = merged_measurements(ctx.candidate)
-    for check in entry.checks("checks"):
-        keys = sorted(k for k in cand if glob_match(check.metric, k))
-        if not keys:
-            yield finding(
-                ctx,
-                entry,
-                f"no measurement matches {check.metric} (check {check.statistic} {check.op} {check.value:g})",
-                path=f"measurements[key={check.metric}]",
-                expected=check.value,
-            )
-        for key in keys:
-            m = cand[key]
-            if not _usable(m.samples):
-                yield finding(ctx, entry, f"{key}: no usable samples", device=key, path=f"measurements[key={key}]")
-                continue
-            value = float(STATISTICS[check.statistic](m.samples))
-            if not OPERATORS[check.op](value, check.value):
-                yield finding(
-                    ctx,
-                    entry,
-                    f"{key}: {check.statistic} {value:.2f} {m.unit} fails {check.op} {check.value:g}",
-                    device=key,
-                    path=f"measurements[key={key}]",
-                    expected=f"{check.op} {check.value:g}",
-                    actual=value,
-                    evidence=m.source,
-                )
-
-
 SPECS = (
     spec(
         REGRESSION,
@@ -431,7 +239,8 @@ SPECS = (
             "max_samples": ParamSpec(
                 kind="integer",
                 default=20,
-                doc="candidate samples per metric before an inconclusive test decides",
+                doc="candidate samples per metric before an inconclusive test decides; the bandwidth phases re-measure "
+                "an inconclusive metric up to this many runs (validate --policy)",
                 minimum=1,
             ),
             "noise_floor": ParamSpec(

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.plan import explain, metric_expectation
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
-from upgrade_gate.judge.rules.facts import bandwidth_key, merged_measurements, vf_map
+from upgrade_gate.judge.rules.facts import vf_map
+from upgrade_gate.judge.rules.measured import bandwidth_key, merged_measurements
 from upgrade_gate.model import Finding, Nic
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ Design decisions:
 - Readings follow the slot: each is placed on the GPU at the BDF it was taken at (`readings`), so an
   order change never moves a temperature to another GPU.
 - Thermal measurements are judged here only: `bandwidth.*` and `fleet.odd_one_out` skip them
-  (`rules.facts.bandwidth_key`), since a relative tolerance on °C means nothing.
+  (`rules.measured.bandwidth_key`), since a relative tolerance on °C means nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
-from upgrade_gate.judge.rules.facts import THERMAL_PREFIX, merged_measurements
+from upgrade_gate.judge.rules.measured import THERMAL_PREFIX, merged_measurements
 from upgrade_gate.model import Finding, Gpu, Measurement, PhaseStatus, Severity, Snapshot, measurements_of
 
 if TYPE_CHECKING:

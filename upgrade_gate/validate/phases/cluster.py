@@ -5,7 +5,8 @@ Command (locally; the Kubernetes executor runs the same rccl-tests through an MP
         all_reduce_perf -b START -e END -f FACTOR -g 1 -n ITERS -w WARMUP
     (and all_gather_perf), started on the first node, one rank per GPU: S = the node's GPUs from its
     snapshot (SLOTS_PER_WORKER without one), N = sum of S. The sweep is the phase-2 one (CVF's
-    MPI_LAUNCHER_ENV_VARS mirror PHASE2_*), repeated `samples` times, MPIJOB_WAIT_TIME per run.
+    MPI_LAUNCHER_ENV_VARS mirror PHASE2_*), repeated `samples` times, MPIJOB_WAIT_TIME per run, and
+    re-run while its threshold or a node's baseline comparison is inconclusive (validate.remeasure).
 Measurements `cluster/<op>/busbw/<bytes>` and `cluster/<op>/avg_busbw` are recorded for every node of
 the run. A threshold applies where CVF's `TESTS_JSON` names the test (all_reduce_perf: 5 GB/s by default).
 
@@ -23,6 +24,7 @@ from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phase import GroupContext, Outcome, make_result
 from upgrade_gate.validate.phases.sweeps import (
+    SweepLook,
     check_requested,
     check_sweeps,
     requested_sweep,
@@ -88,6 +90,16 @@ class ClusterPhase:
             return self._results(ctx, nodes, workers, out, None)
         ranks = sum(slots.values())
         for op, tool in OPS:
+            look = SweepLook(
+                resampling=ctx.resampling,
+                nodes=nodes,
+                prefix="cluster",
+                op=op,
+                env=env,
+                threshold=config.rccl_thresholds.get(tool),
+                threshold_key=f"TESTS_JSON {tool}",
+                tests=len(OPS),
+            )
             results = run_sweeps(
                 runner,
                 cluster_argv(config, tool, hosts, ranks),
@@ -95,6 +107,7 @@ class ClusterPhase:
                 timeout=config.mpijob_wait_s,
                 out=out,
                 tool=f"mpirun {tool}",
+                look=look,
             )
             check_requested(results, out, tool=f"mpirun {tool}", asked=requested_sweep(config))
             out.measurements.extend(sweep_measurements(results, out, prefix="cluster", op=op, env=env))
@@ -105,6 +118,8 @@ class ClusterPhase:
                 threshold=config.rccl_thresholds.get(tool),
                 threshold_key=f"TESTS_JSON {tool}",
                 ranks=ranks,
+                resampling=ctx.resampling,
+                tests=len(OPS),
             )
             if op == "all_reduce":
                 avg_all_reduce = avg

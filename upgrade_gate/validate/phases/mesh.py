@@ -28,6 +28,7 @@ from upgrade_gate.validate.phase import Outcome, PhaseContext
 from upgrade_gate.validate.phases.sweeps import (
     check_requested,
     check_sweeps,
+    mesh_look,
     requested_sweep,
     run_sweeps,
     sweep_measurements,
@@ -70,6 +71,8 @@ class MeshPhase:
         if ngpus == 0:
             out.error("no GPU count: the node's snapshot lists no GPU, so -g cannot be set")
             return out.result(self, ctx.config)
+        env = ctx.launcher.tool_env(ctx.node)
+        look = mesh_look(ctx, env)
         reserve = ctx.config.phase2_job_wait_s * ctx.samples
         with sample_thermal(ctx, reserve_s=reserve) as thermal:  # temperature and power under load (phases.thermal)
             results = run_sweeps(
@@ -79,9 +82,9 @@ class MeshPhase:
                 timeout=ctx.config.phase2_job_wait_s,
                 out=out,
                 tool=TOOL,
+                look=look,
             )
         check_requested(results, out, tool=TOOL, asked=requested_sweep(ctx.config))
-        env = ctx.launcher.tool_env(ctx.node)
         out.measurements.extend(sweep_measurements(results, out, prefix="mesh", op="all_reduce", env=env))
         avg = check_sweeps(
             results,
@@ -90,6 +93,8 @@ class MeshPhase:
             threshold=ctx.config.phase2_bw_threshold,
             threshold_key="PHASE2_BW_THRESHOLD",
             ranks=ngpus,
+            resampling=look.resampling,
+            tests=look.tests,
         )
         record_thermal(thermal, out, ctx.snapshot, mesh_argv(ctx.config, ngpus))
         return out.result(self, ctx.config, measured_bw=avg)

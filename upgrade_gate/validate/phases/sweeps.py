@@ -10,8 +10,12 @@ Design decisions:
   their measurements (evidence), the failure is a reason.
 - Runs whose settings differ (rccl-tests reduced maxBytes on one run) are never merged: that is an
   error, because their numbers are not comparable.
-- The bandwidth compared with a threshold is the median `# Avg bus bandwidth` over the runs (robust to
-  one noisy run); `#wrong` > 0 in any run fails.
+- The threshold is judged on evidence (`validate.remeasure.floor_check` over the runs' `# Avg bus
+  bandwidth`): below it only when the upper bound is; in between, the sweep is re-run (a `SweepLook`,
+  up to the policy's `max_samples`), and still in between at the limit it is not failed (the judge
+  warns). The median is what the `-measured-bw` annotation carries; `#wrong` > 0 in any run fails.
+- Re-measuring re-runs the whole sweep (one run measures every size), through the same runner, argv,
+  parser and checks as the first runs; a failing extra run stops it and is recorded (fail closed).
 - The sweep a run printed (its `# nThread ... minBytes ... maxBytes ... step: ... iters:` header) must
   be the sweep the phase asked for (`check_requested`): an output of another sweep (8B..8G when 1K..2G
   was asked, a replayed or swapped file, a tool that ignored a flag, maxBytes reduced for memory) says
@@ -26,18 +30,85 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Measurement
+from upgrade_gate.model import Measurement, NodeName
 from upgrade_gate.parse.rccl_tests import RcclTestsResult, parse_rccl_tests, to_measurements
 from upgrade_gate.validate.config import CvfConfig
-from upgrade_gate.validate.phase import Outcome, TimedRunner
+from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner
+from upgrade_gate.validate.remeasure import (
+    Resampling,
+    floor_check,
+    floor_message,
+    floor_tests,
+    in_between,
+    pooled_sigma,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepLook:
+    """What a look at a sweep's runs compares: its floor and, when injected, the nodes' baselines."""
+
+    resampling: Resampling
+    nodes: tuple[NodeName, ...]
+    prefix: str
+    op: str
+    env: Mapping[str, str]
+    threshold: float | None
+    threshold_key: str
+    tests: int = 1
+
+    def inconclusive(self, results: Sequence[RcclTestsResult]) -> str | None:
+        """Why the sweep needs more runs (None: every comparison is decided)."""
+        why: list[str] = []
+        values = [r.avg_busbw_gbs for r in results if r.avg_busbw_gbs is not None]
+        if self.threshold is not None and values:
+            d = floor_check(values, self.threshold, sigma=pooled_sigma([values], self.resampling), tests=self.tests,
+                            p=self.resampling)  # fmt: skip
+            if in_between(d):
+                why.append(f"Avg bus bandwidth {d.estimate:.2f} not shown above or below {self.threshold_key}")
+        compare = self.resampling.compare
+        if compare is not None:
+            measured = sweep_measurements(results, Outcome(), prefix=self.prefix, op=self.op, env=self.env)
+            for node in self.nodes:
+                keys = sorted(compare(node, measured))
+                if keys:
+                    shown = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
+                    why.append(f"{len(keys)} comparison(s) with {node}'s baseline inconclusive ({shown})")
+        return "; ".join(why) or None
+
+
+def mesh_look(ctx: PhaseContext, env: Mapping[str, str]) -> SweepLook:
+    """Phase 2's look: `mesh/all_reduce/*` of the node against PHASE2_BW_THRESHOLD and its baseline."""
+    return SweepLook(
+        resampling=ctx.resampling,
+        nodes=(ctx.node,),
+        prefix="mesh",
+        op="all_reduce",
+        env=env,
+        threshold=ctx.config.phase2_bw_threshold,
+        threshold_key="PHASE2_BW_THRESHOLD",
+        tests=floor_tests(ctx.config.phase4_rail_count),
+    )
 
 
 def run_sweeps(
-    runner: TimedRunner, argv: Sequence[str], *, samples: int, timeout: float, out: Outcome, tool: str
+    runner: TimedRunner,
+    argv: Sequence[str],
+    *,
+    samples: int,
+    timeout: float,
+    out: Outcome,
+    tool: str,
+    look: SweepLook | None = None,
 ) -> list[RcclTestsResult]:
-    """Run `argv` up to `samples` times; parsed results of the runs that succeeded."""
+    """Run `argv` `samples` times, then again while `look` finds it inconclusive (up to its limit).
+
+    Parsed results of the runs that succeeded; the first failing run stops the runs and is recorded.
+    """
     results: list[RcclTestsResult] = []
-    for _ in range(samples):
+    target, why = samples, None
+    limit = look.resampling.limit(samples) if look is not None else samples
+    while len(results) < target:
         run = runner.run(argv, timeout=timeout)
         if out.tool_failure(run):
             break
@@ -46,6 +117,12 @@ def run_sweeps(
         except ParseError as exc:
             out.error(f"{tool}: unreadable output: {exc}")
             break
+        if look is not None and len(results) == target and target < limit:
+            now = look.inconclusive(results)
+            if now is not None:
+                why = f"{now} after {target} run(s)"
+                target = look.resampling.next_count(target, samples)
+    out.took(tool, len(results), why)
     return results
 
 
@@ -143,8 +220,13 @@ def check_sweeps(
     threshold: float | None,
     threshold_key: str,
     ranks: int,
+    resampling: Resampling | None = None,
+    tests: int = 1,
 ) -> float | None:
-    """Fail on #wrong, a rank count other than `ranks`, or a median avg bus bandwidth below `threshold`."""
+    """Fail on #wrong, a rank count other than `ranks`, or an avg bus bandwidth shown below `threshold`.
+
+    Returns the median avg bus bandwidth over the runs (the `-measured-bw` annotation).
+    """
     if not results:
         return None
     wrong = sum(r.wrong_total or 0 for r in results)
@@ -158,8 +240,12 @@ def check_sweeps(
         out.error(f"{tool}: no '# Avg bus bandwidth' in the output")
         return None
     avg = statistics.median(values)
-    if threshold is not None and avg < threshold:
-        out.fail(
-            f"bus-bw-below-threshold: {tool} Avg bus bandwidth {avg:.2f} GB/s < {threshold_key} {threshold:g} GB/s"
-        )
+    if threshold is not None:
+        knobs = resampling if resampling is not None else Resampling()
+        d = floor_check(values, threshold, sigma=pooled_sigma([values], knobs), tests=tests, p=knobs)
+        if d.outcome == "fail":
+            out.fail(
+                f"bus-bw-below-threshold: {tool} Avg bus bandwidth {avg:.2f} GB/s ({floor_message(d)}) "
+                f"< {threshold_key} {threshold:g} GB/s"
+            )
     return avg

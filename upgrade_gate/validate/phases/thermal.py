@@ -41,10 +41,12 @@ Design decisions:
   and the note says so.
 
 Dated notes:
-- 2026-12: under the Kubernetes executor each sample is a Job of its own (purpose `cmd`: no GPUs
-  allocated, the phase 2 Job holds them); whether amd-smi/rocm-smi see the GPUs from such a pod depends
-  on the image and host access. Where they do not, the rule reports missing thermal evidence (fail
-  closed) rather than passing.
+- 2026-12: under the Kubernetes executor each sample is a Job of its own (purpose `monitor`: no GPUs
+  allocated, the phase 2 Job holds them; the node's /opt/rocm mounted, privileged only with
+  `--capture-privileged`: `fleet.launcher._monitor_access`). rocm-smi reads sysfs (hwmon), which an
+  unprivileged pod sees; amd-smi may need the device nodes. Not checked on a real GPU cluster here:
+  where neither tool sees the GPUs, the rule reports missing thermal evidence (fail closed) rather
+  than passing, and `thermal.outlier.missing_evidence: warn` is the site's way out.
 """
 
 from __future__ import annotations

@@ -1,0 +1,187 @@
+"""`window validate`: capture and CVF phases on the canaries, the judge against their baselines.
+
+Split out of `fleet.window` (issue 17: rooms of at most ~400 lines): the plan/start/promote/rollback
+steps act on node metadata only; this one runs the executor and the judge, and `judge_inputs` is the
+loader `fleet.watch` and `fleet.window_rollout` share. What it does to the canaries and the record:
+see the `fleet.window` docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from upgrade_gate.fleet.cronjobs import soak_cronjob
+from upgrade_gate.fleet.executor import (
+    ExecutorSettings,
+    capture_nodes,
+    load_cluster_config,
+    run_phases,
+    stop_leftovers,
+    write_cvf_labels,
+)
+from upgrade_gate.fleet.jobs import NodeRunResult
+from upgrade_gate.fleet.labels import WINDOW_STATE
+from upgrade_gate.fleet.rollout import begin_soak, soak_enabled
+from upgrade_gate.fleet.window import Actor, canary_nodes, window_plan
+from upgrade_gate.fleet.window_state import State, WindowRecord, event, load_window, save_candidate, save_window
+from upgrade_gate.judge.plan import format_duration
+from upgrade_gate.judge.policy import Policy
+from upgrade_gate.model import (
+    ClassReference,
+    GateReport,
+    GpuSerial,
+    NodeName,
+    PhaseResult,
+    Severity,
+    Snapshot,
+    Verdict,
+)
+from upgrade_gate.validate.phases import default_phases
+from upgrade_gate.validate.pipeline import Progress
+
+if TYPE_CHECKING:
+    from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.judge.checklist import Checklist
+    from upgrade_gate.store.gitstore import BaselineStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Validation:
+    """What `validate_window` found."""
+
+    record: WindowRecord
+    report: GateReport
+    results: dict[NodeName, tuple[PhaseResult, ...]]
+    errors: dict[NodeName, list[str]]
+    candidates: dict[NodeName, Snapshot]
+    baselines: dict[NodeName, Snapshot]
+
+
+def validate_window(
+    client: KubeClient,
+    store: BaselineStore,
+    window_id: str,
+    *,
+    actor: Actor,
+    settings: ExecutorSettings,
+    run_id: str,
+    policy: Policy,
+    samples: int | None = None,
+    on_capture: Callable[[NodeRunResult], None] | None = None,
+    progress: Progress | None = None,
+    checklists: Sequence[Checklist] = (),
+    attestations: Mapping[str, str] | None = None,
+    soak_cronjob_enabled: bool = True,
+) -> Validation:
+    """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`.
+
+    A PASS under a plan with a soak records `soaking` and (unless `soak_cronjob_enabled` is off) creates the
+    CronJob that observes the canaries (`fleet.cronjobs`)."""
+    from upgrade_gate.judge.judge import judge
+    from upgrade_gate.snapshot.build import build_snapshot
+
+    record = load_window(store, window_id)
+    record.check("validate")
+    plan = window_plan(record)
+    classes = {NodeName(c["node"]): str(c["class"]) for c in record.doc["canaries"]}
+    found = canary_nodes(client, record.canaries)
+    errors: dict[NodeName, list[str]] = {n: [] for n in record.canaries}
+    for name, node in found.items():
+        if node is None:
+            errors[name].append(f"node vanished: {name} no longer exists")
+    nodes = [n for n in found.values() if n is not None]
+    config = load_cluster_config(client, settings.jobs.namespace)
+    # a validate that died (API outage, killed operator) may have left Jobs holding the canaries' GPUs
+    stop_leftovers(client, settings.jobs.namespace, [n.name for n in nodes], poll_s=settings.poll_s)
+    bundles = capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture) if nodes else {}
+    snapshots: dict[NodeName, Snapshot] = {}
+    for name, bundle in bundles.items():
+        if isinstance(bundle, str):
+            errors[name].append(bundle)
+        else:
+            snapshots[name] = build_snapshot(bundle, node_class=classes.get(name))
+    results = run_phases(
+        client,
+        [n for n in nodes if n.name in snapshots],
+        phases=default_phases(),
+        config=config,
+        settings=settings,
+        run_id=run_id + "p",
+        snapshots=snapshots,
+        samples=samples,
+        progress=progress,
+    )
+    for name, problem in write_cvf_labels(client, results).items():
+        if problem is not None:
+            errors[name].append(problem)
+    candidates = {n: replace(s, phases=results.get(n, ())) for n, s in snapshots.items()}
+    baselines, references, denylist = judge_inputs(store, record.canaries, tuple(candidates.values()))
+    report = judge(
+        baselines=baselines,
+        candidates=tuple(candidates.values()),
+        plan=plan,
+        policy=policy,
+        references=references,
+        denylist=denylist,
+        attestations=attestations,
+        checklists=checklists,
+        now=actor.at,
+    )
+    for snap in candidates.values():
+        save_candidate(store, window_id, snap)
+    passed = report.verdict is Verdict.PASS and not any(errors.values())
+    soak = passed and soak_enabled(plan)
+    state = (State.SOAKING if soak else State.VALIDATED) if passed else State.BLOCKED
+    per_node = {r.node: r.verdict for r in report.nodes}
+    doc = dict(record.doc, state=str(state))
+    doc.pop("soak", None)
+    if soak:
+        begin_soak(doc, plan.soak, at=actor.at)
+        if soak_cronjob_enabled:
+            client.apply_cronjob(
+                soak_cronjob(window_id, plan.soak.every_s, settings.jobs, command=settings.upgrade_gate_argv),
+                settings.jobs.namespace,
+            )
+    doc["validation"] = {
+        "verdict": "PASS" if passed else "BLOCK",
+        "at": actor.at,
+        "by": actor.by,
+        "config_source": config.source,
+        "nodes": {
+            name: {
+                "verdict": "PASS" if per_node.get(name) is Verdict.PASS and not errors[name] else "BLOCK",
+                "phases": {str(r.phase): str(r.status) for r in results.get(name, ())},
+                "errors": errors[name],
+            }
+            for name in record.canaries
+        },
+        "findings": [
+            f"{f.node}: {f.severity} {f.rule}: {f.message}" for f in report.findings if f.severity is not Severity.INFO
+        ][:200],
+    }
+    for name, node in found.items():
+        if node is not None and not any("vanished" in e for e in errors[name]):
+            client.patch_node_labels(name, {WINDOW_STATE: str(state)})
+    wave = int(doc.get("rollout", {}).get("wave", 0))
+    note = f"verdict {doc['validation']['verdict']}" + (f" (wave {wave})" if wave else "")
+    if soak:
+        every = format_duration(plan.soak.every_s)
+        note += f"; soaking {format_duration(plan.soak.duration_s)}, observed every {every}"
+    event(doc, action="validate", by=actor.by, at=actor.at, note=note)
+    saved = save_window(store, doc, f"window {window_id}: {state}")
+    return Validation(
+        record=saved, report=report, results=results, errors=errors, candidates=candidates,
+        baselines=baselines,
+    )  # fmt: skip
+
+
+def judge_inputs(
+    store: BaselineStore, names: Sequence[NodeName], candidates: Sequence[Snapshot]
+) -> tuple[dict[NodeName, Snapshot], dict[str, ClassReference], dict[GpuSerial, str]]:
+    """Baselines of `names`, class references, denylist at HEAD: `store.inputs.load_judge_inputs`."""
+    from upgrade_gate.store.inputs import load_judge_inputs
+
+    inputs = load_judge_inputs(store, None, candidates, nodes=names)
+    return dict(inputs.baselines), dict(inputs.references), dict(inputs.denylist)

@@ -1,0 +1,181 @@
+"""CVF's absolute floors judged on evidence (`bandwidth.threshold`) and the generic metric check
+(`metric.threshold`).
+
+- `bandwidth.threshold` applies CVF's absolute floors to the candidate's samples:
+  `PHASE2_BW_THRESHOLD` (GB/s) to `mesh/all_reduce/avg_busbw` (CVF compares "# Avg bus bandwidth"),
+  `PHASE4_BW_THRESHOLD` (Gb/s) to every `rail/*/write_bw`, and requires `PHASE4_RAIL_COUNT` rails
+  for classes that run phase 4. A missing metric for a phase that applies blocks. The floor test is
+  `validate.remeasure.floor_check`, the one the phases run while they measure.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge import curves
+from upgrade_gate.judge.plan import glob_match
+from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, NodeContext, finding, softer
+from upgrade_gate.judge.rules.measured import REGRESSION, curve_params, merged_measurements, regression_entry, usable
+from upgrade_gate.model import Finding, Measurement
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+
+def _median(m: Measurement) -> float | None:
+    return statistics.median(m.samples) if usable(m.samples) else None
+
+
+def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """CVF absolute floors judged on evidence: PHASE2_BW_THRESHOLD (mesh average), PHASE4_BW_THRESHOLD per rail.
+
+    A floor fails when the samples' upper bound is below it, passes when the lower bound is above it,
+    and in between asks for more samples (up to `max_samples` of `bandwidth.regression`); still in
+    between at the limit, it warns. CVF's own single-sample decision (the first run) is quoted beside it.
+    """
+    t = ctx.policy.thresholds
+    cand, _ = merged_measurements(ctx.candidate)
+    params = curve_params(regression_entry(ctx, entry)) if _has_curve_params(ctx, entry) else curves.Params()
+    mesh_key = entry.string("mesh_metric")
+    floors: list[tuple[str, Measurement | None, str, float, str, str]] = []
+    if ctx.policy.phase_applies(2, ctx.node_class):
+        floors.append(
+            (
+                mesh_key,
+                cand.get(mesh_key),
+                "GB/s",
+                t.mesh_avg_busbw_min_gbs,
+                "PHASE2_BW_THRESHOLD",
+                t.source("mesh_avg_busbw_min_gbs"),
+            )
+        )
+    rails: list[str] = []
+    if ctx.policy.phase_applies(4, ctx.node_class):
+        rails = sorted(k for k in cand if glob_match(entry.string("rail_metrics"), k))
+        for key in rails:
+            floors.append(
+                (key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits"))
+            )
+    rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if usable(cand[k].samples)], params)
+    for key, m, unit, floor, cvf_key, source in floors:
+        yield from _floor(ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors))
+    if ctx.policy.phase_applies(4, ctx.node_class) and entry.flag("check_rail_count") and len(rails) < t.rail_count:
+        yield finding(
+            ctx,
+            entry,
+            f"{len(rails)} rail bandwidth measurement(s), PHASE4_RAIL_COUNT is {t.rail_count} "
+            f"({t.source('rail_count')})",
+            path=f"measurements[key={entry.string('rail_metrics')}]",
+            expected=t.rail_count,
+            actual=len(rails),
+            evidence="phase 4",
+        )
+
+
+def _has_curve_params(ctx: NodeContext, entry: RuleEntry) -> bool:
+    return ctx.policy.rule_for(REGRESSION, ctx.node_class) is not None
+
+
+def _floor(
+    ctx: NodeContext,
+    entry: RuleEntry,
+    m: Measurement | None,
+    key: str,
+    unit: str,
+    floor: float,
+    cvf_key: str,
+    source: str,
+    params: curves.Params,
+    rail_sigma: float,
+    tests: int,
+) -> Iterable[Finding]:
+    path = f"measurements[key={key}]"
+    if m is None or _median(m) is None:
+        yield finding(
+            ctx,
+            entry,
+            f"{key}: no measurement to check against {cvf_key} {floor:g} {unit}",
+            device=key,
+            path=path,
+            expected=floor,
+            actual=None,
+        )
+        return
+    if m.unit != unit:
+        yield finding(
+            ctx,
+            entry,
+            f"{key}: unit {m.unit}, but {cvf_key} is in {unit}",
+            device=key,
+            path=path,
+            expected=unit,
+            actual=m.unit,
+            evidence=m.source,
+        )
+        return
+    sigma = rail_sigma if key.startswith("rail/") else curves.pooled_sigma([m.samples], params)
+    d = curves.floor_check(m.samples, floor, sigma=sigma, tests=tests, p=params)
+    if d.outcome == "pass":
+        return
+    cvf = f"CVF's single-sample decision (first run {m.samples[0]:.2f}): {d.cvf_single}"
+    bounds = f"{d.n} sample(s), bounds {d.low:.2f} .. {d.high:.2f} {unit}"
+    if d.outcome == "fail":
+        message = (
+            f"{key}: median {d.estimate:.2f} {unit} is below {cvf_key} {floor:g} {unit} ({source}): "
+            f"upper bound under the floor ({bounds}); {cvf}"
+        )
+        severity = None
+    elif d.cvf_single == "passed":
+        return  # between the bounds and CVF passes it too: nothing says it is below
+    else:  # between the bounds: a single unlucky sample never fails a node; more samples decide
+        limit = "after the limit of" if d.outcome == "inconclusive" else "re-measure, up to"
+        message = (
+            f"{key}: median {d.estimate:.2f} {unit} is not shown above or below {cvf_key} {floor:g} {unit} "
+            f"({source}; {bounds}; {limit} {params.max_samples} samples); {cvf}"
+        )
+        severity = softer(entry.severity)
+    yield finding(
+        ctx,
+        entry,
+        message,
+        device=key,
+        path=path,
+        expected=floor,
+        actual=round(d.estimate, 2),
+        evidence=m.source,
+        severity=severity,
+    )
+
+
+def check_metric(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Generic checks `statistic(samples) <op> value` on metrics matching a glob (closed operator set)."""
+    cand, _ = merged_measurements(ctx.candidate)
+    for check in entry.checks("checks"):
+        keys = sorted(k for k in cand if glob_match(check.metric, k))
+        if not keys:
+            yield finding(
+                ctx,
+                entry,
+                f"no measurement matches {check.metric} (check {check.statistic} {check.op} {check.value:g})",
+                path=f"measurements[key={check.metric}]",
+                expected=check.value,
+            )
+        for key in keys:
+            m = cand[key]
+            if not usable(m.samples):
+                yield finding(ctx, entry, f"{key}: no usable samples", device=key, path=f"measurements[key={key}]")
+                continue
+            value = float(STATISTICS[check.statistic](m.samples))
+            if not OPERATORS[check.op](value, check.value):
+                yield finding(
+                    ctx,
+                    entry,
+                    f"{key}: {check.statistic} {value:.2f} {m.unit} fails {check.op} {check.value:g}",
+                    device=key,
+                    path=f"measurements[key={key}]",
+                    expected=f"{check.op} {check.value:g}",
+                    actual=value,
+                    evidence=m.source,
+                )

@@ -1,0 +1,123 @@
+"""What the bandwidth rules share: a snapshot's measurements merged by key (cached per snapshot), which
+of them have usable samples, how two settings differ, and `bandwidth.regression`'s statistics
+parameters (`curve_params`), which the floors and the phases' re-measure hook read as well.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge import curves
+from upgrade_gate.judge.plan import glob_match
+from upgrade_gate.judge.rules.base import NodeContext
+from upgrade_gate.model import Measurement, Snapshot, measurements_of
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+REGRESSION = "bandwidth.regression"
+THERMAL_PREFIX = "thermal/"
+"""Measurements under this prefix (phase 2's temperatures and power) are judged by `rules.thermal` only."""
+
+
+def bandwidth_key(key: str) -> bool:
+    """True for a measurement the bandwidth rules judge (everything but the thermal readings)."""
+    return not key.startswith(THERMAL_PREFIX)
+
+
+# Several rules read the merged measurements of the same snapshot; a judge run builds them once per
+# snapshot. Keyed by identity (snapshots hold dicts, so they are not hashable) with the snapshot kept
+# alive in the entry so an id is never reused while cached; small, since rules run node by node.
+_MERGED: dict[int, tuple[Snapshot, tuple[dict[str, Measurement], dict[str, str]], frozenset[str]]] = {}
+_MERGED_MAX = 16
+
+
+def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
+    """Measurements by key (duplicates pooled), and keys that could not be merged -> why (do not mutate)."""
+    return _merged_entry(snapshot)[1]
+
+
+def usable_keys(snapshot: Snapshot) -> frozenset[str]:
+    """Keys of `merged_measurements(snapshot)` with usable samples (some, all finite)."""
+    return _merged_entry(snapshot)[2]
+
+
+def _merged_entry(
+    snapshot: Snapshot,
+) -> tuple[Snapshot, tuple[dict[str, Measurement], dict[str, str]], frozenset[str]]:
+    hit = _MERGED.get(id(snapshot))
+    if hit is not None and hit[0] is snapshot:
+        return hit
+    merged = _merge(snapshot)
+    if len(_MERGED) >= _MERGED_MAX:
+        _MERGED.clear()
+    entry = (snapshot, merged, frozenset(k for k, m in merged[0].items() if usable(m.samples)))
+    _MERGED[id(snapshot)] = entry
+    return entry
+
+
+def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
+    out: dict[str, Measurement] = {}
+    broken: dict[str, str] = {}
+    for m in measurements_of(snapshot):
+        have = out.get(m.key)
+        if have is None:
+            out[m.key] = m
+        elif have.unit == m.unit and have.settings == m.settings:
+            out[m.key] = Measurement(
+                key=m.key,
+                unit=m.unit,
+                samples=have.samples + m.samples,
+                settings=dict(m.settings),
+                source=have.source,
+                higher_is_better=have.higher_is_better,
+            )
+        else:
+            broken[m.key] = f"measured twice with different settings ({have.settings} vs {m.settings})"
+    return out, broken
+
+
+def settings_diff(a: Mapping[str, str], b: Mapping[str, str], ignore: tuple[str, ...]) -> list[str]:
+    """`k a -> b` for every setting that differs, `ignore`d ones left out."""
+    if a == b:
+        return []
+    keys = sorted((set(a) | set(b)) - set(ignore))
+    return [f"{k} {a.get(k, 'unset')} -> {b.get(k, 'unset')}" for k in keys if a.get(k) != b.get(k)]
+
+
+def selected(entry: RuleEntry, key: str) -> bool:
+    """True when `key` is a bandwidth metric matching the entry's `metrics` globs."""
+    if not bandwidth_key(key):
+        return False
+    globs = entry.strings("metrics")
+    return "**" in globs or any(glob_match(g, key) for g in globs)
+
+
+def regression_entry(ctx: NodeContext, fallback: RuleEntry) -> RuleEntry:
+    """`bandwidth.regression`'s entry for the node's class (its parameters are shared), else `fallback`."""
+    return ctx.policy.rule_for(REGRESSION, ctx.node_class) or fallback
+
+
+def usable(samples: tuple[float, ...]) -> bool:
+    """Some samples, all finite."""
+    # A NaN or an infinity anywhere makes the sum non-finite (bandwidths never overflow a float).
+    return bool(samples) and math.isfinite(sum(samples))
+
+
+def curve_params(entry: RuleEntry) -> curves.Params:
+    """`judge.curves.Params` from `bandwidth.regression`'s policy parameters."""
+    return curves.Params(
+        tolerance=entry.number("tolerance"),
+        alpha=entry.number("alpha"),
+        node_false_block=entry.number("node_false_block"),
+        detect_drop=entry.number("detect_drop"),
+        miss_rate=entry.number("miss_rate"),
+        min_effect=entry.number("min_effect"),
+        max_samples=entry.integer("max_samples"),
+        min_samples=entry.integer("min_samples"),
+        tolerance_few_samples=entry.number("tolerance_few_samples"),
+        noise_floor=entry.number("noise_floor"),
+        resolution=entry.number("print_resolution"),
+    )

@@ -1,0 +1,181 @@
+"""Re-measure when inconclusive: the sequential test the bandwidth phases run, and CVF floors on evidence.
+
+Issue 14: a comparison that is neither clearly within its limit nor clearly beyond it takes more samples
+before it is decided. A phase (2 and 5: rccl-tests sweeps, `phases.sweeps`; 4: the rails, `phases.rail`)
+first runs its tool `samples` times, then *looks*: for every metric it compares with something
+- a CVF floor (PHASE2_BW_THRESHOLD, PHASE4_BW_THRESHOLD, TESTS_JSON): `floor_check` below;
+- the node's baseline, when the caller injected a `Comparison` (the judge's curve statistics:
+  `judge.remeasure`; this stage never imports the judge),
+and re-runs the same tool, through the same runner and code path, `step` more times for every run unit
+(a sweep, a rail) holding an inconclusive metric, until nothing is inconclusive or `max_samples` is
+reached. Then it decides: a floor fails only when the samples' upper bound is below it; still in
+between at the limit, it passes with a note (a single unlucky sample never fails a healthy node); the
+judge reads the samples again and warns. How many samples each unit took is written to the phase
+result (`<label>-samples` annotation, and the reason of a failure).
+
+Bounds: each extra run has the phase's own per-run timeout (PHASE2_JOB_WAIT_TIME, PHASE4_PAIR_WAIT_TIME,
+MPIJOB_WAIT_TIME), clamped to the phase deadline; the pipeline sizes the phase budget for
+`max_samples` runs (or UPGRADE_GATE_PHASE<N>_TIMEOUT_S caps it). A run that fails during re-measurement
+(missing tool, timeout, non-zero exit, unreadable output, budget used up) is recorded like any first
+run's failure: the phase fails closed.
+
+The floor statistic (`floor_check`) lives here because both this stage and the judge's
+`bandwidth.threshold` use it (one implementation): log-scale mean with a standard error from a pooled,
+floored sigma; z at `node_false_block / (2 * tests)` with `tests` the node's floors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal, Protocol
+
+from upgrade_gate.model import Measurement, NodeName
+
+_Z_CACHE: dict[float, float] = {}
+
+
+class FloorKnobs(Protocol):
+    """The parameters the floor test reads (`Resampling`, and the judge's `curves.Params`)."""
+
+    @property
+    def noise_floor(self) -> float:
+        """Smallest relative run-to-run noise assumed."""
+        ...
+
+    @property
+    def resolution(self) -> float:
+        """Smallest step the tool prints."""
+        ...
+
+    @property
+    def node_false_block(self) -> float:
+        """Node-level false-fail rate."""
+        ...
+
+    @property
+    def max_samples(self) -> int:
+        """Samples per metric before an inconclusive floor decides."""
+        ...
+
+
+class Comparison(Protocol):
+    """An injected comparison with a node's baseline: the keys of `measurements` still inconclusive -> why."""
+
+    def __call__(self, node: NodeName, measurements: Sequence[Measurement]) -> Mapping[str, str]:
+        """Inconclusive keys (a key may also be a group such as `mesh/all_reduce/busbw`) and why."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resampling:
+    """The sequential test's policy in the phases (from `bandwidth.regression` of the policy; see the CLI).
+
+    `max_samples` 0 (the default for callers that give none): the phases keep their fixed sample count
+    and still judge floors on evidence. `step` 0: as many runs per look as the first look took.
+    """
+
+    max_samples: int = 0
+    step: int = 0
+    noise_floor: float = 0.005
+    resolution: float = 0.01
+    node_false_block: float = 0.01
+    compare: Comparison | None = None
+
+    def limit(self, samples: int) -> int:
+        """Most runs of one unit, for a phase that starts with `samples`."""
+        return max(samples, self.max_samples)
+
+    def next_count(self, have: int, samples: int) -> int:
+        """Runs after the next look of a unit that has `have` (never past the limit)."""
+        return min(self.limit(samples), have + max(1, self.step or samples))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FloorDecision:
+    """A CVF floor judged on the samples, with CVF's own single-sample decision beside it."""
+
+    outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
+    estimate: float
+    low: float
+    high: float
+    n: int
+    cvf_single: Literal["passed", "failed"]
+
+
+def z_upper(p: float) -> float:
+    """The standard normal quantile with `p` above it (cached)."""
+    z = _Z_CACHE.get(p)
+    if z is None:
+        z = _Z_CACHE[p] = NormalDist().inv_cdf(1.0 - min(max(p, 1e-12), 0.5))
+    return z
+
+
+def floor_check(samples: Sequence[float], floor: float, *, sigma: float, tests: int, p: FloorKnobs) -> FloorDecision:
+    """Below the floor only when the upper bound says so; above when the lower bound does (log scale)."""
+    tiny = p.resolution / 2
+    logs = [math.log(max(x, tiny)) for x in samples]
+    n = len(logs)
+    centre = math.fsum(logs) / n
+    se = max(sigma, p.noise_floor) / math.sqrt(n)
+    z = z_upper(p.node_false_block / (2 * max(1, tests)))
+    low, high = math.exp(centre - z * se), math.exp(centre + z * se)
+    outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
+    if high < floor:
+        outcome = "fail"
+    elif low >= floor:
+        outcome = "pass"
+    elif n < p.max_samples:
+        outcome = "remeasure"
+    else:
+        outcome = "inconclusive"
+    return FloorDecision(
+        outcome=outcome,
+        estimate=math.exp(centre),
+        low=low,
+        high=high,
+        n=n,
+        cvf_single="passed" if samples and samples[0] >= floor else "failed",
+    )
+
+
+def pooled_sigma(samples: Sequence[Sequence[float]], p: FloorKnobs) -> float:
+    """Pooled within-metric log sigma of several metrics' samples (e.g. a node's rails), floored."""
+    tiny = p.resolution / 2
+    squares, dof = 0.0, 0
+    for values in samples:
+        if len(values) < 2:
+            continue
+        logs = [math.log(max(x, tiny)) for x in values]
+        mean = math.fsum(logs) / len(logs)
+        squares += math.fsum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+    if dof < 4:
+        return p.noise_floor
+    return max(math.sqrt(squares / dof), p.noise_floor)
+
+
+def in_between(d: FloorDecision) -> bool:
+    """True when the samples neither clear the floor nor fall below it (re-measure, or at the limit)."""
+    return d.outcome in ("remeasure", "inconclusive")
+
+
+def rail_floors(
+    samples: Mapping[int, Sequence[float]], floor: float, *, rail_count: int, p: FloorKnobs
+) -> dict[int, FloorDecision]:
+    """Phase 4's look at a pair's rails: each rail against the floor, sigma pooled over the rails."""
+    sigma = pooled_sigma(list(samples.values()), p)
+    tests = floor_tests(rail_count)
+    return {r: floor_check(v, floor, sigma=sigma, tests=tests, p=p) for r, v in samples.items()}
+
+
+def floor_tests(rail_count: int) -> int:
+    """The floors of one node (its rails and its mesh average), as `bandwidth.threshold` counts them."""
+    return rail_count + 1
+
+
+def floor_message(d: FloorDecision) -> str:
+    """The evidence of a floor decision, one clause (sample count, upper bound, CVF's single sample)."""
+    return f"{d.n} sample(s), upper bound {d.high:.2f}; CVF's single-sample decision: {d.cvf_single}"
