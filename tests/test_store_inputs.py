@@ -15,7 +15,7 @@ import pytest
 from tests.test_store_gitstore import snapshot_for
 from upgrade_gate.cli.main import run
 from upgrade_gate.errors import NotFoundError
-from upgrade_gate.fleet.window import judge_inputs
+from upgrade_gate.fleet.window_validate import judge_inputs
 from upgrade_gate.judge.checklist import load_checklist
 from upgrade_gate.model import GpuSerial, NodeName
 from upgrade_gate.snapshot.io import write_snapshot
