@@ -24,6 +24,10 @@ table, manifests, snapshots, store documents) goes through this module, at two l
   NaN compares false with everything, so a schema's `exclusiveMinimum` accepts it and a floor
   silently switches off. Refused as `ConfigError` (exit 3) naming the key path (`$.rules.x.min`).
 
+Writing: `write_atomic(path, chunks)` / `write_text_atomic(path, text)` are the one atomic writer of
+the documents the tool produces (snapshots, reports, metrics, pages): a temp file in the same folder,
+fsync, rename, so a reader never sees half a file and a crash leaves the old file whole.
+
 Design decision: this module sits at the bottom (it imports only `errors` and PyYAML), so every
 stage can use it; it is the only place that constructs a YAML loader.
 """
@@ -32,6 +36,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +178,25 @@ def parse_json(data: str | bytes, *, source: str, error: type[InputError] = Inpu
 def read_json(path: Path, *, error: type[InputError] = InputError) -> Any:
     """A JSON document file, parsed (see `parse_json`)."""
     return parse_json(read_bytes(path), source=str(path), error=error)
+
+
+def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write `chunks` to `path` via a temp file in the same folder, fsync and rename (0644)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; reports and snapshots are meant to be shared
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`write_atomic` of one UTF-8 text."""
+    write_atomic(path, (text.encode("utf-8"),))

@@ -228,7 +228,8 @@ def aggregate_cmd(
     save: bool = typer.Option(False, "--save", help="Also keep it in the store as classes/CLASS.json."),
 ) -> ExitCode:
     """Build a class reference (prevailing order, firmware, VF counts, metric medians and spread)."""
-    from upgrade_gate.snapshot.io import canonical_json, write_text_atomic
+    from upgrade_gate.docio import write_text_atomic
+    from upgrade_gate.snapshot.io import canonical_json
     from upgrade_gate.store import layout
     from upgrade_gate.store.aggregate import aggregate_class, class_reference_to_document, odd_ones_out
 

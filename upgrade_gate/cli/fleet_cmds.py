@@ -359,10 +359,10 @@ def _print_record(record: WindowRecord) -> None:
 
 
 def _write_window_html(store: BaselineStore, record: WindowRecord, path: Path) -> None:
+    from upgrade_gate.docio import write_text_atomic
     from upgrade_gate.errors import NotFoundError
     from upgrade_gate.fleet.window_rollout import key_metrics
     from upgrade_gate.report.window_html import render_window_html
-    from upgrade_gate.snapshot.io import write_text_atomic
 
     baselines: dict[str, dict[str, float]] = {}
     for node in record.canaries:

@@ -279,9 +279,9 @@ def write_reports(
     candidates: Mapping[NodeName, Snapshot],
 ) -> None:
     """Write each `--report FORMAT:PATH` (no colour), saying so on stderr."""
+    from upgrade_gate.docio import write_text_atomic
     from upgrade_gate.report.interface import ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
-    from upgrade_gate.snapshot.io import write_text_atomic
 
     ctx = ReportContext(report=report, baselines=baselines, candidates=candidates)
     for fmt, path in outputs:

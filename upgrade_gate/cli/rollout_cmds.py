@@ -134,12 +134,12 @@ def fleet_watch_cmd(
 ) -> ExitCode:  # fmt: skip
     """Between changes: capture every node, gate it against its baseline (non-invasive): exit 0, 1 on drift."""
     from upgrade_gate.cli.fleet_common import clock_now
+    from upgrade_gate.docio import write_text_atomic
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.watch import summary_lines, watch_round
     from upgrade_gate.judge.policy import load_policy
     from upgrade_gate.model import Verdict
     from upgrade_gate.report.prometheus import render_metrics
-    from upgrade_gate.snapshot.io import write_text_atomic
 
     settings = executor_settings(namespace=namespace, image=image, rccl_image=rccl_image, job_python=job_python,
                          job_command=job_command, concurrency=concurrency, poll=poll, timeout=timeout,

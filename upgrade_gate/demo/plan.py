@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from upgrade_gate.docio import write_text_atomic
 from upgrade_gate.judge.plan import ChangePlan, load_plan
 from upgrade_gate.judge.policy import Policy, load_policy
-from upgrade_gate.snapshot.io import write_text_atomic
 
 PLAN_FILE = "plan.yaml"
 POLICY_FILE = "policy.yaml"

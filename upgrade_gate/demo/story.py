@@ -344,7 +344,7 @@ def _save(store: Path, snapshots: list[Snapshot], *, tag: str, message: str) -> 
 
 
 def _write_reports(folder: Path, ctx: ReportContext) -> dict[ReportFormat, Path]:
-    from upgrade_gate.snapshot.io import write_text_atomic
+    from upgrade_gate.docio import write_text_atomic
 
     out: dict[ReportFormat, Path] = {}
     for fmt, name in REPORT_FILES.items():

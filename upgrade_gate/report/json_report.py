@@ -18,15 +18,13 @@ schema) and written, so a fleet's report is never held whole - as a dict or as t
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from upgrade_gate import codec, schemas
+from upgrade_gate import codec, docio, schemas
 from upgrade_gate.model import GateReport
 from upgrade_gate.report.interface import ReportContext
 
@@ -47,19 +45,7 @@ def render_json(ctx: ReportContext) -> str:
 
 def write_json(ctx: ReportContext, path: Path) -> None:
     """`render_json`'s text written to `path` node by node (atomically: a temp file, then renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in _chunks(ctx):
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    docio.write_atomic(path, _chunks(ctx))
 
 
 _NODES = b'\n  "nodes": []'

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from upgrade_gate import codec, docio, schemas
+from upgrade_gate.docio import write_text_atomic
 from upgrade_gate.errors import InputError
 from upgrade_gate.model import Snapshot
 
@@ -56,25 +57,6 @@ def load_snapshot_fast(path: Path) -> Snapshot:
     candidates at fleet scale. Unknown keys, wrong types and the model's value constraints are
     refused (`codec.decode_json`); date-time formats and `str` enums are left to `load_snapshot`."""
     return codec.decode_json(Snapshot, docio.read_bytes(path), source=str(path))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder and rename, so readers never see half a file."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; reports and snapshots are meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_snapshot(snapshot: Snapshot, path: Path) -> None:
