@@ -157,8 +157,8 @@ class GroupContext:
 
 
 @runtime_checkable
-class NodePhase(Protocol):
-    """A phase that tests one node at a time."""
+class PhaseIdentity(Protocol):
+    """What every phase says of itself: its CVF number, name and label."""
 
     @property
     def number(self) -> int:
@@ -167,13 +167,18 @@ class NodePhase(Protocol):
 
     @property
     def name(self) -> str:
-        """Short name (`gpu-mesh-validation`)."""
+        """Short name (`gpu-mesh-validation`, `rail-bandwidth`)."""
         ...
 
     @property
     def label_key(self) -> str | None:
         """The CVF label the phase writes by default (None: none)."""
         ...
+
+
+@runtime_checkable
+class NodePhase(PhaseIdentity, Protocol):
+    """A phase that tests one node at a time."""
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         """Test `ctx.node`; never raises for tool failures (they are reasons)."""
@@ -189,23 +194,8 @@ class NodePhase(Protocol):
 
 
 @runtime_checkable
-class GroupPhase(Protocol):
+class GroupPhase(PhaseIdentity, Protocol):
     """A phase that tests nodes together (pairs, an MPI job)."""
-
-    @property
-    def number(self) -> int:
-        """CVF phase number 0-5."""
-        ...
-
-    @property
-    def name(self) -> str:
-        """Short name (`rail-bandwidth`)."""
-        ...
-
-    @property
-    def label_key(self) -> str | None:
-        """The CVF label the phase writes by default (None: none)."""
-        ...
 
     def run_group(self, ctx: GroupContext) -> Mapping[NodeName, PhaseResult]:
         """Test `ctx.nodes`; a result for every one of them."""

@@ -30,6 +30,7 @@ from upgrade_gate.validate.phases.sweeps import (
     requested_sweep,
     run_sweeps,
     sweep_measurements,
+    sweep_options,
 )
 
 OPS = (("all_reduce", "all_reduce_perf"), ("all_gather", "all_gather_perf"))
@@ -45,18 +46,7 @@ def cluster_argv(config: CvfConfig, tool: str, hosts: str, ranks: int | str) -> 
         hosts,
         "--allow-run-as-root",
         tool,
-        "-b",
-        config.phase2_start_msg_size,
-        "-e",
-        config.phase2_end_msg_size,
-        "-f",
-        str(config.phase2_step_factor),
-        "-g",
-        "1",
-        "-n",
-        str(config.phase2_iter_count),
-        "-w",
-        str(config.phase2_warmup_iter_count),
+        *sweep_options(config, 1),
     )
 
 

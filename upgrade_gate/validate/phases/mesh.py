@@ -32,6 +32,7 @@ from upgrade_gate.validate.phases.sweeps import (
     requested_sweep,
     run_sweeps,
     sweep_measurements,
+    sweep_options,
 )
 from upgrade_gate.validate.phases.thermal import BUDGET_S, plan_line, record_thermal, sample_thermal
 
@@ -40,21 +41,7 @@ TOOL = "all_reduce_perf"
 
 def mesh_argv(config: CvfConfig, ngpus: int | str) -> tuple[str, ...]:
     """The phase-2 command line."""
-    return (
-        TOOL,
-        "-b",
-        config.phase2_start_msg_size,
-        "-e",
-        config.phase2_end_msg_size,
-        "-f",
-        str(config.phase2_step_factor),
-        "-g",
-        str(ngpus),
-        "-n",
-        str(config.phase2_iter_count),
-        "-w",
-        str(config.phase2_warmup_iter_count),
-    )
+    return (TOOL, *sweep_options(config, ngpus))
 
 
 class MeshPhase:

@@ -137,6 +137,24 @@ class RequestedSweep:
     warmup_iters: int
 
 
+def sweep_options(config: CvfConfig, gpus_per_process: int | str) -> tuple[str, ...]:
+    """rccl-tests' sweep options as CVF's phase 2 and 5 pass them (`-b -e -f -g -n -w`)."""
+    return (
+        "-b",
+        config.phase2_start_msg_size,
+        "-e",
+        config.phase2_end_msg_size,
+        "-f",
+        str(config.phase2_step_factor),
+        "-g",
+        str(gpus_per_process),
+        "-n",
+        str(config.phase2_iter_count),
+        "-w",
+        str(config.phase2_warmup_iter_count),
+    )
+
+
 def requested_sweep(config: CvfConfig) -> RequestedSweep:
     """The sweep phases 2 and 5 ask for (the PHASE2_* keys), in the units rccl-tests prints."""
     return RequestedSweep(
