@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The console report fits its lines to the terminal (`shutil.get_terminal_size`, fallback 120 columns).
+# Tests that read it must not depend on the terminal pytest runs in (an 80-column terminal, or an
+# xdist worker, would cut the lines they look for), so the suite pins the width to the fallback.
+os.environ["COLUMNS"] = "120"
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
