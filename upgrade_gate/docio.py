@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -182,6 +181,8 @@ def read_json(path: Path, *, error: type[InputError] = InputError) -> Any:
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
     """Write `chunks` to `path` via a temp file in the same folder, fsync and rename (0644)."""
+    import tempfile  # ~5 ms (random, shutil): not on every command's start-up, only where one writes
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
