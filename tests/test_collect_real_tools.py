@@ -97,3 +97,27 @@ def test_known_cause_reads_the_red_stdout_line_past_stderr_noise() -> None:
     )
     assert known_cause(stdout, stderr) == _ROCK
     assert known_cause("", "something else\n") is None
+
+
+def test_thermal_sampling_with_the_real_rocm_smi_fails_closed_naming_its_cause(tmp_path: Path) -> None:
+    """Phase 2's thermal sampling on this host's own tools: amd-smi absent, Debian's real rocm-smi
+    without a driver. No reading is invented; the problem names both tools."""
+    _real_tools_or_skip()
+    if shutil.which("amd-smi") is not None:
+        pytest.skip("amd-smi is installed here: the fallback path is not the one under test")
+    from tests.test_validate_support import fast_config, healthy_spec, make_node, snapshot_of
+    from upgrade_gate.model import NodeName
+    from upgrade_gate.validate.launcher import LocalLauncher
+    from upgrade_gate.validate.phase import PhaseContext
+    from upgrade_gate.validate.phases.thermal import sample_thermal
+
+    node = NodeName("node-01")
+    snap = snapshot_of(make_node(tmp_path, healthy_spec()))  # the GPUs a reading would be placed on
+    ctx = PhaseContext(node=node, config=fast_config(), launcher=LocalLauncher({node: dict(os.environ)}), snapshot=snap)
+    with sample_thermal(ctx, interval_s=0.05, max_during=2, timeout_s=30.0) as record:
+        pass
+    assert [s.when for s in record.samples] == ["before"]  # neither tool answered: nothing more is tried
+    assert all(not s.readings for s in record.samples)
+    (problem,) = record.problems
+    assert "amd-smi failed" in problem and "rocm-smi too" in problem, problem
+    assert f"rocm-smi too (rocm-smi: ERROR:root:{_DRIVER}" in problem, problem  # its own cause, not "invalid JSON"

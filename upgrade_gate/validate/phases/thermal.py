@@ -57,6 +57,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from upgrade_gate.collect.causes import known_cause
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement, Snapshot
 from upgrade_gate.parse.amdsmi import parse_amdsmi_list
@@ -133,7 +134,11 @@ def _sample(runner: TimedRunner, record: ThermalRecord, when: str, timeout_s: fl
     try:
         return Sample(when=when, readings=_read(record, result.stdout))
     except ParseError as exc:
-        return Sample(when=when, error=f"{record.tool[0]}: unreadable output: {exc}")
+        # A tool that exits 0 yet states why it has nothing (rocm-smi without amdgpu) is named by that,
+        # as the snapshot builder does for the capture's probes.
+        cause = known_cause(result.stdout, result.stderr)
+        detail = f"{cause} (unreadable output: {exc})" if cause else f"unreadable output: {exc}"
+        return Sample(when=when, error=f"{record.tool[0]}: {detail}")
 
 
 def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> bool:
