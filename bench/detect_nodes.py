@@ -41,7 +41,7 @@ from upgrade_gate.judge import curves
 from upgrade_gate.judge.policy import Policy, load_policy
 from upgrade_gate.judge.remeasure import BaselineComparison, policy_params, resampling
 from upgrade_gate.model import Measurement, NodeInfo, NodeName, Snapshot, Software, measurements_of
-from upgrade_gate.validate.remeasure import FloorDecision, Resampling, in_between, rail_floors
+from upgrade_gate.validate.remeasure import FloorDecision, Resampling, in_between, plan_sweep, rail_floors, size_of
 
 NOISES = (0.01, 0.03, 0.05)
 FLOOR = 380.0
@@ -135,27 +135,58 @@ def simulate(
     first = _blocked(sim, keys, base, n, rails, p)
     for phase in (2, 4, 5):
         units = [(unit, idx) for ph, unit, idx in _units(keys) if ph == phase]
-        while True:
-            grow = []
-            floors = sim.rail_floor(rails, n) if phase == 4 else {}
+        if phase == 4:
+            _rails(sim, units, rails, n)
+        else:
             for _unit, idx in units:
-                if n[idx[0]] >= sim.resample.limit(5):
-                    continue
-                again = bool(compare(NODE, sim.measured(idx, n))) or any(
-                    in_between(floors[i]) for i in idx if i in floors
-                )
-                if again:
-                    grow.append(idx)
-            if not grow:
-                break
-            for idx in grow:
-                n[idx] = sim.resample.next_count(int(n[idx[0]]), 5)
+                _sweep(sim, keys, idx, n)
     return Node(
         blocked=_blocked(sim, keys, base, n, rails, p),
         blocked_first=first,
         cvf_rail_failed=bool(np.any(cand[rails, 0] < FLOOR)),
         mean_samples=float(n.mean()),
     )
+
+
+def _rails(sim: _Sim, units: list[tuple[str, list[int]]], rails: list[int], n: np.ndarray) -> None:
+    """Phase 4's loop: every rail whose floor or baseline comparison is in between runs `next_count` more."""
+    while True:
+        grow = []
+        floors = sim.rail_floor(rails, n)
+        for _unit, idx in units:
+            if n[idx[0]] >= sim.resample.limit(5):
+                continue
+            if sim.compare(NODE, sim.measured(idx, n)) or any(in_between(floors[i]) for i in idx):
+                grow.append(idx)
+        if not grow:
+            return
+        for idx in grow:
+            n[idx] = sim.resample.next_count(int(n[idx[0]]), 5)
+
+
+def _sweep(sim: _Sim, keys: list[str], idx: list[int], n: np.ndarray) -> None:
+    """Phase 2's / 5's loop for one sweep: `sweeps.plan_sweep` decides what re-runs (a range of sizes, or all)."""
+    size = {i: size_of(keys[i]) for i in idx}
+    per_size: dict[int, list[int]] = {}
+    for i, s in size.items():
+        if s is not None:
+            per_size.setdefault(s, []).append(i)
+    sizes = sorted(per_size)
+    average = [i for i, s in size.items() if s is None]  # the sweep's `avg_busbw`: whole runs only
+    while True:
+        plan = plan_sweep(
+            sim.compare(NODE, sim.measured(idx, n)),
+            whole=False,  # PHASE2_BW_THRESHOLD / TESTS_JSON never enter the band here (module docstring)
+            sizes=sizes,
+            counts={s: int(n[ms[0]]) for s, ms in per_size.items()},
+            full=int(n[average[0]]) if average else min(int(n[i]) for i in idx),
+            samples=5,
+            p=sim.resample,
+        )
+        if plan is None:
+            return
+        grown = idx if plan.span is None else [i for s in plan.sizes for i in per_size[s]]
+        n[grown] += plan.runs
 
 
 def _blocked(sim: _Sim, keys: list[str], base: np.ndarray, n: np.ndarray, rails: list[int], p: curves.Params) -> bool:

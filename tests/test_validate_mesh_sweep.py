@@ -19,7 +19,7 @@ from upgrade_gate.validate.config import parse_cvf_config
 from upgrade_gate.validate.launcher import LocalLauncher
 from upgrade_gate.validate.phase import Outcome, PhaseContext
 from upgrade_gate.validate.phases.mesh import MeshPhase
-from upgrade_gate.validate.phases.sweeps import check_requested, requested_sweep
+from upgrade_gate.validate.phases.sweeps import SweepRun, check_requested, requested_sweep
 
 NODE = NodeName("node-01")
 CAPTURE = FIXTURES / "rccl-tests" / "mi350x-8gpu-mpi-allreduce-rocm7.0-degraded-large-msgs.txt"
@@ -83,5 +83,5 @@ def test_check_requested_reports_a_reduced_max_bytes() -> None:
         },
         source="test",
     )
-    check_requested([reduced], out, tool="all_reduce_perf", asked=requested_sweep(config))
+    check_requested([SweepRun(reduced)], out, tool="all_reduce_perf", asked=requested_sweep(config))
     assert out.errors and "reduced maxBytes for memory" in out.errors[0]

@@ -27,7 +27,8 @@ floored sigma; z at `node_false_block / (2 * tests)` with `tests` the node's flo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal, Protocol
@@ -35,6 +36,7 @@ from typing import Literal, Protocol
 from upgrade_gate.model import Measurement, NodeName
 
 _Z_CACHE: dict[float, float] = {}
+_SIZE_KEY = re.compile(r"/busbw(?:_inplace)?/(?P<bytes>\d+)$")
 
 
 class FloorKnobs(Protocol):
@@ -179,3 +181,71 @@ def floor_tests(rail_count: int) -> int:
 def floor_message(d: FloorDecision) -> str:
     """The evidence of a floor decision, one clause (sample count, upper bound, CVF's single sample)."""
     return f"{d.n} sample(s), upper bound {d.high:.2f}; CVF's single-sample decision: {d.cvf_single}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepPlan:
+    """The next re-measurement of an rccl-tests sweep: `runs` runs of the whole sweep, or of one range of it.
+
+    `span` (first, last) bytes: rccl-tests run with `-b first -e last` (and the sweep's `-f`), which
+    measures `sizes` alone; None: the whole sweep (every size and `# Avg bus bandwidth`).
+    """
+
+    span: tuple[int, int] | None
+    runs: int
+    sizes: tuple[int, ...]
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, factor: int) -> tuple[int, ...]:
+    """The sizes of rccl-tests' factor loop (`for (size = min; size <= max; size *= factor)`); () if not one."""
+    if min_bytes <= 0 or factor <= 1:
+        return ()
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(size)
+        size *= factor
+    return tuple(out)
+
+
+def size_of(key: str) -> int | None:
+    """`.../busbw/<bytes>` or `.../busbw_inplace/<bytes>` -> bytes; None for anything else (a curve, the average)."""
+    m = _SIZE_KEY.search(key)
+    return int(m.group("bytes")) if m else None
+
+
+def plan_sweep(
+    inconclusive: Iterable[str],
+    *,
+    whole: bool,
+    sizes: Sequence[int],
+    counts: Mapping[int, int],
+    full: int,
+    samples: int,
+    p: Resampling,
+) -> SweepPlan | None:
+    """What to re-run of a sweep whose look found `inconclusive` keys (and `whole`: a floor on its average).
+
+    The unit of re-measurement is what is in doubt: a key of one size (out of place or in place) re-runs
+    that size alone, so the sizes already decided keep their samples; a curve (`.../busbw`), the
+    average, a key of no known size or `whole` re-run the whole sweep. Doubtful sizes are re-run as
+    ONE range (`-b` the smallest, `-e` the largest, the sweep's factor): one tool run per extra sample,
+    as many as a whole-sweep re-run takes, never more. `counts`: samples per size so far; `full`: whole
+    sweeps so far. Each look adds `Resampling.next_count` runs; nothing passes the limit (a size inside
+    the range that was already decided may take a few more samples, which only narrows its bounds).
+    """
+    limit = p.limit(samples)
+    doubtful: set[int] = set()
+    for key in inconclusive:
+        size = size_of(key)
+        if size is None or size not in counts:
+            whole = True
+        else:
+            doubtful.add(size)
+    if whole and full < limit:
+        return SweepPlan(span=None, runs=p.next_count(full, samples) - full, sizes=tuple(sizes))
+    below = sorted(s for s in doubtful if counts[s] < limit)
+    if not below:
+        return None
+    lo, hi = below[0], below[-1]
+    runs = min(p.next_count(counts[s], samples) - counts[s] for s in below)
+    return SweepPlan(span=(lo, hi), runs=runs, sizes=tuple(s for s in sizes if lo <= s <= hi))

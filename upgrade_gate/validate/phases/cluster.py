@@ -6,7 +6,8 @@ Command (locally; the Kubernetes executor runs the same rccl-tests through an MP
     (and all_gather_perf), started on the first node, one rank per GPU: S = the node's GPUs from its
     snapshot (SLOTS_PER_WORKER without one), N = sum of S. The sweep is the phase-2 one (CVF's
     MPI_LAUNCHER_ENV_VARS mirror PHASE2_*), repeated `samples` times, MPIJOB_WAIT_TIME per run, and
-    re-run while its threshold or a node's baseline comparison is inconclusive (validate.remeasure).
+    re-run while its threshold or a node's baseline comparison is inconclusive (validate.remeasure):
+    the whole sweep, or only the range of its sizes in doubt (`-b FIRST -e LAST`, phases.sweeps).
 Measurements `cluster/<op>/busbw/<bytes>` and `cluster/<op>/avg_busbw` are recorded for every node of
 the run. A threshold applies where CVF's `TESTS_JSON` names the test (all_reduce_perf: 5 GB/s by default).
 
@@ -17,6 +18,7 @@ Where CVF passes a node it did not test, upgrade-gate does not: fewer workers th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus
 from upgrade_gate.validate import cvf
@@ -24,6 +26,7 @@ from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phase import GroupContext, Outcome, make_result
 from upgrade_gate.validate.phases.sweeps import (
+    Span,
     SweepLook,
     check_requested,
     check_sweeps,
@@ -36,8 +39,8 @@ from upgrade_gate.validate.phases.sweeps import (
 OPS = (("all_reduce", "all_reduce_perf"), ("all_gather", "all_gather_perf"))
 
 
-def cluster_argv(config: CvfConfig, tool: str, hosts: str, ranks: int | str) -> tuple[str, ...]:
-    """The phase-5 mpirun command line for one rccl-tests program."""
+def cluster_argv(config: CvfConfig, tool: str, hosts: str, ranks: int | str, span: Span = None) -> tuple[str, ...]:
+    """The phase-5 mpirun command line for one rccl-tests program (`span`: a range of the sweep's sizes alone)."""
     return (
         "mpirun",
         "-np",
@@ -46,7 +49,7 @@ def cluster_argv(config: CvfConfig, tool: str, hosts: str, ranks: int | str) -> 
         hosts,
         "--allow-run-as-root",
         tool,
-        *sweep_options(config, 1),
+        *sweep_options(config, 1, span),
     )
 
 
@@ -92,11 +95,12 @@ class ClusterPhase:
             )
             results = run_sweeps(
                 runner,
-                cluster_argv(config, tool, hosts, ranks),
+                partial(cluster_argv, config, tool, hosts, ranks),
                 samples=ctx.samples,
                 timeout=config.mpijob_wait_s,
                 out=out,
                 tool=f"mpirun {tool}",
+                asked=requested_sweep(config),
                 look=look,
             )
             check_requested(results, out, tool=f"mpirun {tool}", asked=requested_sweep(config))

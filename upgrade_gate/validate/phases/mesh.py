@@ -4,12 +4,13 @@ Command (docs/PROBES.md): `all_reduce_perf -b START -e END -f FACTOR -g NGPUS -n
 sweep from the CVF keys (`PHASE2_START_MSG_SIZE` 1K .. `PHASE2_END_MSG_SIZE` 2G, `PHASE2_STEP_FACTOR`
 2, `PHASE2_ITER_COUNT`, `PHASE2_WARMUP_ITER_COUNT`) and NGPUS = the GPUs of the node's snapshot. Each run
 gets `PHASE2_JOB_WAIT_TIME` seconds (CVF's per-node Job budget). Measurements:
-`mesh/all_reduce/busbw/<bytes>` per size and `mesh/all_reduce/avg_busbw`, with the sweep settings and
-the NCCL_* / RCCL_* environment in `settings`. The median `# Avg bus bandwidth` is compared with
-`PHASE2_BW_THRESHOLD` (GB/s) and written to the `-measured-bw` annotation. A run whose printed sweep
-header differs from the sweep asked for is an error (sweeps.check_requested), never a pass. Around the
-sweep each GPU's temperature and power are sampled (`phases.thermal`: `thermal/gpu<i>/...` measurements,
-judged by `thermal.outlier`).
+`mesh/all_reduce/busbw/<bytes>` per size and `mesh/all_reduce/avg_busbw`, with the sweep settings and the
+NCCL_* / RCCL_* environment in `settings`. Re-measurement (validate.remeasure, phases.sweeps) re-runs the
+whole sweep, or only the range of its sizes in doubt (`-b FIRST -e LAST`). The median `# Avg bus bandwidth`
+is compared with `PHASE2_BW_THRESHOLD` (GB/s) and written to the `-measured-bw` annotation. A run whose
+printed sweep header differs from the sweep asked for is an error (sweeps.check_requested), never a pass.
+Around the sweep each GPU's temperature and power are sampled (`phases.thermal`: `thermal/gpu<i>/...`
+measurements, judged by `thermal.outlier`).
 
 Dated notes:
 - 2026: CVF itself runs `mpirun --np 8 --host localhost ... all_reduce_perf ... -g 1` (one rank per GPU);
@@ -26,6 +27,7 @@ from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
 from upgrade_gate.validate.phases.sweeps import (
+    Span,
     check_requested,
     check_sweeps,
     mesh_look,
@@ -39,9 +41,9 @@ from upgrade_gate.validate.phases.thermal import BUDGET_S, plan_line, record_the
 TOOL = "all_reduce_perf"
 
 
-def mesh_argv(config: CvfConfig, ngpus: int | str) -> tuple[str, ...]:
-    """The phase-2 command line."""
-    return (TOOL, *sweep_options(config, ngpus))
+def mesh_argv(config: CvfConfig, ngpus: int | str, span: Span = None) -> tuple[str, ...]:
+    """The phase-2 command line (`span`: of a range of the sweep's sizes alone, re-measurement)."""
+    return (TOOL, *sweep_options(config, ngpus, span))
 
 
 class MeshPhase:
@@ -64,11 +66,12 @@ class MeshPhase:
         with sample_thermal(ctx, reserve_s=reserve) as thermal:  # temperature and power under load (phases.thermal)
             results = run_sweeps(
                 ctx.runner(),
-                mesh_argv(ctx.config, ngpus),
+                lambda span: mesh_argv(ctx.config, ngpus, span),
                 samples=ctx.samples,
                 timeout=ctx.config.phase2_job_wait_s,
                 out=out,
                 tool=TOOL,
+                asked=requested_sweep(ctx.config),
                 look=look,
             )
         check_requested(results, out, tool=TOOL, asked=requested_sweep(ctx.config))

@@ -14,8 +14,18 @@ Design decisions:
   bandwidth`): below it only when the upper bound is; in between, the sweep is re-run (a `SweepLook`,
   up to the policy's `max_samples`), and still in between at the limit it is not failed (the judge
   warns). The median is what the `-measured-bw` annotation carries; `#wrong` > 0 in any run fails.
-- Re-measuring re-runs the whole sweep (one run measures every size), through the same runner, argv,
-  parser and checks as the first runs; a failing extra run stops it and is recorded (fail closed).
+- The unit of re-measurement is what is in doubt (`validate.remeasure.plan_sweep`): when only some
+  sizes are inconclusive against the baseline, rccl-tests re-runs those sizes alone, as one range
+  (`-b FIRST -e LAST` with the sweep's `-f`; rccl-tests' README: `-b,--minbytes` / `-e,--maxbytes`, the
+  sizes to scan, so `-b X -e X` measures the one size X), and the sizes already decided keep their
+  samples; a curve, the average or the floor in doubt re-runs the whole sweep. Extra runs go through the
+  same runner, parser and checks as the first runs; a failing one stops it and is recorded (fail closed).
+- A run of some sizes alone is checked against what it was asked (its own -b/-e), its #wrong and rank
+  count count like any run's, its sizes' samples join the sweep's (labelled with the whole sweep's
+  min/max bytes: the same size, iterations, warmup, ranks, datatype, op and environment), and its
+  `# Avg bus bandwidth` (an average over those sizes only) is never a sample of the sweep's average.
+- The `-samples` annotation says how many samples each re-measured unit took: `<tool>: N` for whole
+  sweeps and `<tool> <bytes> B: N` for each size re-run alone.
 - The sweep a run printed (its `# nThread ... minBytes ... maxBytes ... step: ... iters:` header) must
   be the sweep the phase asked for (`check_requested`): an output of another sweep (8B..8G when 1K..2G
   was asked, a replayed or swapped file, a tool that ignored a flag, maxBytes reduced for memory) says
@@ -26,22 +36,45 @@ Design decisions:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement, NodeName
-from upgrade_gate.parse.rccl_tests import RcclTestsResult, parse_rccl_tests, to_measurements
+from upgrade_gate.parse.rccl_tests import RcclTestsResult, SweepSettings, parse_rccl_tests, to_measurements
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner
 from upgrade_gate.validate.remeasure import (
     Resampling,
+    SweepPlan,
     floor_check,
     floor_message,
     floor_tests,
     in_between,
+    plan_sweep,
     pooled_sigma,
+    sweep_sizes,
 )
+
+Span = tuple[int, int] | None  # (first, last) bytes of a run of some sizes alone; None: the whole sweep
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRun:
+    """One parsed rccl-tests run and what it was asked to measure."""
+
+    result: RcclTestsResult
+    span: Span = None
+
+
+def wholes(runs: Sequence[SweepRun]) -> list[RcclTestsResult]:
+    """The runs of the whole sweep (the only ones whose `# Avg bus bandwidth` is the sweep's)."""
+    return [r.result for r in runs if r.span is None]
+
+
+def size_counts(runs: Sequence[SweepRun], sizes: Sequence[int]) -> dict[int, int]:
+    """Samples per size so far: every whole run, and the runs of a range that holds the size."""
+    return {s: sum(1 for r in runs if r.span is None or r.span[0] <= s <= r.span[1]) for s in sizes}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,24 +90,39 @@ class SweepLook:
     threshold_key: str
     tests: int = 1
 
-    def inconclusive(self, results: Sequence[RcclTestsResult]) -> str | None:
-        """Why the sweep needs more runs (None: every comparison is decided)."""
+    def look(self, runs: Sequence[SweepRun], *, sizes: Sequence[int], samples: int) -> tuple[SweepPlan, str] | None:
+        """What to re-run and why (None: every comparison is decided, or nothing in doubt is below the limit)."""
         why: list[str] = []
-        values = [r.avg_busbw_gbs for r in results if r.avg_busbw_gbs is not None]
+        whole = False
+        values = [r.avg_busbw_gbs for r in wholes(runs) if r.avg_busbw_gbs is not None]
         if self.threshold is not None and values:
             d = floor_check(values, self.threshold, sigma=pooled_sigma([values], self.resampling), tests=self.tests,
                             p=self.resampling)  # fmt: skip
             if in_between(d):
+                whole = True
                 why.append(f"Avg bus bandwidth {d.estimate:.2f} not shown above or below {self.threshold_key}")
+        keys: set[str] = set()
         compare = self.resampling.compare
         if compare is not None:
-            measured = sweep_measurements(results, Outcome(), prefix=self.prefix, op=self.op, env=self.env)
+            measured = sweep_measurements(runs, Outcome(), prefix=self.prefix, op=self.op, env=self.env)
             for node in self.nodes:
-                keys = sorted(compare(node, measured))
-                if keys:
-                    shown = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
-                    why.append(f"{len(keys)} comparison(s) with {node}'s baseline inconclusive ({shown})")
-        return "; ".join(why) or None
+                found = sorted(compare(node, measured))
+                if found:
+                    keys.update(found)
+                    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+                    why.append(f"{len(found)} comparison(s) with {node}'s baseline inconclusive ({shown})")
+        if not why:
+            return None
+        plan = plan_sweep(
+            keys,
+            whole=whole or not sizes,
+            sizes=sizes,
+            counts=size_counts(runs, sizes),
+            full=len(wholes(runs)),
+            samples=samples,
+            p=self.resampling,
+        )
+        return None if plan is None else (plan, "; ".join(why))
 
 
 def mesh_look(ctx: PhaseContext, env: Mapping[str, str]) -> SweepLook:
@@ -93,37 +141,56 @@ def mesh_look(ctx: PhaseContext, env: Mapping[str, str]) -> SweepLook:
 
 def run_sweeps(
     runner: TimedRunner,
-    argv: Sequence[str],
+    argv: Callable[[Span], Sequence[str]],
     *,
     samples: int,
     timeout: float,
     out: Outcome,
     tool: str,
+    asked: RequestedSweep,
     look: SweepLook | None = None,
-) -> list[RcclTestsResult]:
-    """Run `argv` `samples` times, then again while `look` finds it inconclusive (up to its limit).
+) -> list[SweepRun]:
+    """Run the whole sweep `samples` times, then what `look` finds inconclusive (up to its limit).
 
-    Parsed results of the runs that succeeded; the first failing run stops the runs and is recorded.
+    `argv(None)` is the whole sweep's command line, `argv((first, last))` the one of a range of its
+    sizes. Parsed runs that succeeded; the first failing run stops the runs and is recorded.
     """
-    results: list[RcclTestsResult] = []
-    target, why = samples, None
-    limit = look.resampling.limit(samples) if look is not None else samples
-    while len(results) < target:
-        run = runner.run(argv, timeout=timeout)
-        if out.tool_failure(run):
+    runs: list[SweepRun] = []
+    sizes = sweep_sizes(asked.min_bytes, asked.max_bytes, asked.factor)
+    plan: SweepPlan | None = SweepPlan(span=None, runs=samples, sizes=sizes)
+    whys: dict[Span, str] = {}
+    while plan is not None:
+        for _ in range(plan.runs):
+            run = runner.run(argv(plan.span), timeout=timeout)
+            if out.tool_failure(run):
+                plan = None
+                break
+            try:
+                runs.append(SweepRun(parse_rccl_tests(run.stdout), plan.span))
+            except ParseError as exc:
+                out.error(f"{tool}: unreadable output: {exc}")
+                plan = None
+                break
+        if plan is None or look is None:
             break
-        try:
-            results.append(parse_rccl_tests(run.stdout))
-        except ParseError as exc:
-            out.error(f"{tool}: unreadable output: {exc}")
+        found = look.look(runs, sizes=sizes, samples=samples)
+        if found is None:
             break
-        if look is not None and len(results) == target and target < limit:
-            now = look.inconclusive(results)
-            if now is not None:
-                why = f"{now} after {target} run(s)"
-                target = look.resampling.next_count(target, samples)
-    out.took(tool, len(results), why)
-    return results
+        plan, why = found
+        done = len(wholes(runs)) if plan.span is None else min(size_counts(runs, plan.sizes).values())
+        whys.setdefault(plan.span, f"{why} after {done} run(s)")
+    _took(out, tool, runs, sizes, whys)
+    return runs
+
+
+def _took(out: Outcome, tool: str, runs: Sequence[SweepRun], sizes: Sequence[int], whys: Mapping[Span, str]) -> None:
+    """The `-samples` annotation: whole sweeps, and every size re-run alone with its sample count."""
+    out.took(tool, len(wholes(runs)), whys.get(None))
+    counts = size_counts(runs, sizes)
+    for span, why in whys.items():
+        if span is not None:
+            for size in (s for s in sizes if span[0] <= s <= span[1]):
+                out.took(f"{tool} {size} B", counts[size], why)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,13 +204,14 @@ class RequestedSweep:
     warmup_iters: int
 
 
-def sweep_options(config: CvfConfig, gpus_per_process: int | str) -> tuple[str, ...]:
-    """rccl-tests' sweep options as CVF's phase 2 and 5 pass them (`-b -e -f -g -n -w`)."""
+def sweep_options(config: CvfConfig, gpus_per_process: int | str, span: Span = None) -> tuple[str, ...]:
+    """rccl-tests' sweep options as CVF's phase 2 and 5 pass them (`-b -e -f -g -n -w`); `span` (first, last)
+    bytes: the same options for a range of the sweep's sizes alone (re-measurement)."""
     return (
         "-b",
-        config.phase2_start_msg_size,
+        config.phase2_start_msg_size if span is None else str(span[0]),
         "-e",
-        config.phase2_end_msg_size,
+        config.phase2_end_msg_size if span is None else str(span[1]),
         "-f",
         str(config.phase2_step_factor),
         "-g",
@@ -166,9 +234,12 @@ def requested_sweep(config: CvfConfig) -> RequestedSweep:
     )
 
 
-def check_requested(results: Sequence[RcclTestsResult], out: Outcome, *, tool: str, asked: RequestedSweep) -> None:
+def check_requested(runs: Sequence[SweepRun], out: Outcome, *, tool: str, asked: RequestedSweep) -> None:
     """Error for every run whose printed sweep is not the one asked for (see the module docstring)."""
-    for i, result in enumerate(results, 1):
+    whole = asked
+    for i, run in enumerate(runs, 1):
+        result = run.result
+        asked = whole if run.span is None else replace(whole, min_bytes=run.span[0], max_bytes=run.span[1])
         s = result.settings
         if s is None:
             out.error(f"{tool}: run {i} printed no sweep header (# nThread ... minBytes ...): cannot tell what it ran")
@@ -218,20 +289,33 @@ def merge_samples(per_run: Iterable[Sequence[Measurement]], out: Outcome) -> tup
 
 
 def sweep_measurements(
-    results: Sequence[RcclTestsResult], out: Outcome, *, prefix: str, op: str, env: Mapping[str, str]
+    runs: Sequence[SweepRun], out: Outcome, *, prefix: str, op: str, env: Mapping[str, str]
 ) -> tuple[Measurement, ...]:
-    """Merged measurements `<prefix>/<op>/...` of the runs."""
+    """Merged measurements `<prefix>/<op>/...` of the runs (see the module docstring for runs of some sizes)."""
+    whole = next((r.result.settings for r in runs if r.span is None and r.result.settings is not None), None)
     per_run = []
-    for result in results:
+    for run in runs:
         try:
-            per_run.append(to_measurements(result, prefix=prefix, op=op, env=env))
+            measured = to_measurements(run.result, prefix=prefix, op=op, env=env)
         except ParseError as exc:
             out.error(f"{op}: {exc}")
+            continue
+        if run.span is not None:
+            measured = tuple(_as_whole(m, whole) for m in measured if not m.key.endswith("/avg_busbw"))
+        per_run.append(measured)
     return merge_samples(per_run, out)
 
 
+def _as_whole(m: Measurement, whole: SweepSettings | None) -> Measurement:
+    """A size's measurement from a run of some sizes alone, labelled with the whole sweep's byte range."""
+    if whole is None:
+        return m
+    top = whole.max_bytes_reduced_to if whole.max_bytes_reduced_to is not None else whole.max_bytes
+    return replace(m, settings={**m.settings, "min_bytes": str(whole.min_bytes), "max_bytes": str(top)})
+
+
 def check_sweeps(
-    results: Sequence[RcclTestsResult],
+    runs: Sequence[SweepRun],
     out: Outcome,
     *,
     tool: str,
@@ -243,17 +327,19 @@ def check_sweeps(
 ) -> float | None:
     """Fail on #wrong, a rank count other than `ranks`, or an avg bus bandwidth shown below `threshold`.
 
-    Returns the median avg bus bandwidth over the runs (the `-measured-bw` annotation).
+    Returns the median avg bus bandwidth over the whole sweeps (the `-measured-bw` annotation); #wrong
+    and the rank count are checked on every run, a range's runs included.
     """
-    if not results:
+    if not runs:
         return None
+    results = [r.result for r in runs]
     wrong = sum(r.wrong_total or 0 for r in results)
     if wrong:
         out.fail(f"{tool}: {wrong} wrong values (#wrong) in the results: data corruption")
     seen = sorted({r.ranks for r in results if r.ranks is not None})
     if seen and seen != [ranks]:
         out.fail(f"{tool}: ran with {', '.join(map(str, seen))} ranks, expected {ranks}")
-    values = [r.avg_busbw_gbs for r in results if r.avg_busbw_gbs is not None]
+    values = [r.avg_busbw_gbs for r in wholes(runs) if r.avg_busbw_gbs is not None]
     if not values:
         out.error(f"{tool}: no '# Avg bus bandwidth' in the output")
         return None
