@@ -250,3 +250,18 @@ def test_rccl_tests_json_names_still_exported_from_the_main_module() -> None:
 
     assert rt.merge_json is rccl_tests_json.merge_json
     assert rt.parse_rccl_tests_json is rccl_tests_json.parse_rccl_tests_json
+
+
+def test_rccl_tests_one_size_table_is_a_whole_sweep_of_one_row() -> None:
+    # issue 14: the phases re-measure a size in doubt alone (`-b X -e X`); a real one-size run (nccl-tests'
+    # defaults -b 32M -e 32M, the same options and layout as rccl-tests) parses to that size's measurements
+    result = _parse("nccl-tests-a100-4gpu-allgather-one-size-32M-readme.txt")
+    assert result.settings is not None
+    assert (result.settings.min_bytes, result.settings.max_bytes) == (32 << 20, 32 << 20)
+    assert rt.sweep_steps(result.settings) == 1 and len(result.rows) == 1
+    got = {m.key: m.samples for m in rt.to_measurements(result, prefix="mesh", op="all_gather")}
+    assert got == {
+        "mesh/all_gather/busbw/33554432": (25.86,),
+        "mesh/all_gather/busbw_inplace/33554432": (25.95,),
+        "mesh/all_gather/avg_busbw": (25.905,),
+    }
