@@ -14,8 +14,10 @@ Real: every decision. The phases' re-measure hook decides when to measure more, 
 phases call: `judge.remeasure.BaselineComparison` (the comparison a phase runs against the node's
 baseline) on the phase's own metrics, `validate.remeasure.rail_floors` for phase 4's floor (CVF's
 380 Gb/s, pooled over the rails) and `Resampling.next_count` for how many runs a look adds (5, up to the
-policy's `max_samples`, 20). The unit of re-measurement is what the phases re-run: the whole mesh sweep
-(phase 2, every size and the average), each rail (phase 4), each multi-node collective's sweep (phase 5).
+policy's `max_samples`, 20). The unit of re-measurement is what the phases re-run, decided by the phases'
+own `validate.remeasure.plan_sweep`: for a sweep (phase 2's mesh, each of phase 5's collectives), the
+sizes in doubt alone, as one range (`-b FIRST -e LAST`: both halves of every size in it, not the
+average), or the whole sweep when its curve or its average is in doubt; each rail (phase 4).
 Phase 2's PHASE2_BW_THRESHOLD (100 GB/s against a ~280 GB/s average) never enters the band and is left
 out. The verdict is the gate's: `judge.curves.assess` over all 143 metrics with every sample the phases
 took (bandwidth.regression blocks) plus the rails' floor failing on evidence (phase 4 fails).
@@ -27,6 +29,7 @@ rails (first run < 380 Gb/s fails the node).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import zlib
@@ -202,13 +205,22 @@ def _blocked(sim: _Sim, keys: list[str], base: np.ndarray, n: np.ndarray, rails:
 
 
 def node_table(
-    workdir: Path, *, quick: bool, trials_healthy: int = 0, trials_fault: int = 0, noises: tuple[float, ...] = NOISES
+    workdir: Path,
+    *,
+    quick: bool,
+    trials_healthy: int = 0,
+    trials_fault: int = 0,
+    noises: tuple[float, ...] = NOISES,
 ) -> tuple[str, list[Target], dict[str, object]]:
     """The node-level table, its targets and raw numbers."""
     tpl = _metrics(workdir)
     means = np.array([float(statistics.median(t.samples)) for t in tpl])
     policy = load_policy()
-    counts = {"healthy": trials_healthy or (1000 if quick else 3000)}
+    # the two kinds the targets read are measured on more nodes (a rate near 99% or 1% needs ~1,000 for +-0.6%)
+    counts = {
+        "healthy": trials_healthy or (1000 if quick else 3000),
+        "one size -10%": trials_fault or (1000 if quick else 3000),
+    }
     rows = []
     numbers: dict[str, object] = {}
     started = time.perf_counter()
@@ -221,8 +233,25 @@ def node_table(
             rate_first = sum(x.blocked_first for x in nodes) / trials
             cvf = sum(x.cvf_rail_failed for x in nodes) / trials
             samples = statistics.fmean(x.mean_samples for x in nodes)
-            numbers[f"{kind} @ {cv:.0%}"] = {"blocked": rate, "first": rate_first, "cvf": cvf, "samples": samples}
-            rows.append((f"{cv:.0%}", kind, trials, f"{rate:.2%}", f"{rate_first:.2%}", f"{samples:.2f}", f"{cvf:.1%}"))
+            low, high = wilson(rate, trials)
+            numbers[f"{kind} @ {cv:.0%}"] = {
+                "blocked": rate,
+                "interval": (low, high),
+                "first": rate_first,
+                "cvf": cvf,
+                "samples": samples,
+            }
+            rows.append(
+                (
+                    f"{cv:.0%}",
+                    kind,
+                    trials,
+                    f"{rate:.2%} ({low:.1%}-{high:.1%})",
+                    f"{rate_first:.2%}",
+                    f"{samples:.2f}",
+                    f"{cvf:.1%}",
+                )
+            )
     seconds = time.perf_counter() - started
     h3 = numbers["healthy @ 3%"]
     one3 = numbers["one size -10% @ 3%"]
@@ -232,13 +261,14 @@ def node_table(
         Target(
             name="node level: 10% drop at one size caught (3% noise)",
             goal=">= 99%",
-            measured=f"{one3['blocked']:.2%} (without re-measure {one3['first']:.2%})",
+            measured=f"{one3['blocked']:.2%} (95% interval {_interval(one3)}; without re-measure {one3['first']:.2%})",
             met=float(one3["blocked"]) >= 0.99,
         ),
         Target(
             name="node level: healthy nodes blocked (3% noise)",
             goal="<= 1%",
-            measured=f"{h3['blocked']:.2%} (CVF's single-sample rail floor: {h3['cvf']:.1%})",
+            measured=f"{h3['blocked']:.2%} (95% interval {_interval(h3)}; CVF's single-sample rail floor: "
+            f"{h3['cvf']:.1%})",
             met=float(h3["blocked"]) <= 0.01,
         ),
         Target(
@@ -259,7 +289,7 @@ def node_table(
                     "noise",
                     "node",
                     "nodes",
-                    "blocked (with re-measure)",
+                    "blocked with re-measure (95% interval)",
                     "blocked on the first 5 samples",
                     "candidate samples / metric",
                     "CVF single-sample rail floor fails",
@@ -274,21 +304,48 @@ def node_table(
     return text, targets, numbers
 
 
-def run(*, quick: bool = False, workdir: Path, noises: tuple[float, ...] = NOISES) -> Section:
+def wilson(rate: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a rate measured on `n` nodes."""
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _interval(row: dict[str, object]) -> str:
+    interval = row["interval"]
+    assert isinstance(interval, tuple)
+    return f"{interval[0]:.1%}-{interval[1]:.1%}"
+
+
+def run(
+    *, quick: bool = False, workdir: Path, noises: tuple[float, ...] = NOISES, healthy: int = 0, fault: int = 0
+) -> Section:
     """The RESULTS.md section."""
-    text, targets, numbers = node_table(workdir, quick=quick, noises=noises)
+    text, targets, numbers = node_table(workdir, quick=quick, noises=noises, trials_healthy=healthy, trials_fault=fault)
     return Section(title="Node-level detection (issue 14)", body=text, targets=tuple(targets), numbers=numbers)
 
 
 def main() -> None:
-    """`python -m bench.detect_nodes [--quick] [--noise 0.03 ...]` (default: 1%, 3%, 5%)."""
+    """`python -m bench.detect_nodes [--quick] [--noise 0.03 ...] [--healthy N] [--fault N]` (default: 1%, 3%, 5%;
+    nodes per kind: healthy and one size 1,000, the other kinds 200 with --quick; 3,000 and 500 without)."""
     import sys
 
     from bench.common import REPO, print_section
 
     args = sys.argv[1:]
+
+    def value(flag: str) -> int:
+        return next((int(args[i + 1]) for i, a in enumerate(args) if a == flag), 0)
+
     noises = tuple(float(args[i + 1]) for i, a in enumerate(args) if a == "--noise") or NOISES
-    print_section(run(quick="--quick" in args, workdir=REPO / "bench" / "out", noises=noises))
+    section = run(
+        quick="--quick" in args,
+        workdir=REPO / "bench" / "out",
+        noises=noises,
+        healthy=value("--healthy"),
+        fault=value("--fault"),
+    )
+    print_section(section)
 
 
 if __name__ == "__main__":
