@@ -16,8 +16,9 @@ baseline) on the phase's own metrics, `validate.remeasure.rail_floors` for phase
 380 Gb/s, pooled over the rails) and `Resampling.next_count` for how many runs a look adds (5, up to the
 policy's `max_samples`, 20). The unit of re-measurement is what the phases re-run, decided by the phases'
 own `validate.remeasure.plan_sweep`: for a sweep (phase 2's mesh, each of phase 5's collectives), the
-sizes in doubt alone, as one range (`-b FIRST -e LAST`: both halves of every size in it, not the
-average), or the whole sweep when its curve or its average is in doubt; each rail (phase 4).
+sizes in doubt alone, as ranges of consecutive sizes (`-b FIRST -e LAST`: both halves of every size in
+it, not the average; at most 3 ranges per look, the closest merged), or the whole sweep when its curve
+or its average is in doubt; each rail (phase 4).
 Phase 2's PHASE2_BW_THRESHOLD (100 GB/s against a ~280 GB/s average) never enters the band and is left
 out. The verdict is the gate's: `judge.curves.assess` over all 143 metrics with every sample the phases
 took (bandwidth.regression blocks) plus the rails' floor failing on evidence (phase 4 fails).
@@ -177,7 +178,7 @@ def _sweep(sim: _Sim, keys: list[str], idx: list[int], n: np.ndarray) -> None:
     sizes = sorted(per_size)
     average = [i for i, s in size.items() if s is None]  # the sweep's `avg_busbw`: whole runs only
     while True:
-        plan = plan_sweep(
+        plans = plan_sweep(
             sim.compare(NODE, sim.measured(idx, n)),
             whole=False,  # PHASE2_BW_THRESHOLD / TESTS_JSON never enter the band here (module docstring)
             sizes=sizes,
@@ -186,10 +187,11 @@ def _sweep(sim: _Sim, keys: list[str], idx: list[int], n: np.ndarray) -> None:
             samples=5,
             p=sim.resample,
         )
-        if plan is None:
+        if not plans:
             return
-        grown = idx if plan.span is None else [i for s in plan.sizes for i in per_size[s]]
-        n[grown] += plan.runs
+        for plan in plans:
+            grown = idx if plan.span is None else [i for s in plan.sizes for i in per_size[s]]
+            n[grown] += plan.runs
 
 
 def _blocked(sim: _Sim, keys: list[str], base: np.ndarray, n: np.ndarray, rails: list[int], p: curves.Params) -> bool:

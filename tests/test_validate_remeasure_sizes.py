@@ -1,5 +1,5 @@
 """Re-measure only what is in doubt (issue 14): phases 2 and 5 re-run the sizes of a sweep that are
-inconclusive against the node's baseline ALONE (rccl-tests `-b FIRST -e LAST`), so the sizes already
+inconclusive against the node's baseline ALONE (rccl-tests `-b FIRST -e LAST` per range), so the sizes already
 decided keep their samples; a curve, the average or a floor in doubt re-run the whole sweep.
 
 `plan_sweep` is the rule both the phases and bench/detect_nodes.py call. The phase tests run the real fake
@@ -29,7 +29,7 @@ from upgrade_gate.validate.phase import Outcome
 from upgrade_gate.validate.phases import ClusterPhase, MeshPhase
 from upgrade_gate.validate.phases.sweeps import SweepRun, check_requested, requested_sweep
 from upgrade_gate.validate.pipeline import run_pipeline
-from upgrade_gate.validate.remeasure import Resampling, SweepPlan, plan_sweep, size_of, sweep_sizes
+from upgrade_gate.validate.remeasure import MAX_RANGES, Resampling, plan_sweep, size_of, sweep_sizes
 
 NAMES = ("node-01", "node-02")
 NODE = NodeName("node-01")
@@ -52,17 +52,28 @@ def test_size_of_reads_both_halves_and_nothing_else() -> None:
 
 def _plan(
     keys: tuple[str, ...], *, whole: bool = False, counts: Mapping[int, int] | None = None, full: int = 5
-) -> SweepPlan | None:
+) -> list[tuple[tuple[int, int] | None, int, tuple[int, ...]]]:
     have = {s: 5 for s in SIZES} | dict(counts or {})
-    return plan_sweep(keys, whole=whole, sizes=SIZES, counts=have, full=full, samples=5, p=P)
+    plans = plan_sweep(keys, whole=whole, sizes=SIZES, counts=have, full=full, samples=5, p=P)
+    return [(x.span, x.runs, x.sizes) for x in plans]
 
 
-def test_plan_sizes_in_doubt_alone_as_one_range() -> None:
-    one = _plan(("mesh/all_reduce/busbw_inplace/1073741824",))
-    assert one is not None and (one.span, one.runs, one.sizes) == ((GIB, GIB), 5, (GIB,))
-    two = _plan(("mesh/all_reduce/busbw/268435456", "mesh/all_reduce/busbw/1073741824"))
-    assert two is not None and two.span == (GIB // 4, GIB) and two.sizes == (GIB // 4, GIB // 2, GIB)
-    assert two.runs == 5  # one tool run per extra sample of the range, as a whole-sweep re-run takes
+def test_plan_sizes_in_doubt_alone_as_ranges_of_consecutive_sizes() -> None:
+    assert _plan(("mesh/all_reduce/busbw_inplace/1073741824",)) == [((GIB, GIB), 5, (GIB,))]
+    both = _plan(("mesh/all_reduce/busbw/536870912", "mesh/all_reduce/busbw_inplace/1073741824"))
+    assert both == [((GIB // 2, GIB), 5, (GIB // 2, GIB))]  # consecutive sizes: one range, one run per sample
+    apart = _plan(("mesh/all_reduce/busbw/1024", "mesh/all_reduce/busbw/1073741824"))
+    assert apart == [((1024, 1024), 5, (1024,)), ((GIB, GIB), 5, (GIB,))]  # the sizes between keep their samples
+
+
+def test_plan_merges_the_closest_ranges_beyond_max_ranges() -> None:
+    keys = tuple(f"mesh/all_reduce/busbw/{SIZES[i]}" for i in (0, 2, 10, 20))  # gaps 1, 7 and 9 sizes
+    assert MAX_RANGES == 3
+    assert [span for span, _, _ in _plan(keys)] == [
+        (SIZES[0], SIZES[2]),
+        (SIZES[10], SIZES[10]),
+        (SIZES[20], SIZES[20]),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -75,19 +86,18 @@ def test_plan_sizes_in_doubt_alone_as_one_range() -> None:
     ],
 )
 def test_plan_whole_sweep_for_what_only_the_whole_sweep_measures(keys: tuple[str, ...], whole: bool) -> None:
-    plan = _plan(keys, whole=whole)
-    assert plan is not None and (plan.span, plan.runs, plan.sizes) == (None, 5, SIZES)
+    assert _plan(keys, whole=whole) == [(None, 5, SIZES)]
 
 
 def test_plan_never_passes_the_limit() -> None:
     near = _plan(("mesh/all_reduce/busbw/1024", "mesh/all_reduce/busbw/2048"), counts={1024: 18, 2048: 10})
-    assert near is not None and near.runs == 2  # 18 -> 20, not 23
-    assert _plan(("mesh/all_reduce/busbw/1024",), counts={1024: 20}) is None
+    assert near == [((1024, 2048), 2, (1024, 2048))]  # 18 -> 20, not 23
+    assert _plan(("mesh/all_reduce/busbw/1024",), counts={1024: 20}) == []
     # the whole sweep at its limit: the sizes in doubt still below it are re-run alone
     at_limit = {s: 20 for s in SIZES}
     rest = _plan(("mesh/all_reduce/busbw", "mesh/all_reduce/busbw/2048"), full=20, counts=at_limit | {2048: 15})
-    assert rest is not None and rest.span == (2048, 2048) and rest.runs == 5
-    assert _plan(("mesh/all_reduce/busbw",), full=20, counts=at_limit) is None
+    assert rest == [((2048, 2048), 5, (2048,))]
+    assert _plan(("mesh/all_reduce/busbw",), full=20, counts=at_limit) == []
 
 
 def test_a_run_of_some_sizes_must_print_the_range_it_was_asked() -> None:

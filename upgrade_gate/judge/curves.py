@@ -52,6 +52,7 @@ from upgrade_gate.validate.remeasure import z_upper
 
 Outcome = Literal["pass", "block", "remeasure", "not_comparable"]
 _HL = math.sqrt(math.pi / 3.0)
+LAST_LOOK = 0.8  # share of the later looks' alpha spent at the last one (measured in bench/detect_nodes.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +63,7 @@ class Params:
     alpha: float = 0.05  # a group passes when its one-sided (1 - alpha) upper bound is within tolerance
     node_false_block: float = 0.01  # node-level false-block rate of the single-metric tests
     detect_drop: float = 0.10  # a single-metric drop that must be seen
-    miss_rate: float = 0.0025  # per look, for `detect_drop`
+    miss_rate: float = 0.0005  # per look, for `detect_drop`
     min_effect: float = 0.05  # a single metric's drop below this never blocks
     max_samples: int = 20  # candidate samples per metric before the sequential test must decide
     min_samples: int = 3  # fewer per side: the drop alone decides, against tolerance_few_samples
@@ -234,7 +235,11 @@ def _assess_live(
     later = max(1, -(-p.max_samples // max(1, int(nb.min()))) - 1)
     c_first = z_upper(p.node_false_block / (4 * tests))
     c_later = z_upper(p.node_false_block / (4 * tests * later))
-    c_each = np.where(nc <= nb, c_first, c_later)
+    c_last = c_later
+    if later > 1:  # of the later looks' quarter, LAST_LOOK is the last one's (at max_samples, where it must decide)
+        c_last = z_upper(p.node_false_block * LAST_LOOK / (4 * tests))
+        c_later = z_upper(p.node_false_block * (1 - LAST_LOOK) / (4 * tests * (later - 1)))
+    c_each = np.where(nc <= nb, c_first, np.where(nc >= p.max_samples, c_last, c_later))
     c_single = c_first
     z_miss = z_upper(p.miss_rate)
     z_pass = z_upper(p.alpha)

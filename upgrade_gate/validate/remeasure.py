@@ -6,18 +6,22 @@ first runs its tool `samples` times, then *looks*: for every metric it compares 
 - a CVF floor (PHASE2_BW_THRESHOLD, PHASE4_BW_THRESHOLD, TESTS_JSON): `floor_check` below;
 - the node's baseline, when the caller injected a `Comparison` (the judge's curve statistics:
   `judge.remeasure`; this stage never imports the judge),
-and re-runs the same tool, through the same runner and code path, `step` more times for every run unit
-(a sweep, a rail) holding an inconclusive metric, until nothing is inconclusive or `max_samples` is
-reached. Then it decides: a floor fails only when the samples' upper bound is below it; still in
-between at the limit, it passes with a note (a single unlucky sample never fails a healthy node); the
-judge reads the samples again and warns. How many samples each unit took is written to the phase
+and re-runs the same tool, through the same runner and code path, `step` more times for every unit in doubt,
+until nothing is inconclusive or `max_samples` is reached. The unit is what is in doubt: a rail; for a
+sweep, the sizes in doubt alone (rccl-tests `-b FIRST -e LAST`, at most `MAX_RANGES` ranges of consecutive
+sizes per look: `plan_sweep`), or the whole sweep when its curve, its average or its floor is (measured,
+bench/detect_nodes.py: re-running the whole sweep for one size cost 7.0 samples per metric on healthy nodes
+at 3% noise, the sizes alone ~6). Then it decides: a floor fails only when the samples' upper bound is below
+it; still in between at the limit, it passes with a note (a single unlucky sample never fails a healthy
+node); the judge reads the samples again and warns. How many samples each unit took is written to the phase
 result (`<label>-samples` annotation, and the reason of a failure).
 
 Bounds: each extra run has the phase's own per-run timeout (PHASE2_JOB_WAIT_TIME, PHASE4_PAIR_WAIT_TIME,
-MPIJOB_WAIT_TIME), clamped to the phase deadline; the pipeline sizes the phase budget for
-`max_samples` runs (or UPGRADE_GATE_PHASE<N>_TIMEOUT_S caps it). A run that fails during re-measurement
-(missing tool, timeout, non-zero exit, unreadable output, budget used up) is recorded like any first
-run's failure: the phase fails closed.
+MPIJOB_WAIT_TIME), clamped to the phase deadline; the pipeline sizes the phase budget for `max_samples` runs
+(or UPGRADE_GATE_PHASE<N>_TIMEOUT_S caps it); a look re-running ranges of a sweep takes up to `MAX_RANGES`
+runs per extra sample, each of a few sizes (shorter than the whole sweep). A run that fails during
+re-measurement (missing tool, timeout, non-zero exit, unreadable output, budget used up) is recorded like
+any first run's failure: the phase fails closed.
 
 The floor statistic (`floor_check`) lives here because both this stage and the judge's
 `bandwidth.threshold` use it (one implementation): log-scale mean with a standard error from a pooled,
@@ -36,6 +40,7 @@ from typing import Literal, Protocol
 from upgrade_gate.model import Measurement, NodeName
 
 _Z_CACHE: dict[float, float] = {}
+MAX_RANGES = 3  # ranges of a sweep's sizes re-run per look (`plan_sweep`)
 _SIZE_KEY = re.compile(r"/busbw(?:_inplace)?/(?P<bytes>\d+)$")
 
 
@@ -185,7 +190,7 @@ def floor_message(d: FloorDecision) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SweepPlan:
-    """The next re-measurement of an rccl-tests sweep: `runs` runs of the whole sweep, or of one range of it.
+    """A re-measurement of an rccl-tests sweep: `runs` runs of the whole sweep, or of one range of its sizes.
 
     `span` (first, last) bytes: rccl-tests run with `-b first -e last` (and the sweep's `-f`), which
     measures `sizes` alone; None: the whole sweep (every size and `# Avg bus bandwidth`).
@@ -222,16 +227,17 @@ def plan_sweep(
     full: int,
     samples: int,
     p: Resampling,
-) -> SweepPlan | None:
+) -> tuple[SweepPlan, ...]:
     """What to re-run of a sweep whose look found `inconclusive` keys (and `whole`: a floor on its average).
 
     The unit of re-measurement is what is in doubt: a key of one size (out of place or in place) re-runs
     that size alone, so the sizes already decided keep their samples; a curve (`.../busbw`), the
-    average, a key of no known size or `whole` re-run the whole sweep. Doubtful sizes are re-run as
-    ONE range (`-b` the smallest, `-e` the largest, the sweep's factor): one tool run per extra sample,
-    as many as a whole-sweep re-run takes, never more. `counts`: samples per size so far; `full`: whole
-    sweeps so far. Each look adds `Resampling.next_count` runs; nothing passes the limit (a size inside
-    the range that was already decided may take a few more samples, which only narrows its bounds).
+    average, a key of no known size or `whole` re-run the whole sweep (one plan). Sizes in doubt are
+    re-run as ranges of consecutive sweep sizes (`-b` first, `-e` last, the sweep's factor), at most
+    `MAX_RANGES` per look (the closest ranges merge, so a settled size between them is measured too):
+    a look costs at most `MAX_RANGES` tool runs per extra sample, each shorter than the whole sweep.
+    `counts`: samples per size so far; `full`: whole sweeps so far. Each look adds
+    `Resampling.next_count` runs; nothing passes the limit. () when nothing is left to re-run.
     """
     limit = p.limit(samples)
     doubtful: set[int] = set()
@@ -242,10 +248,21 @@ def plan_sweep(
         else:
             doubtful.add(size)
     if whole and full < limit:
-        return SweepPlan(span=None, runs=p.next_count(full, samples) - full, sizes=tuple(sizes))
-    below = sorted(s for s in doubtful if counts[s] < limit)
-    if not below:
-        return None
-    lo, hi = below[0], below[-1]
-    runs = min(p.next_count(counts[s], samples) - counts[s] for s in below)
-    return SweepPlan(span=(lo, hi), runs=runs, sizes=tuple(s for s in sizes if lo <= s <= hi))
+        return (SweepPlan(span=None, runs=p.next_count(full, samples) - full, sizes=tuple(sizes)),)
+    at = {size: i for i, size in enumerate(sizes)}
+    below = sorted(at[s] for s in doubtful if counts[s] < limit)
+    ranges: list[list[int]] = []
+    for i in below:
+        if ranges and i == ranges[-1][1] + 1:
+            ranges[-1][1] = i
+        else:
+            ranges.append([i, i])
+    while len(ranges) > MAX_RANGES:
+        k = min(range(len(ranges) - 1), key=lambda j: ranges[j + 1][0] - ranges[j][1])
+        ranges[k : k + 2] = [[ranges[k][0], ranges[k + 1][1]]]
+    plans = []
+    for lo, hi in ranges:
+        doubt = [sizes[i] for i in below if lo <= i <= hi]
+        runs = min(p.next_count(counts[s], samples) - counts[s] for s in doubt)
+        plans.append(SweepPlan(span=(sizes[lo], sizes[hi]), runs=runs, sizes=tuple(sizes[lo : hi + 1])))
+    return tuple(plans)

@@ -228,7 +228,7 @@ SPECS = (
             ),
             "miss_rate": ParamSpec(
                 kind="number",
-                default=0.0025,
+                default=0.0005,
                 doc="per look, chance to settle a detect_drop as within",
                 minimum=1e-6,
                 maximum=0.5,

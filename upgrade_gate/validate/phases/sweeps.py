@@ -15,11 +15,12 @@ Design decisions:
   up to the policy's `max_samples`), and still in between at the limit it is not failed (the judge
   warns). The median is what the `-measured-bw` annotation carries; `#wrong` > 0 in any run fails.
 - The unit of re-measurement is what is in doubt (`validate.remeasure.plan_sweep`): when only some
-  sizes are inconclusive against the baseline, rccl-tests re-runs those sizes alone, as one range
-  (`-b FIRST -e LAST` with the sweep's `-f`; rccl-tests' README: `-b,--minbytes` / `-e,--maxbytes`, the
-  sizes to scan, so `-b X -e X` measures the one size X), and the sizes already decided keep their
-  samples; a curve, the average or the floor in doubt re-runs the whole sweep. Extra runs go through the
-  same runner, parser and checks as the first runs; a failing one stops it and is recorded (fail closed).
+  sizes are inconclusive against the baseline, rccl-tests re-runs those sizes alone, as ranges of
+  consecutive sizes (`-b FIRST -e LAST` with the sweep's `-f`, at most `MAX_RANGES` per look; rccl-tests'
+  README: `-b,--minbytes` / `-e,--maxbytes` are the sizes to scan, so `-b X -e X` measures the one size
+  X), and the sizes already decided keep their samples; a curve, the average or the floor in doubt
+  re-run the whole sweep. Extra runs go through the same runner, parser and checks as the first runs; a
+  failing one stops them and is recorded (fail closed).
 - A run of some sizes alone is checked against what it was asked (its own -b/-e), its #wrong and rank
   count count like any run's, its sizes' samples join the sweep's (labelled with the whole sweep's
   min/max bytes: the same size, iterations, warmup, ranks, datatype, op and environment), and its
@@ -90,7 +91,9 @@ class SweepLook:
     threshold_key: str
     tests: int = 1
 
-    def look(self, runs: Sequence[SweepRun], *, sizes: Sequence[int], samples: int) -> tuple[SweepPlan, str] | None:
+    def look(
+        self, runs: Sequence[SweepRun], *, sizes: Sequence[int], samples: int
+    ) -> tuple[tuple[SweepPlan, ...], str] | None:
         """What to re-run and why (None: every comparison is decided, or nothing in doubt is below the limit)."""
         why: list[str] = []
         whole = False
@@ -113,7 +116,7 @@ class SweepLook:
                     why.append(f"{len(found)} comparison(s) with {node}'s baseline inconclusive ({shown})")
         if not why:
             return None
-        plan = plan_sweep(
+        plans = plan_sweep(
             keys,
             whole=whole or not sizes,
             sizes=sizes,
@@ -122,7 +125,7 @@ class SweepLook:
             samples=samples,
             p=self.resampling,
         )
-        return None if plan is None else (plan, "; ".join(why))
+        return (plans, "; ".join(why)) if plans else None
 
 
 def mesh_look(ctx: PhaseContext, env: Mapping[str, str]) -> SweepLook:
@@ -157,40 +160,58 @@ def run_sweeps(
     """
     runs: list[SweepRun] = []
     sizes = sweep_sizes(asked.min_bytes, asked.max_bytes, asked.factor)
-    plan: SweepPlan | None = SweepPlan(span=None, runs=samples, sizes=sizes)
-    whys: dict[Span, str] = {}
-    while plan is not None:
-        for _ in range(plan.runs):
-            run = runner.run(argv(plan.span), timeout=timeout)
-            if out.tool_failure(run):
-                plan = None
-                break
-            try:
-                runs.append(SweepRun(parse_rccl_tests(run.stdout), plan.span))
-            except ParseError as exc:
-                out.error(f"{tool}: unreadable output: {exc}")
-                plan = None
-                break
-        if plan is None or look is None:
+    plans: tuple[SweepPlan, ...] = (SweepPlan(span=None, runs=samples, sizes=sizes),)
+    whys: dict[int | None, str] = {}  # why the whole sweep (None) or a size was re-run, at its first re-run
+    while plans:
+        if not _run_plans(runner, argv, plans, runs, timeout=timeout, out=out, tool=tool) or look is None:
             break
         found = look.look(runs, sizes=sizes, samples=samples)
         if found is None:
             break
-        plan, why = found
-        done = len(wholes(runs)) if plan.span is None else min(size_counts(runs, plan.sizes).values())
-        whys.setdefault(plan.span, f"{why} after {done} run(s)")
+        plans, why = found
+        counts = size_counts(runs, sizes)
+        for plan in plans:
+            if plan.span is None:
+                whys.setdefault(None, f"{why} after {len(wholes(runs))} run(s)")
+            for size in plan.sizes if plan.span is not None else ():
+                whys.setdefault(size, f"{why} after {counts[size]} run(s)")
     _took(out, tool, runs, sizes, whys)
     return runs
 
 
-def _took(out: Outcome, tool: str, runs: Sequence[SweepRun], sizes: Sequence[int], whys: Mapping[Span, str]) -> None:
+def _run_plans(
+    runner: TimedRunner,
+    argv: Callable[[Span], Sequence[str]],
+    plans: Sequence[SweepPlan],
+    runs: list[SweepRun],
+    *,
+    timeout: float,
+    out: Outcome,
+    tool: str,
+) -> bool:
+    """Every run of `plans`, parsed into `runs`; False after recording the first failing run (which stops)."""
+    for plan in plans:
+        for _ in range(plan.runs):
+            run = runner.run(argv(plan.span), timeout=timeout)
+            if out.tool_failure(run):
+                return False
+            try:
+                runs.append(SweepRun(parse_rccl_tests(run.stdout), plan.span))
+            except ParseError as exc:
+                out.error(f"{tool}: unreadable output: {exc}")
+                return False
+    return True
+
+
+def _took(
+    out: Outcome, tool: str, runs: Sequence[SweepRun], sizes: Sequence[int], whys: Mapping[int | None, str]
+) -> None:
     """The `-samples` annotation: whole sweeps, and every size re-run alone with its sample count."""
     out.took(tool, len(wholes(runs)), whys.get(None))
     counts = size_counts(runs, sizes)
-    for span, why in whys.items():
-        if span is not None:
-            for size in (s for s in sizes if span[0] <= s <= span[1]):
-                out.took(f"{tool} {size} B", counts[size], why)
+    for size in sizes:
+        if size in whys:
+            out.took(f"{tool} {size} B", counts[size], whys[size])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
