@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 if __package__ in (None, ""):  # `python bench/bench_executor.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._executor_trace import Trace
 from bench.bench_fleet import JOBS_PER_NODE, TARGET_RATIO, slow_tools
 from bench.common import PYTHON, REPO, Section, Target, print_section, table
 
@@ -48,7 +49,9 @@ if TYPE_CHECKING:
     from upgrade_gate.model import Snapshot
 
 
-def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: bool) -> list[dict[str, float | str]]:
+def measure(
+    workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: bool, trace: bool = False
+) -> list[dict[str, float | str]]:
     """One real control plane; per (mode, tool_s) a run of phases 1-3 on `nodes` nodes."""
     from tests.k8s.cluster import FAST_RETRY
     from upgrade_gate.cli.collect_cmds import parser_check
@@ -88,14 +91,16 @@ def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: b
                     n.name: replace(snap, node=NodeInfo(name=NodeName(n.name), node_class="mi300x-8gpu"))
                     for n in kube_nodes
                 }
+                tracer = Trace() if trace else None
                 load = os.getloadavg()[0]
-                start, cpu = time.perf_counter(), time.process_time()
-                results = run_phases(
-                    client, kube_nodes, phases=select_phases(frozenset({1, 2, 3})), config=default_config(),
-                    settings=settings, run_id=f"b{mode[0]}{int(t)}", snapshots=snapshots,
-                )  # fmt: skip
-                wall = time.perf_counter() - start
-                cpu = time.process_time() - cpu
+                with tracer.installed(client, kubeconfig, settings.jobs.namespace) if tracer else nullcontext():
+                    start, cpu = time.perf_counter(), time.process_time()
+                    results = run_phases(
+                        client, kube_nodes, phases=select_phases(frozenset({1, 2, 3})), config=default_config(),
+                        settings=settings, run_id=f"b{mode[0]}{int(t)}", snapshots=snapshots,
+                    )  # fmt: skip
+                    wall = time.perf_counter() - start
+                    cpu = time.process_time() - cpu
                 client.close()
                 passed = sum(all(r.status is PhaseStatus.PASSED for r in rs) for rs in results.values())
                 ideal = JOBS_PER_NODE * t + local_s
@@ -104,6 +109,9 @@ def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: b
                             "client_cpu_s": cpu, "nodes_passed": float(passed),
                             "load": f"{load:.1f} / {os.getloadavg()[0]:.1f}"})  # fmt: skip
                 print(f"# {mode} tool {t:g}s: wall {wall:.1f}s ratio {wall / ideal:.3f}", file=sys.stderr, flush=True)
+                if tracer is not None:
+                    out[-1]["trace"] = tracer.render(tool_s=t)
+                    print(out[-1]["trace"], file=sys.stderr, flush=True)
     return out
 
 
@@ -145,7 +153,7 @@ def _local_reference(workdir: Path, fake: FakeNode, snap: Snapshot) -> float:
 
 
 def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
-        tool_s: tuple[float, ...] = (5.0, 15.0), baseline: bool = False) -> Section:  # fmt: skip
+        tool_s: tuple[float, ...] = (5.0, 15.0), baseline: bool = False, trace: bool = False) -> Section:  # fmt: skip
     """Measure; return the section."""
     title = "Kubernetes executor on the real control plane (issue 14)"
     from tests.k8s.controlplane import missing_reason
@@ -157,10 +165,10 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
                                        met=None),))  # fmt: skip
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="ug-bench-executor-") as tmp:
-            return run(quick=quick, workdir=Path(tmp), nodes=nodes, tool_s=tool_s, baseline=baseline)
+            return run(quick=quick, workdir=Path(tmp), nodes=nodes, tool_s=tool_s, baseline=baseline, trace=trace)
     if quick:
         nodes, tool_s = min(nodes, 2), tool_s[:1]
-    rows = measure(workdir / "executor", nodes=nodes, tool_s=tool_s, baseline=baseline)
+    rows = measure(workdir / "executor", nodes=nodes, tool_s=tool_s, baseline=baseline, trace=trace)
     body = [
         f"Phases 1-3 through `fleet.executor.run_phases` on {nodes} fake MI300X nodes at once, on the real "
         "control plane (tests/k8s/realcluster.py), as the upgrade-gate service account; every tool call is a "
@@ -216,9 +224,10 @@ def main() -> None:
     parser.add_argument("--tool-s", default="5,15", help="comma-separated tool-call durations in seconds")
     parser.add_argument("--baseline", action="store_true", help="also run with polling (before issue 14)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--trace", action="store_true", help="per-Job stages and requests (bench/_executor_trace.py)")
     args = parser.parse_args()
     tools = tuple(float(x) for x in args.tool_s.split(",") if x)
-    print_section(run(quick=args.quick, nodes=args.nodes, tool_s=tools, baseline=args.baseline))
+    print_section(run(quick=args.quick, nodes=args.nodes, tool_s=tools, baseline=args.baseline, trace=args.trace))
 
 
 if __name__ == "__main__":

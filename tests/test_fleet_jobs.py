@@ -19,6 +19,7 @@ from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, run_mpijob, run_on
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import CAPTURE_ACCESS, HostAccess, JobSettings, JobSpec, MpiJobSpec, capture_access
 from upgrade_gate.fleet.objects import JobPhase
+from upgrade_gate.fleet.resultframe import wrapper_source
 from upgrade_gate.model import NodeName
 
 pytest_plugins = ["tests.k8s.fixtures"]  # kube_cluster, kube_client
@@ -45,7 +46,7 @@ def test_jobs_manifest_pins_with_node_name_and_drops_privileges() -> None:
     assert pod["automountServiceAccountToken"] is False and pod["serviceAccountName"] == "upgrade-gate-job"
     assert pod["tolerations"] == [{"key": "upgrade-gate/canary", "operator": "Exists", "effect": "NoSchedule"}]
     (c,) = pod["containers"]
-    assert c["command"][:4] == [sys.executable, "-m", "upgrade_gate.fleet.resultframe", "--"]
+    assert c["command"][:6] == [sys.executable, "-I", "-S", "-c", wrapper_source(), "--"]
     assert c["resources"] == {"limits": {"amd.com/gpu": "8"}}
     assert c["securityContext"] == {
         "allowPrivilegeEscalation": False,

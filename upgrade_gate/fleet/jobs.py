@@ -170,7 +170,7 @@ def run_job(
         return result(RunStatus.ERROR, f"could not create Job {name}: {exc}")
     watch = _CreateWatch(client, name, ns, stop)
     try:
-        state = client.wait_job(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=watch, settle_on_pod=True)
+        state, pods = client.wait_job_pods(name, ns, timeout_s=timeout_s, poll_s=poll_s, stop=watch, settle_on_pod=True)
     except KubeWaitTimeoutError:
         log, _ = _log(client, name, ns)
         lost = _node_gone(client, spec.node)
@@ -186,8 +186,7 @@ def run_job(
         if fatal(exc):
             raise
         return result(RunStatus.ERROR, f"Job {name}: {exc}")
-    pods = _quietly(lambda: client.job_pods(name, ns)) or ()
-    log, problem = _log(client, name, ns, pods)
+    log, problem = _log(client, name, ns, pods)  # the pods of the read that ended the wait: no second list
     exit_code = pods[-1].exit_code if pods else None
     payload: bytes | None = None
     if spec.framed and problem is None:

@@ -79,6 +79,22 @@ class WorkloadCalls(ApiBase):
         `stop` is asked too: when it returns True the wait ends early with KubeWaitTimeoutError.
         `poll_s` paces the reads where no watch serves (a server or RBAC without `watch`).
         """
+        return self.wait_job_pods(
+            name, namespace, timeout_s=timeout_s, poll_s=poll_s, stop=stop, settle_on_pod=settle_on_pod
+        )[0]
+
+    def wait_job_pods(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        timeout_s: float,
+        poll_s: float = 2.0,
+        stop: Callable[[], bool] | None = None,
+        settle_on_pod: bool = False,
+    ) -> tuple[JobState, tuple[PodState, ...]]:
+        """`wait_job`, with the Job's pods (oldest first) as the read that ended the wait saw them: the
+        caller needs no second list to find the pod whose log holds the result (issue 14)."""
 
         def read() -> tuple[tuple[JobState, tuple[PodState, ...]], str]:
             job = self.get_job(name, namespace)
@@ -101,9 +117,9 @@ class WorkloadCalls(ApiBase):
             timeout_s=timeout_s, poll_s=poll_s, stop=stop, watchable=watchable,
         )  # fmt: skip
         if job.phase is JobPhase.ACTIVE:
-            return replace(job, phase=JobPhase.SUCCEEDED, succeeded=max(job.succeeded, 1),
-                           settled_by=_pod_settles(job, pods))  # fmt: skip
-        return job
+            job = replace(job, phase=JobPhase.SUCCEEDED, succeeded=max(job.succeeded, 1),
+                          settled_by=_pod_settles(job, pods))  # fmt: skip
+        return job, pods
 
     def job_pods(self, name: str, namespace: str) -> tuple[PodState, ...]:
         """The pods of a Job (label `job-name`), oldest first."""
