@@ -69,6 +69,7 @@ from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_co
 from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX, failure_reason_key
 from upgrade_gate.validate.phase import GroupPhase, NodePhase
 from upgrade_gate.validate.pipeline import Progress, run_pipeline
+from upgrade_gate.validate.remeasure import Resampling
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
@@ -198,8 +199,12 @@ def run_phases(
     snapshots: Mapping[NodeName, Snapshot] | None = None,
     samples: int | None = None,
     progress: Progress | None = None,
+    resampling: Resampling | None = None,
 ) -> dict[NodeName, tuple[PhaseResult, ...]]:
-    """The CVF pipeline on the nodes through a KubeLauncher; a vanished node's results are errors."""
+    """The CVF pipeline on the nodes through a KubeLauncher; a vanished node's results are errors.
+
+    `resampling`: re-measure an inconclusive metric (`validate.remeasure`; `window validate` builds it
+    from the policy and the canaries' baselines, as `validate --policy --baseline` does on one node)."""
     launcher = KubeLauncher(client, nodes, settings, run_id=run_id)
     results = run_pipeline(
         [n.name for n in nodes],
@@ -211,6 +216,7 @@ def run_phases(
         samples=samples,
         progress=progress,
         parallel=settings.concurrency,
+        resampling=resampling,
     )
     for node, why in launcher.vanished.items():
         results[node] = tuple(_vanished(r, why) for r in results[node])
