@@ -195,7 +195,7 @@ def phase_resampling(
     classes = sorted({s.node.node_class for s in snapshots.values() if s.node.node_class is not None})
     limits = [(resampling(policy, c).max_samples, c) for c in classes]
     chosen = max(limits, key=lambda lc: lc[0])[1] if limits else None  # max keeps the first of equal limits
-    mine = {n: b for n, b in baselines.items() if n in snapshots}
+    mine: dict[str, Snapshot] = {n: b for n, b in baselines.items() if n in snapshots}
     return resampling(policy, chosen, baselines=mine or None)
 
 
