@@ -26,6 +26,7 @@ Design decisions
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -111,6 +112,10 @@ def measure(
                 print(f"# {mode} tool {t:g}s: wall {wall:.1f}s ratio {wall / ideal:.3f}", file=sys.stderr, flush=True)
                 if tracer is not None:
                     out[-1]["trace"] = tracer.render(tool_s=t)
+                    if os.environ.get("UG_TRACE_OUT"):  # the raw timestamps, for a closer look
+                        Path(os.environ["UG_TRACE_OUT"]).write_text(
+                            json.dumps({"start": start, "end": start + wall, "jobs": tracer.jobs}), encoding="utf-8"
+                        )
                     print(out[-1]["trace"], file=sys.stderr, flush=True)
     return out
 
