@@ -58,7 +58,8 @@ class Trace:
 
         original_run_job = launcher.run_job
         original_send = client._send
-        original_create, original_wait = client.create_job, client.wait_job_pods
+        wait_name = "wait_job_pods" if hasattr(client, "wait_job_pods") else "wait_job"  # the code before it
+        original_create, original_wait = client.create_job, getattr(client, wait_name)
 
         def run_job(cl: Any, spec: Any, **kw: Any) -> Any:
             self.mark(spec.name, "asked", node=str(spec.node))
@@ -83,15 +84,28 @@ class Trace:
                 self.calls[_kind(method, path, query or {})] += 1
             return original_send(method, path, query=query, **kw)
 
+        import urllib3.connectionpool as pools
+
+        original_new_conn = pools.HTTPSConnectionPool._new_conn
+
+        def new_conn(pool: Any) -> Any:
+            with self._lock:
+                self.calls["(new TLS connections)"] += 1
+            return original_new_conn(pool)
+
+        pools.HTTPSConnectionPool._new_conn = new_conn  # type: ignore[method-assign]
         launcher.run_job = run_job  # type: ignore[assignment]
-        client._send, client.create_job, client.wait_job_pods = send, create_job, wait_job_pods
+        client._send, client.create_job = send, create_job
+        setattr(client, wait_name, wait_job_pods)
         observer = threading.Thread(target=self._observe, args=(kubeconfig, namespace), daemon=True)
         observer.start()
         try:
             yield
         finally:
             launcher.run_job = original_run_job  # type: ignore[assignment]
-            client._send, client.create_job, client.wait_job_pods = original_send, original_create, original_wait
+            pools.HTTPSConnectionPool._new_conn = original_new_conn  # type: ignore[method-assign]
+            client._send, client.create_job = original_send, original_create
+            setattr(client, wait_name, original_wait)
             self._stop.set()
             observer.join(timeout=10)
 
