@@ -23,6 +23,7 @@ Design decisions (why pod logs, not a ConfigMap per node)
 
 from __future__ import annotations
 
+import ast
 import base64
 import functools
 import gzip
@@ -78,8 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 @functools.cache
 def wrapper_source() -> str:
-    """The source of `fleet.framewrapper`, which a Job runs as `python3 -I -S -c SOURCE -- ARGV`."""
-    return Path(framewrapper.__file__).read_text(encoding="utf-8")
+    """The source of `fleet.framewrapper`, which a Job runs as `python3 -I -S -c SOURCE -- ARGV`: its module
+    docstring (the design notes) left out of every Job, a line naming the file in its place."""
+    text = Path(framewrapper.__file__).read_text(encoding="utf-8")
+    first = ast.parse(text).body[0]
+    lines = text.splitlines(keepends=True)
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and first.end_lineno is not None:
+        lines = lines[first.end_lineno :]
+    return "# upgrade-gate's result wrapper (upgrade_gate/fleet/framewrapper.py)\n" + "".join(lines).lstrip("\n")
 
 
 if __name__ == "__main__":
