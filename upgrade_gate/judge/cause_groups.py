@@ -105,11 +105,18 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
         key = _metric_key(pool.findings[i])
         if key is not None:
             families.setdefault(_family(key), []).append(i)
+    if not families:
+        return  # the usual node: no bandwidth finding, nothing to read in its measurements
     sizes: dict[str, set[int]] = {}
-    for m in measurements_of(candidate) if candidate is not None else ():
-        match = _SIZE.match(m.key)
-        if match:
-            sizes.setdefault(match["family"], set()).add(int(match["bytes"]))
+
+    def sizes_of(family: str) -> set[int]:  # read the measurements only for a headline that needs them
+        if not sizes and candidate is not None:
+            for m in measurements_of(candidate):
+                match = _SIZE.match(m.key)
+                if match:
+                    sizes.setdefault(match["family"], set()).add(int(match["bytes"]))
+        return sizes.get(family, set())
+
     for family, indexes in sorted(families.items()):
         scope = family.split("/")[0]
         phase = _PHASE_OF_SCOPE.get(scope)
@@ -127,7 +134,7 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
             pool.add(
                 f"bandwidth:{family}",
                 group,
-                _drop_headline(family, shown, sizes.get(family, set()), basis),
+                _drop_headline(family, shown, sizes_of(family), basis),
                 category=category,
                 owner=owner_of("bandwidth.regression" if scope != "rail" else "nic.port_state"),
                 next_step=step,

@@ -40,6 +40,7 @@ from upgrade_gate import __version__
 from upgrade_gate.errors import InputError
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.checklist import FLEET, Checklist, ChecklistInputs, evaluate_checklists
+from upgrade_gate.judge.identity import forget as forget_identities
 from upgrade_gate.judge.identity import match_gpus
 from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected
 from upgrade_gate.judge.policy import Policy
@@ -47,6 +48,7 @@ from upgrade_gate.judge.rules import REGISTRY
 from upgrade_gate.judge.rules.bandwidth import prime_regression
 from upgrade_gate.judge.rules.base import NodeContext
 from upgrade_gate.judge.rules.fields import unplanned_findings
+from upgrade_gate.judge.rules.measured import forget as forget_measurements
 from upgrade_gate.model import (
     Change,
     ClassReference,
@@ -265,9 +267,13 @@ def judge_nodes(
 ) -> list[tuple[NodeReport, frozenset[RuleId]]]:
     """`judge_node` of each (candidate, baseline) pair: the same reports, with the bandwidth statistics of
     the whole batch computed at once (`rules.bandwidth.prime_regression`, `judge.curve_batch`)."""
-    contexts = [_context(cand, base, plan, policy, references, denylist) for cand, base in nodes]
-    with prime_regression(contexts):
-        return [_judge_context(ctx, include_changes) for ctx in contexts]
+    try:
+        contexts = [_context(cand, base, plan, policy, references, denylist) for cand, base in nodes]
+        with prime_regression(contexts):
+            return [_judge_context(ctx, include_changes) for ctx in contexts]
+    finally:  # the per-snapshot caches hold the batch's snapshots: release them with the batch
+        forget_identities()
+        forget_measurements()
 
 
 def _context(

@@ -168,15 +168,23 @@ def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         m = cand.get(summary.key)
         if m is None or not m.samples or m.unit != summary.unit:
             continue
-        if m.settings != summary.settings:
-            keys = (m.settings.keys() | summary.settings.keys()) - ignore
-            if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
-                continue
         tolerance, shift = base_tolerance, 0.0
         expectation = metric_expectation(ctx.plan, summary.key) if accepts else None
         if expectation is not None:
             tolerance, shift = expectation[0].tolerance, expectation[0].shift
         centre = summary.median * (1.0 + shift)
+        # The drop is monotone in the median, which lies between the extremes: when even the worst
+        # sample is within the tolerance, so is the median (the usual node; no sort needed).
+        worst = min(m.samples) if m.higher_is_better else max(m.samples)
+        if (
+            worst == worst
+            and ((centre - worst) / centre if m.higher_is_better else (worst - centre) / centre) <= tolerance
+        ):
+            continue
+        if m.settings != summary.settings:
+            keys = (m.settings.keys() | summary.settings.keys()) - ignore
+            if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
+                continue
         ordered = sorted(m.samples)
         mid = len(ordered) // 2
         value = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0

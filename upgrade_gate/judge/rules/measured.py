@@ -35,8 +35,13 @@ _Entry = tuple[
     Snapshot, tuple[dict[str, Measurement], dict[str, str]], frozenset[str], tuple[str, ...], tuple[str, ...]
 ]
 _MERGED: dict[int, _Entry] = {}
-_MERGED_MAX = 16
+_MERGED_MAX = 256  # a judge batch (judge.BATCH nodes) holds two snapshots per node
 _isfinite = math.isfinite
+
+
+def forget() -> None:
+    """Drop the cached merges (the judge calls it after each batch: the cache holds the snapshots)."""
+    _MERGED.clear()
 
 
 def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
