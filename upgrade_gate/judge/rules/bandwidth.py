@@ -108,6 +108,7 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     ignore = entry.strings("ignore_settings")
     overrides = entry.number_map("tolerance_overrides")
     pick = _selector(entry)
+    every = pick is _every
     accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
@@ -116,7 +117,7 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     rows = []
     row = curves.Row
     for key in bandwidth_keys(ctx.baseline):  # sorted
-        if key not in usable or (broken and key in broken) or not pick(key):
+        if key not in usable or (broken and key in broken) or (not every and not pick(key)):
             continue
         b, c = base[key], cand[key]
         if b.unit != c.unit or (b.settings != c.settings and settings_diff(b.settings, c.settings, ignore)):

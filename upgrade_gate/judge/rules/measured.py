@@ -72,21 +72,23 @@ def _merged_entry(snapshot: Snapshot) -> _Entry:
     if len(_MERGED) >= _MERGED_MAX:
         _MERGED.clear()
     # usable(): some samples, all finite (inlined: this runs for every measurement of every node)
-    ok = frozenset(k for k, m in merged[0].items() if m.samples and _isfinite(sum(m.samples)))
-    bandwidth: list[str] = []
-    thermal: list[str] = []
-    for k in merged[0]:
-        (thermal if k.startswith(THERMAL_PREFIX) else bandwidth).append(k)
-    bandwidth.sort()
+    isfinite = _isfinite
+    ok = frozenset([k for k, m in merged[0].items() if m.samples and isfinite(sum(m.samples))])
+    thermal = [k for k in merged[0] if k.startswith(THERMAL_PREFIX)]
+    bandwidth = sorted(merged[0].keys() - thermal) if thermal else sorted(merged[0])
     entry = (snapshot, merged, ok, tuple(bandwidth), tuple(thermal))
     _MERGED[id(snapshot)] = entry
     return entry
 
 
 def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
-    out: dict[str, Measurement] = {}
+    every = measurements_of(snapshot)
+    out = {m.key: m for m in every}
     broken: dict[str, str] = {}
-    for m in measurements_of(snapshot):
+    if len(out) == len(every):
+        return out, broken  # the usual snapshot: every key once
+    out = {}
+    for m in every:
         have = out.get(m.key)
         if have is None:
             out[m.key] = m
