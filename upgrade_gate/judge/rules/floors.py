@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -22,10 +21,6 @@ from upgrade_gate.model import Finding, Measurement
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
-
-
-def _median(m: Measurement) -> float | None:
-    return statistics.median(m.samples) if usable(m.samples) else None
 
 
 def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -92,7 +87,7 @@ def _floor(
     tests: int,
 ) -> Iterable[Finding]:
     path = f"measurements[key={key}]"
-    if m is None or _median(m) is None:
+    if m is None or not usable(m.samples):
         yield finding(
             ctx,
             entry,
