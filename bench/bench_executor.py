@@ -231,6 +231,12 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
             ],
         ),
     ]
+    for r in rows:
+        if "trace" in r:
+            body.append(
+                f"\nWhere the time went ({r['mode']}, {r['tool_s']:g} s tool calls; bench/_executor_trace.py):\n"
+            )
+            body.append(str(r["trace"]))
     five = [r for r in rows if r["mode"] == "watch" and r["tool_s"] == min(tool_s)]
     ratio = float(five[0]["ratio"]) if five else float("nan")
     target = Target(
