@@ -96,9 +96,13 @@ class WorkloadCalls(ApiBase):
         poll_s: float = 2.0,
         stop: Callable[[], bool] | None = None,
         settle_on_pod: bool = False,
+        on_succeeded: Callable[[PodState], None] | None = None,
     ) -> tuple[JobState, tuple[PodState, ...]]:
         """`wait_job`, with the Job's pods (oldest first) as the read that ended the wait saw them: the
-        caller needs no second list to find the pod whose log holds the result (issue 14)."""
+        caller needs no second list to find the pod whose log holds the result (issue 14).
+
+        `on_succeeded(pod)` is called (in the waiting thread) when a watch event says one of the Job's pods
+        Succeeded, before the read that decides: a caller may start reading that pod's log meanwhile."""
 
         known: list[JobState] = []  # the Job as first read: its spec (completions) does not change
 
@@ -120,7 +124,12 @@ class WorkloadCalls(ApiBase):
             return not any(p.phase in _ENDED for p in state[1])  # no pod event announces the Job's condition
 
         def wake(event: WatchEvent) -> bool:
-            return event.type == "DELETED" or pod_from_api(event.object).phase in _ENDED  # untrusted: typed first
+            if event.type == "DELETED":
+                return True
+            pod = pod_from_api(event.object)  # untrusted: typed first
+            if pod.phase == "Succeeded" and on_succeeded is not None:
+                on_succeeded(pod)
+            return pod.phase in _ENDED
 
         path = f"/api/v1/namespaces/{q(namespace)}/pods"
         watched = Watched(path=path, query={"labelSelector": f"{JOB_NAME}={name}"}, wake=wake)
