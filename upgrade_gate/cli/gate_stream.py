@@ -20,12 +20,19 @@ held every snapshot at once. Here:
   decodes 8,192 of them serially, and pickling frozen slotted dataclasses costs ~4x more.
 - The first candidate is judged in the parent before forking, so every lazily imported module
   (numpy, deepdiff, the msgspec decoders) is loaded once and shared by the workers through fork.
+- Garbage collection: the parent freezes its objects before forking (`gc.freeze`), so a worker's
+  collections neither walk the inherited heap nor write to its pages (copy-on-write), and a worker
+  collects its youngest generation every `WORKER_GC_YOUNG` net allocations instead of every 700. A
+  node allocates tens of thousands of short-lived objects that reference counting frees; at the
+  default threshold the collector ran ~1.5 times a node and took ~1.4 ms of a ~7 ms node
+  (measured with `gc.callbacks`), ~0 at this one. Cycles are still collected, only less often.
 - With `--checklist` (which reads every candidate at once) or where fork is unavailable, `gate`
   keeps its in-memory path.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -45,6 +52,7 @@ if TYPE_CHECKING:
 
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz")
 SUMMARY_FROM_NODES = 64  # above this many nodes the console prints a summary, not every finding
+WORKER_GC_YOUNG = 50_000  # a worker's generation-0 threshold (see the module docstring)
 
 
 def candidate_paths(singles: Sequence[Path], sources: Sequence[Path]) -> list[Path]:
@@ -173,6 +181,12 @@ def _judge_encoded(paths: Sequence[str]) -> bytes:
     return msgspec.msgpack.encode(_judge_paths(paths))
 
 
+def _worker_start() -> None:
+    """A forked worker's set-up: collect young objects less often (see the module docstring)."""
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(WORKER_GC_YOUNG, middle, old)
+
+
 def _decoder() -> Any:
     import msgspec
 
@@ -197,8 +211,12 @@ def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
         chunk = max(8, min(128, len(rest) // (workers * 8) or 1))
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
         ctx: Any = multiprocessing.get_context("fork")
-        with ctx.Pool(processes=workers) as pool:
-            parts = pool.map(_judge_encoded, slices, chunksize=1)
+        gc.freeze()  # the parent's heap, shared with the workers, is never walked by their collections
+        try:
+            with ctx.Pool(processes=workers, initializer=_worker_start) as pool:
+                parts = pool.map(_judge_encoded, slices, chunksize=1)
+        finally:
+            gc.unfreeze()
         decoder = _decoder()
         return first + [tuple(item) for part in parts for item in decoder.decode(part)]
     finally:
