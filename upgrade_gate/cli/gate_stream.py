@@ -21,11 +21,14 @@ held every snapshot at once. Here:
 - The first candidate is judged in the parent before forking, so every lazily imported module
   (numpy, deepdiff, the msgspec decoders) is loaded once and shared by the workers through fork.
 - Garbage collection: the parent freezes its objects before forking (`gc.freeze`), so a worker's
-  collections neither walk the inherited heap nor write to its pages (copy-on-write), and a worker
-  collects its youngest generation every `WORKER_GC_YOUNG` net allocations instead of every 700. A
-  node allocates tens of thousands of short-lived objects that reference counting frees; at the
-  default threshold the collector ran ~1.5 times a node and took ~1.4 ms of a ~7 ms node
-  (measured with `gc.callbacks`), ~0 at this one. Cycles are still collected, only less often.
+  collections neither walk the inherited heap nor write to its pages (copy-on-write), and while the
+  pool runs, the workers and the parent (decoding node reports it keeps) collect their youngest
+  generation every `WORKER_GC_YOUNG` net allocations instead of every 700. A node allocates tens of
+  thousands of short-lived objects that reference counting frees; at the default threshold the
+  collector ran ~1.5 times a node and took ~1.4 ms of a ~7 ms node (measured with `gc.callbacks`),
+  ~0 at this one. Cycles are still collected, only less often.
+- Node reports are decoded as they arrive (`imap`, in order) while the workers judge later slices;
+  slices are small (at most 64 nodes, 32 or more per worker) so no core idles long at the end.
 - With `--checklist` (which reads every candidate at once) or where fork is unavailable, `gate`
   keeps its in-memory path.
 """
@@ -181,12 +184,6 @@ def _judge_encoded(paths: Sequence[str]) -> bytes:
     return msgspec.msgpack.encode(_judge_paths(paths))
 
 
-def _worker_start() -> None:
-    """A forked worker's set-up: collect young objects less often (see the module docstring)."""
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(WORKER_GC_YOUNG, middle, old)
-
-
 def _decoder() -> Any:
     import msgspec
 
@@ -208,17 +205,20 @@ def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()  # the children open their own
             _WORKER_STORE = None
-        chunk = max(8, min(128, len(rest) // (workers * 8) or 1))
+        chunk = max(4, min(64, len(rest) // (workers * 32)))  # small enough that no core idles long at the end
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
+        decoder = _decoder()
         ctx: Any = multiprocessing.get_context("fork")
+        threshold = gc.get_threshold()
         gc.freeze()  # the parent's heap, shared with the workers, is never walked by their collections
         try:
-            with ctx.Pool(processes=workers, initializer=_worker_start) as pool:
-                parts = pool.map(_judge_encoded, slices, chunksize=1)
+            gc.set_threshold(WORKER_GC_YOUNG, *threshold[1:])  # the workers inherit it; the parent decodes
+            with ctx.Pool(processes=workers) as pool:
+                parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
+                return first + [tuple(item) for part in parts for item in decoder.decode(part)]
         finally:
+            gc.set_threshold(*threshold)
             gc.unfreeze()
-        decoder = _decoder()
-        return first + [tuple(item) for part in parts for item in decoder.decode(part)]
     finally:
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()
