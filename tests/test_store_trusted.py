@@ -128,3 +128,24 @@ def test_store_load_trusted_reads_packed_objects_after_git_gc(store: BaselineSto
     assert not loose  # everything packed
     with BaselineStore(store.path) as again:
         assert again.load_trusted("node-0", pin) == expected
+
+
+def test_store_saved_class_reference_reads_trusted_as_the_schema_checked_document(store: BaselineStore) -> None:
+    from upgrade_gate.store.aggregate import (
+        aggregate_class,
+        class_reference_from_document,
+        class_reference_to_document,
+    )
+    from upgrade_gate.store.inputs import saved_references
+
+    pin = store.pin()
+    reference = aggregate_class("mi300x", [store.load(n, pin) for n in store.nodes(pin)])
+    store.write_document(
+        "classes/mi300x.json", class_reference_to_document(reference), "class", schema="class-reference"
+    )
+    pin = store.pin()
+    checked = class_reference_from_document(
+        store.read_document("classes/mi300x.json", pin, schema="class-reference"), source="t"
+    )
+    assert store.load_trusted_document(type(reference), "classes/mi300x.json", pin) == checked == reference
+    assert saved_references(store, pin) == {"mi300x": reference}
