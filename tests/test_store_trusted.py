@@ -149,3 +149,41 @@ def test_store_saved_class_reference_reads_trusted_as_the_schema_checked_documen
     )
     assert store.load_trusted_document(type(reference), "classes/mi300x.json", pin) == checked == reference
     assert saved_references(store, pin) == {"mi300x": reference}
+
+
+def test_store_pinned_to_a_sha_that_is_no_commit_is_not_found(store: BaselineStore) -> None:
+    from upgrade_gate.errors import NotFoundError
+
+    repo = store._open()
+    blob = repo.head.commit.tree / "store.json"
+    with pytest.raises(NotFoundError, match="no commit"):
+        store.load_trusted("node-0", blob.hexsha)
+
+
+def test_store_gate_starts_git_only_for_gitpythons_version_check(store: BaselineStore, tmp_path: Path) -> None:
+    import os
+    import shutil
+    import sys
+
+    from upgrade_gate.snapshot.io import write_snapshot
+
+    real = shutil.which("git")
+    assert real is not None
+    log = tmp_path / "git.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"node-{i}.json"
+        write_snapshot(_snap(f"node-{i}", seed=i + 1), path)
+        paths.append(path)
+    store.close()
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    argv = [sys.executable, "-m", "upgrade_gate", "gate", "--store", str(store.path)]
+    argv += [a for p in paths for a in ("--candidate", str(p))]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert set(log.read_text(encoding="utf-8").splitlines()) == {"version"}  # gitpython's import-time check

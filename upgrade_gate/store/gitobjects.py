@@ -53,6 +53,7 @@ _MODES = {b"40000": 0o040000, b"100644": 0o100644, b"100755": 0o100755, b"120000
 _PLAIN_ENTRY = re.compile(rb"(40000|100644|100755|120000|160000) ([A-Za-z0-9._-]+)\0(.{20})", re.DOTALL)
 _TREES: dict[bytes, dict[str, Entry]] = {}  # parsed trees by sha, shared by the process (and its forks)
 _TREES_KEPT = 64
+_COMMIT_TREES: dict[bytes, bytes] = {}  # commit sha -> root tree sha (immutable too)
 
 
 def first_line(text: object) -> str:
@@ -76,6 +77,14 @@ def parse_tree(data: bytes) -> dict[str, Entry]:
                 tree_entries_from_data(b"%s %s\0%s" % (mode, name, sha))  # ValueError for an unsafe name
         return {name.decode("ascii"): (sha, _MODES[mode]) for mode, name, sha in found}
     return {name: (sha, mode) for sha, mode, name in tree_entries_from_data(data)}
+
+
+def _loose(path: Path) -> bytes | None:
+    """A loose object file's inflated bytes; None when there is none or it does not inflate."""
+    try:
+        return zlib.decompress(path.read_bytes())
+    except (FileNotFoundError, zlib.error):
+        return None
 
 
 def is_file(entry: Entry | None) -> bool:
@@ -114,11 +123,17 @@ def mapped_errors(store: Path, action: str) -> Iterator[None]:
 
 
 def head_commit(repo: git.Repo) -> git.Commit | None:
-    """The commit HEAD names; None on an unborn branch (a store whose init was interrupted)."""
+    """The commit HEAD names; None on an unborn branch (a store whose init was interrupted).
+
+    The ref files are read (gitpython's `dereference_recursive`), the commit object is not: gitpython's
+    `repo.head.commit` asks `git cat-file --batch-check` for its type, a process per store opened.
+    `GitObjects.tree_of` reads it, and refuses it if it is not a commit.
+    """
     try:
-        return repo.head.commit
+        hexsha = git.SymbolicReference.dereference_recursive(repo, "HEAD")
     except ValueError:
         return None
+    return git.Commit(repo, bytes.fromhex(hexsha))
 
 
 class GitObjects:
@@ -129,11 +144,50 @@ class GitObjects:
 
     # ------------------------------------------------------------------ reading
 
+    def read_object(self, sha: bytes, kind: bytes, *, source: str = "") -> bytes:
+        """The content of object `sha`, which must be a `kind` (b"blob", b"tree", b"commit").
+
+        Read straight from its loose object file (as saves write them), checked against its object id
+        (git names an object by the hash of its header and content), else through git (packed by
+        `git gc`). No git process is started while every object read is loose.
+        """
+        hexsha = sha.hex()
+        path = Path(self.repo.git_dir) / "objects" / hexsha[:2] / hexsha[2:]
+        raw = _loose(path)  # the object as git hashes it: b"<kind> <size>\0" + content
+        if raw is None:  # packed, or unreadable: git knows
+            stream = self.repo.odb.stream(sha)
+            if stream.type != kind:
+                raise InputError(f"{source or path}: a {stream.type.decode()}, not a {kind.decode()} object")
+            data: bytes = stream.read()
+            raw = b"%s %d\x00" % (kind, len(data)) + data
+        else:
+            cut = raw.find(b"\x00")
+            if cut < 0 or raw[:cut] != b"%s %d" % (kind, len(raw) - cut - 1):
+                raise InputError(f"{path}: not a {kind.decode()} object")
+            data = raw[cut + 1 :]
+        if hashlib.sha1(raw).digest() != sha:
+            raise InputError(f"{source or path}: content does not match its git object id (corrupt store)")
+        return data
+
+    def verified_blob(self, sha: bytes, *, source: str) -> bytes:
+        """A blob's content, checked against its object id (`read_object`)."""
+        return self.read_object(sha, b"blob", source=source)
+
+    def tree_of(self, commit: git.Commit) -> bytes:
+        """The root tree of a commit (its object read once, by `read_object`)."""
+        tree = _COMMIT_TREES.get(commit.binsha)
+        if tree is None:
+            body = self.read_object(commit.binsha, b"commit")
+            if not body.startswith(b"tree ") or body[45:46] != b"\n":
+                raise InputError(f"commit {commit.hexsha}: no tree line")
+            tree = _COMMIT_TREES[commit.binsha] = bytes.fromhex(body[5:45].decode("ascii"))
+        return tree
+
     def entries(self, tree: bytes) -> dict[str, Entry]:
         """name -> (sha, mode) of a tree object."""
         entries = _TREES.get(tree)
         if entries is None:
-            entries = parse_tree(self.repo.odb.stream(tree).read())
+            entries = parse_tree(self.read_object(tree, b"tree"))
             if len(_TREES) >= _TREES_KEPT:
                 _TREES.clear()
             _TREES[tree] = entries
@@ -141,7 +195,7 @@ class GitObjects:
 
     def lookup(self, commit: git.Commit, path: str) -> Entry | None:
         """The entry at `path` (slash-separated) in the commit's tree, None when absent."""
-        found: Entry | None = (commit.tree.binsha, TREE_MODE)
+        found: Entry | None = (self.tree_of(commit), TREE_MODE)
         for part in path.split("/"):
             if found is None or found[1] != TREE_MODE:
                 return None
@@ -153,17 +207,16 @@ class GitObjects:
         found = self.lookup(commit, path)
         if found is None or not is_file(found):
             return None
-        data: bytes = self.repo.odb.stream(found[0]).read()
-        return data
+        return self.read_object(found[0], b"blob")
 
     def commit(self, ref: str, *, store: Path) -> git.Commit:
         """The commit a ref (full sha, tag, branch, any rev) names; NotFoundError when none."""
         if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+            commit = git.Commit(self.repo, bytes.fromhex(ref))
             try:
-                commit = self.repo.commit(ref)
-                commit.tree  # noqa: B018 - resolve the tree now, once
+                self.tree_of(commit)  # read now, once: the object exists and is a commit
                 return commit
-            except (ODBError, ValueError) as exc:
+            except (ODBError, ValueError, InputError) as exc:
                 raise NotFoundError(f"{store}: no commit {ref} in the baseline store") from exc
         try:
             obj = self.repo.rev_parse(f"{ref}^{{commit}}")
@@ -179,25 +232,6 @@ class GitObjects:
             return ()
         entries = self.entries(found[0])
         return tuple(sorted(n for n, entry in entries.items() if n.endswith(suffix) and is_file(entry)))
-
-    def verified_blob(self, sha: bytes, *, source: str) -> bytes:
-        """A blob's content, checked against its object id (git names a blob by the hash of its content):
-        straight from its loose object file (as saves write them), else via git (packed by `git gc`)."""
-        hexsha = sha.hex()
-        path = Path(self.repo.git_dir) / "objects" / hexsha[:2] / hexsha[2:]
-        try:
-            raw = zlib.decompress(path.read_bytes())  # the object as git hashes it: b"blob <size>\0" + content
-        except (FileNotFoundError, zlib.error):  # packed by `git gc`, or unreadable: git knows
-            data: bytes = self.repo.odb.stream(sha).read()
-            raw = b"blob %d\x00" % len(data) + data
-        else:
-            cut = raw.find(b"\x00")
-            if cut < 0 or raw[:cut] != b"blob %d" % (len(raw) - cut - 1):
-                raise InputError(f"{path}: not a blob object")
-            data = raw[cut + 1 :]
-        if hashlib.sha1(raw).digest() != sha:
-            raise InputError(f"{source}: content does not match its git object id (corrupt store)")
-        return data
 
     # ------------------------------------------------------------------ writing
 

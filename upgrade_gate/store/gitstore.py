@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -122,6 +123,10 @@ class BaselineStore(StoreDocuments):
             raise StoreError(f"{path}: no baseline store here (`baseline save` creates one)")
         if not path.is_dir():
             raise StoreError(f"{path}: exists and is not a baseline store (not a directory)")
+        if shutil.which(str(git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git")) is None:
+            # Reads of loose objects start no git process, but a packed store and every write need one:
+            # without git, every store operation fails alike (one line, exit 4), not only some.
+            raise git.GitCommandNotFound("git", "not on PATH")
         try:
             repo = git.Repo(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
