@@ -114,3 +114,41 @@ def test_causes_ensure_fills_a_report_built_without_them() -> None:
     grouped = ensure_causes(report)
     assert all(sorted(i for c in n.causes for i in c.findings) == list(range(len(n.findings))) for n in grouped.nodes)
     assert ensure_causes(grouped) is grouped
+
+
+def test_causes_a_floor_in_doubt_is_not_called_a_drop_and_notes_stand_apart() -> None:
+    """Seen on the fleet bench: a rail whose samples straddle CVF's 380 Gb/s floor read as 'RDMA ionic_6
+    bandwidth -0% vs its baseline', and the 'not judged' notes swelled a warning's metric count."""
+    from upgrade_gate.judge.causes import node_causes
+    from upgrade_gate.model import Finding, NodeReport, RuleId
+
+    rail = Finding(
+        rule=RuleId("bandwidth.threshold"),
+        severity=Severity.WARN,
+        node="n1",
+        message="rail/ionic_6/write_bw: median 381.87 Gb/s is not shown above or below PHASE4_BW_THRESHOLD 380 Gb/s "
+        "(CVF default; 5 sample(s), bounds 365.78 .. 398.66 Gb/s; re-measure, up to 20 samples)",
+        device="rail/ionic_6/write_bw",
+        path="measurements[key=rail/ionic_6/write_bw]",
+        expected=380.0,
+        actual=381.87,
+    )
+    note = Finding(
+        rule=RuleId("bandwidth.regression"),
+        severity=Severity.INFO,
+        node="n1",
+        message="cluster/all_gather/busbw: 2 value(s) under two printed steps (0.02) at 1024, 2048: not judged",
+        device="cluster/all_gather/busbw",
+        path="measurements[key=cluster/all_gather/busbw]",
+    )
+    causes = node_causes(NodeReport(node="n1", verdict=Verdict.PASS, findings=(rail, note)), None, None)
+    by_key = {c.key: c for c in causes}
+    floor = by_key["bandwidth.threshold:rail/ionic_6"]
+    assert floor.headline == (
+        "RDMA ionic_6 bandwidth not shown above or below PHASE4_BW_THRESHOLD 380: median 381.87; "
+        "the phase should re-measure it"
+    )
+    assert floor.severity is Severity.WARN and "vs its baseline" not in floor.headline
+    notes = by_key["bandwidth.not_judged:cluster/all_gather"]
+    assert notes.severity is Severity.INFO and notes.findings == (1,)
+    assert "not judged" in notes.headline

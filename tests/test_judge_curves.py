@@ -65,7 +65,7 @@ def test_curves_inconclusive_below_the_limit_asks_to_remeasure() -> None:
     rows = _curve(np.random.default_rng(1))
     size = SIZES[-2]
     rows = [
-        replace(r, candidate=tuple(x * 0.935 for x in r.candidate)) if r.key.endswith(f"/{size}") else r for r in rows
+        r._replace(candidate=tuple(x * 0.935 for x in r.candidate)) if r.key.endswith(f"/{size}") else r for r in rows
     ]
     a = curves.assess(rows)
     (d,) = [d for d in a.metrics if d.key.endswith(f"/{size}")]
@@ -75,8 +75,8 @@ def test_curves_inconclusive_below_the_limit_asks_to_remeasure() -> None:
 
 def test_curves_busbw_zero_is_not_comparable_never_a_block() -> None:
     rows = _curve(np.random.default_rng(4))
-    rows[0] = replace(rows[0], baseline=(0.0,) * 5, candidate=(0.0,) * 5)
-    rows[1] = replace(rows[1], baseline=(0.01,) * 5, candidate=(0.0,) * 5)
+    rows[0] = rows[0]._replace(baseline=(0.0,) * 5, candidate=(0.0,) * 5)
+    rows[1] = rows[1]._replace(baseline=(0.01,) * 5, candidate=(0.0,) * 5)
     a = curves.assess(rows)
     skipped = [d for d in a.metrics if d.outcome == "not_comparable"]
     assert {d.key for d in skipped} == {rows[0].key, rows[1].key}
@@ -205,3 +205,47 @@ def test_cli_baseline_save_directory_keeps_the_class_reference_in_the_same_tagge
     capsys.readouterr()
     run(["gate", "--store", str(store), "--ref", "t1", "--candidate", str(tmp_path / "cand.json")])
     assert "no saved class reference" not in capsys.readouterr().err  # reused, not re-aggregated
+
+
+def test_curves_assess_many_equals_assess_node_by_node() -> None:
+    """The batch engine (the gate's path) and one node alone give the same decisions for every node:
+    ragged sample counts, unprintable sizes, rails, lower-is-better, plan shifts and overrides mixed."""
+    rng = np.random.default_rng(7)
+    nodes: list[list[curves.Row]] = []
+    for j in range(12):
+        rows = _curve(rng, {SIZES[-2]: 0.88} if j % 3 == 0 else None, n=5 if j % 2 else 9)
+        rows += [
+            curves.Row(
+                key=f"rail/ionic_{r}/write_bw",
+                baseline=tuple(383 + rng.normal(0, 5, 5)),
+                candidate=tuple((383 if (j, r) != (4, 2) else 340) + rng.normal(0, 5, 4 + r % 3)),
+            )
+            for r in range(8)
+        ]
+        rows.append(
+            curves.Row(
+                key="mesh/latency_us", baseline=(5.0, 5.1, 5.2), candidate=(6.5, 6.4, 6.6), higher_is_better=False
+            )
+        )
+        if j == 5:
+            rows.append(
+                curves.Row(
+                    key="mesh/all_reduce/avg_busbw",
+                    baseline=(280.0,) * 5,
+                    candidate=(300.0,) * 5,
+                    shift=0.07,
+                    tolerance=0.02,
+                    group="planned",
+                )
+            )
+        if j == 6:
+            rows = [r._replace(candidate=(0.0,) * 5, baseline=(0.0,) * 5) for r in rows]  # nothing comparable
+        nodes.append(rows)
+    nodes.insert(3, [])
+    mults = [None] * len(nodes)
+    mults[2] = (300, 40)
+    batch = curves.assess_many(nodes, curves.Params(), mults)
+    for rows, mult, got in zip(nodes, mults, batch, strict=True):
+        assert got == curves.assess(rows, curves.Params(), multiplicity=mult)
+    assert any(d.outcome == "block" for a in batch for d in a.metrics)  # the faults are seen in the batch
+    assert batch[3].n_metrics == 0 and batch[7].metrics and not batch[7].n_metrics

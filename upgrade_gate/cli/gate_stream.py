@@ -153,27 +153,33 @@ def _store() -> BaselineStore:
 
 
 def _judge_paths(paths: Sequence[str]) -> list[Judged]:
+    """Judge the candidates at `paths`, `judge.BATCH` at a time (their bandwidth statistics computed
+    together, `judge.judge_nodes`); a batch's snapshots are released before the next is loaded."""
     from upgrade_gate.judge.causes import node_causes
-    from upgrade_gate.judge.judge import judge_node
+    from upgrade_gate.judge.judge import BATCH, judge_nodes
 
     job = _JOB
     assert job is not None, "worker started without its job"
     out: list[Judged] = []
-    for raw in paths:
-        cand = load_candidate_fast(Path(raw), job.patterns)
-        name = cand.node.name
-        base = _store().load_trusted(name, job.pin) if name in job.stored else None
-        cls = cand.node.node_class or (base.node.node_class if base is not None else None)
-        report, ran = judge_node(
-            candidate=cand,
-            baseline=base,
+    for start in range(0, len(paths), BATCH):
+        batch = paths[start : start + BATCH]
+        pairs = []
+        for raw in batch:
+            cand = load_candidate_fast(Path(raw), job.patterns)
+            name = cand.node.name
+            pairs.append((cand, _store().load_trusted(name, job.pin) if name in job.stored else None))
+        judged = judge_nodes(
+            pairs,
             plan=job.plan,
             policy=job.policy,
             references=job.references,
             denylist=job.denylist,
         )
-        report = replace(report, causes=node_causes(report, base, cand))  # while both snapshots are here
-        out.append((report, ran, raw, cls, cls is None or cls in job.references))
+        for raw, (cand, base), (report, ran) in zip(batch, pairs, judged, strict=True):
+            cls = cand.node.node_class or (base.node.node_class if base is not None else None)
+            report = replace(report, causes=node_causes(report, base, cand))  # while both snapshots are here
+            out.append((report, ran, raw, cls, cls is None or cls in job.references))
+        del pairs, judged
     return out
 
 

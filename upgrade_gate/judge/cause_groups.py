@@ -26,7 +26,7 @@ from upgrade_gate.model import (
 RANK = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 FIRMWARE_PATH = re.compile(r"gpus\[[^\]]*\]\.(?:firmware\.(?P<block>.+)|(?P<vbios>vbios))$")
 _METRIC = re.compile(r"measurements\[key=(?P<key>.+)\]")
-_SIZE = re.compile(r"^(?P<family>.+)/busbw/(?P<bytes>\d+)$")
+_SIZE = re.compile(r"^(?P<family>.+)/busbw(?:_inplace)?/(?P<bytes>\d+)$")
 MORE_SHOWN = 4  # a per-rule cause lists this many of its other findings' messages under its headline
 _PHASE_OF_SCOPE = {"mesh": 2, "rail": 4, "cluster": 5}
 _SCOPE_WORDS = {"mesh": "intra-node", "cluster": "multi-node", "rail": "RDMA"}
@@ -105,11 +105,18 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
         key = _metric_key(pool.findings[i])
         if key is not None:
             families.setdefault(_family(key), []).append(i)
+    if not families:
+        return  # the usual node: no bandwidth finding, nothing to read in its measurements
     sizes: dict[str, set[int]] = {}
-    for m in measurements_of(candidate) if candidate is not None else ():
-        match = _SIZE.match(m.key)
-        if match:
-            sizes.setdefault(match["family"], set()).add(int(match["bytes"]))
+
+    def sizes_of(family: str) -> set[int]:  # read the measurements only for a headline that needs them
+        if not sizes and candidate is not None:
+            for m in measurements_of(candidate):
+                match = _SIZE.match(m.key)
+                if match:
+                    sizes.setdefault(match["family"], set()).add(int(match["bytes"]))
+        return sizes.get(family, set())
+
     for family, indexes in sorted(families.items()):
         scope = family.split("/")[0]
         phase = _PHASE_OF_SCOPE.get(scope)
@@ -117,20 +124,39 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
         step = rerun_phase(pool.node, phase) if phase is not None else None
         odd = [i for i in indexes if pool.findings[i].rule == "fleet.odd_one_out"]
         apart = [i for i in indexes if pool.findings[i].rule == "bandwidth.not_comparable"]
-        worse = [i for i in indexes if i not in apart and i not in odd]
-        if worse or odd:
+        notes = [i for i in indexes if _not_judged(pool.findings[i])]
+        floors = [i for i in indexes if pool.findings[i].rule == "bandwidth.threshold"]
+        worse = [i for i in indexes if i not in apart and i not in odd and i not in notes]
+        owner = owner_of("bandwidth.regression" if scope != "rail" else "nic.port_state")
+        if len(worse) > len(floors) or odd:
             group = sorted(worse + odd)
             pool.free.difference_update(group)
             basis = "vs its baseline" if worse else "below its class"
             regressions = [pool.findings[i] for i in worse if pool.findings[i].rule == "bandwidth.regression"]
             shown = regressions or [pool.findings[i] for i in (worse or odd)]
+            headline = _drop_headline(family, shown, sizes_of(family), basis)
+            if regressions and all(f.severity is Severity.WARN for f in regressions):
+                headline += "; inconclusive: the phase should re-measure it"
+            pool.add(f"bandwidth:{family}", group, headline, category=category, owner=owner, next_step=step)
+        elif floors:  # CVF's absolute floor alone: say so, not a drop "vs its baseline"
+            pool.free.difference_update(floors)
+            shown = [pool.findings[i] for i in floors]
             pool.add(
-                f"bandwidth:{family}",
-                group,
-                _drop_headline(family, shown, sizes.get(family, set()), basis),
+                f"bandwidth.threshold:{family}",
+                floors,
+                _floor_headline(family, shown),
                 category=category,
-                owner=owner_of("bandwidth.regression" if scope != "rail" else "nic.port_state"),
+                owner=owner,
                 next_step=step,
+            )
+        if notes:
+            pool.free.difference_update(notes)
+            pool.add(
+                f"bandwidth.not_judged:{family}",
+                notes,
+                f"{_metric_words(family)}: {plural(len(notes), 'curve')} with values under two printed steps "
+                "(nothing comparable there), not judged",
+                category=CauseCategory.EVIDENCE,
             )
         if apart:
             pool.free.difference_update(apart)
@@ -142,6 +168,26 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
                 category=CauseCategory.CONFIGURATION,
                 next_step=step,
             )
+
+
+def _not_judged(f: Finding) -> bool:
+    """bandwidth.regression's note on values under two printed steps (no numbers: nothing was compared)."""
+    return f.rule == "bandwidth.regression" and f.severity is Severity.INFO and f.expected is None and f.actual is None
+
+
+_CVF_FLOOR = re.compile(r"PHASE\d_BW_THRESHOLD")
+
+
+def _floor_headline(family: str, shown: Sequence[Finding]) -> str:
+    """`RDMA ionic_6 bandwidth not shown above or below PHASE4_BW_THRESHOLD 380: median 381.87 (5 samples)`."""
+    first = min(shown, key=lambda f: RANK[f.severity])
+    name = _CVF_FLOOR.search(first.message)
+    if not (isinstance(first.expected, int | float) and isinstance(first.actual, int | float) and name):
+        return f"{_metric_words(family)}: {first.message}"  # no measurement, another unit: the finding says it
+    state = "below" if first.severity is Severity.BLOCK else "not shown above or below"
+    more = f" (and {plural(len(shown) - 1, 'metric')})" if len(shown) > 1 else ""
+    what = "" if first.severity is Severity.BLOCK else "; the phase should re-measure it"
+    return f"{_metric_words(family)} {state} {name.group(0)} {first.expected:g}: median {first.actual:g}{more}{what}"
 
 
 def _metric_words(family: str) -> str:
@@ -163,7 +209,7 @@ def _drop_headline(family: str, shown: Sequence[Finding], all_sizes: set[int], b
             hit.add(int(size["bytes"]))
     text = f"{_metric_words(family)} {drop_text(drops)} {basis}"
     if hit:
-        span = f"{size_text(min(hit))} to {size_text(max(hit))}"
+        span = size_text(min(hit)) if len(hit) == 1 else f"{size_text(min(hit))} to {size_text(max(hit))}"
         if all_sizes and hit >= all_sizes:
             text += f" at every size, {span}"
         else:

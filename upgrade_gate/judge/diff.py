@@ -131,8 +131,9 @@ def snapshot_views(
     """The identity-keyed plain views the diff compares, without the items equal on both sides."""
     if pairs is None:
         pairs = match_gpus(baseline.gpus, candidate.gpus)
-    left = _sections(baseline, {p.label: p.baseline for p in pairs if p.baseline is not None})
-    right = _sections(candidate, {p.label: p.candidate for p in pairs if p.candidate is not None})
+    same = _unchanged(baseline, candidate)
+    left = _sections(baseline, {p.label: p.baseline for p in pairs if p.baseline is not None}, same)
+    right = _sections(candidate, {p.label: p.candidate for p in pairs if p.candidate is not None}, same)
     if not (baseline.host.captured and candidate.host.captured):
         del left["host"], right["host"]  # a side that predates host facts has nothing to compare (rules.host)
     out_left: dict[str, Any] = {}
@@ -160,18 +161,37 @@ def snapshot_views(
 _SINGLE = frozenset({"node", "software", "host"})
 
 
-def _sections(snap: Snapshot, gpus: dict[str, Gpu]) -> dict[str, Any]:
+def _unchanged(baseline: Snapshot, candidate: Snapshot) -> frozenset[str]:
+    """Keyed sections whose items are equal on both sides, so their views need not be built: equal
+    tuples give equal keyed views (and equal GPU tuples pair every GPU with itself). The usual case
+    on a fleet: only samples differ, and the measurements' views hold their count, not their values."""
+    same = set()
+    if baseline.gpus == candidate.gpus:
+        same.add("gpus")
+    for section in ("gpu_links", "pcie", "nics", "sriov"):
+        if getattr(baseline, section) == getattr(candidate, section):
+            same.add(section)
+    mb, mc = measurements_of(baseline), measurements_of(candidate)
+    if len(mb) == len(mc) and all(
+        a.key == b.key and a.unit == b.unit and len(a.samples) == len(b.samples) and a.settings == b.settings
+        for a, b in zip(mb, mc, strict=True)
+    ):
+        same.add("measurements")
+    return frozenset(same)
+
+
+def _sections(snap: Snapshot, gpus: dict[str, Gpu], same: frozenset[str] = frozenset()) -> dict[str, Any]:
     return {
         "node": snap.node,
         "software": snap.software,
         # compared as rules.host compares it (snapshots older than the builder's stripping carry BOOT_IMAGE=)
         "host": replace(snap.host, kernel_cmdline=comparable_cmdline(snap.host.kernel_cmdline)),
-        "gpus": gpus,
-        "gpu_links": {f"a={link.a},b={link.b}": link for link in snap.gpu_links},
-        "pcie": {str(link.bdf): link for link in snap.pcie},
-        "nics": {nic.name: nic for nic in snap.nics},
-        "sriov": {str(f.bdf): f for f in snap.sriov},
-        "measurements": _measurement_views(measurements_of(snap)),
+        "gpus": {} if "gpus" in same else gpus,
+        "gpu_links": {} if "gpu_links" in same else {f"a={link.a},b={link.b}": link for link in snap.gpu_links},
+        "pcie": {} if "pcie" in same else {str(link.bdf): link for link in snap.pcie},
+        "nics": {} if "nics" in same else {nic.name: nic for nic in snap.nics},
+        "sriov": {} if "sriov" in same else {str(f.bdf): f for f in snap.sriov},
+        "measurements": {} if "measurements" in same else _measurement_views(measurements_of(snap)),
         "phases": {str(p.phase): {"name": p.name, "status": p.status.value, "reason": p.reason} for p in snap.phases},
         "probes": {
             p.name: {"ok": p.ok, "reason": p.reason, "timed_out": p.timed_out, "missing": p.missing}

@@ -158,8 +158,32 @@ class Ident:
         return GpuKey.of_slot(gpu)
 
 
+_IDENTITIES: dict[int, tuple[Sequence[Gpu], list[Ident]]] = {}
+
+
+def forget() -> None:
+    """Drop the cached identities (the judge calls it after each batch: the cache holds the GPUs)."""
+    _IDENTITIES.clear()
+
+
 def identities(gpus: Sequence[Gpu]) -> list[Ident]:
-    """The identity of every GPU of one snapshot, in the same order."""
+    """The identity of every GPU of one snapshot, in the same order (do not mutate the list).
+
+    Several rules ask for the same snapshot's identities; they are computed once per GPU tuple (kept
+    alive in the cache, so its id is not reused while cached); other sequences are computed each time."""
+    if type(gpus) is not tuple:  # only an immutable snapshot's tuple is cached
+        return _identities(gpus)
+    hit = _IDENTITIES.get(id(gpus))
+    if hit is not None and hit[0] is gpus:
+        return hit[1]
+    out = _identities(gpus)
+    if len(_IDENTITIES) >= 256:  # a judge batch (judge.BATCH nodes) holds two snapshots per node
+        _IDENTITIES.clear()
+    _IDENTITIES[id(gpus)] = (gpus, out)
+    return out
+
+
+def _identities(gpus: Sequence[Gpu]) -> list[Ident]:
     serials = [normalise_id(g.serial) for g in gpus]
     uids = [canonical_uid(g.unique_id) for g in gpus]
     groups: dict[tuple[str | None, str | None], list[int]] = {}

@@ -319,6 +319,13 @@ def glob_match(pattern: str, text: str) -> bool:
     return _glob(pattern).fullmatch(text) is not None
 
 
+@functools.lru_cache(maxsize=256)
+def glob_select(pattern: str, texts: tuple[str, ...]) -> tuple[str, ...]:
+    """The `texts` matching `pattern`, sorted: cached, since a fleet's nodes mostly carry the same keys."""
+    match = _glob(pattern).fullmatch
+    return tuple(sorted(t for t in texts if match(t) is not None))
+
+
 _FIRMWARE = re.compile(r"gpus\[[^\]]*\]\.firmware\.(?P<block>.+)")
 _VBIOS = re.compile(r"gpus\[[^\]]*\]\.vbios")
 _NIC_FW = re.compile(r"nics\[[^\]]*\]\.fw_ver")

@@ -23,7 +23,8 @@ Design decisions:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge import curves, stats
@@ -33,15 +34,15 @@ from upgrade_gate.judge.rules.floors import check_metric, check_threshold
 from upgrade_gate.judge.rules.measured import REGRESSION as REGRESSION
 from upgrade_gate.judge.rules.measured import THERMAL_PREFIX as THERMAL_PREFIX
 from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
-from upgrade_gate.judge.rules.measured import curve_params as curve_params
-from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
 from upgrade_gate.judge.rules.measured import (
+    bandwidth_keys,
     regression_entry,
-    selected,
     settings_diff,
     usable_keys,
 )
-from upgrade_gate.model import Finding, Severity
+from upgrade_gate.judge.rules.measured import curve_params as curve_params
+from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
+from upgrade_gate.model import Finding, Severity, Snapshot
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -52,16 +53,25 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
     assert ctx.baseline is not None
     params = regression_entry(ctx, entry)
     ignore = params.strings("ignore_settings")
+    pick = _selector(params)
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
     base_usable, cand_usable = usable_keys(ctx.baseline), usable_keys(ctx.candidate)
     for key, why in sorted({**base_broken, **cand_broken}.items()):
-        if selected(params, key):
+        if pick(key):
             yield finding(ctx, entry, f"{key}: {why}", device=key, path=f"measurements[key={key}]")
-    for key in sorted(base):
-        if not selected(params, key) or key in base_broken or key in cand_broken:
-            continue
+    for key in bandwidth_keys(ctx.baseline):
         b, c = base[key], cand.get(key)
+        if (  # the common case first: comparable (same unit and settings, usable samples on both sides)
+            c is not None
+            and b.unit == c.unit
+            and b.settings == c.settings
+            and key in base_usable
+            and key in cand_usable
+        ) or not pick(key):
+            continue
+        if key in base_broken or key in cand_broken:
+            continue
         path = f"measurements[key={key}]"
         expected: object
         actual: object
@@ -80,55 +90,102 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
         yield finding(ctx, entry, message, device=key, path=path, expected=expected, actual=actual, evidence=b.source)
 
 
+def _selector(entry: RuleEntry) -> Callable[[str], bool]:
+    """`selected(entry, key)` for bandwidth keys, with the entry's globs read once."""
+    globs = entry.strings("metrics")
+    if "**" in globs:
+        return _every
+    return lambda key: any(glob_match(g, key) for g in globs)
+
+
+def _every(key: str) -> bool:
+    return True
+
+
 def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     """The comparable metrics of a node as `curves.Row`s (plan expectations and overrides applied)."""
     assert ctx.baseline is not None
     ignore = entry.strings("ignore_settings")
     overrides = entry.number_map("tolerance_overrides")
-    every = "**" in entry.strings("metrics")
+    pick = _selector(entry)
+    every = pick is _every
     accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     base, base_broken = merged_measurements(ctx.baseline)
     cand, cand_broken = merged_measurements(ctx.candidate)
     usable = usable_keys(ctx.baseline) & usable_keys(ctx.candidate)
+    broken = base_broken.keys() | cand_broken.keys()
     rows = []
-    for key in sorted(usable):
-        if not bandwidth_key(key) or not (every or selected(entry, key)) or key in base_broken or key in cand_broken:
+    row = curves.Row
+    for key in bandwidth_keys(ctx.baseline):  # sorted
+        if key not in usable or (broken and key in broken) or (not every and not pick(key)):
             continue
         b, c = base[key], cand[key]
         if b.unit != c.unit or (b.settings != c.settings and settings_diff(b.settings, c.settings, ignore)):
             continue
         tolerance = next((t for g, t in overrides.items() if glob_match(g, key)), None) if overrides else None
-        shift, group = 0.0, None
         expectation = metric_expectation(ctx.plan, key) if accepts else None
         if expectation is not None:  # a planned shift is judged on its own, against the plan's tolerance
             accepted, index = expectation
-            shift, tolerance, group = accepted.shift, accepted.tolerance, f"{key} (plan accept[{index}])"
-        rows.append(
-            curves.Row(
-                key=key,
-                baseline=b.samples,
-                candidate=c.samples,
-                higher_is_better=b.higher_is_better,
-                shift=shift,
-                tolerance=tolerance,
-                group=group,
+            rows.append(
+                row(
+                    key,
+                    b.samples,
+                    c.samples,
+                    b.higher_is_better,
+                    accepted.shift,
+                    accepted.tolerance,
+                    f"{key} (plan accept[{index}])",
+                )
             )
-        )
+        else:
+            rows.append(row(key, b.samples, c.samples, b.higher_is_better, 0.0, tolerance, None))
     return rows
+
+
+# The batch being judged (`prime_regression`): candidate id -> (candidate, baseline, entry, rows, assessment).
+_PRIMED: dict[int, tuple[Snapshot, Snapshot, RuleEntry, list[curves.Row], curves.Assessment]] = {}
+
+
+@contextlib.contextmanager
+def prime_regression(contexts: Sequence[NodeContext]) -> Iterator[None]:
+    """Compute `bandwidth.regression`'s statistics for a batch of nodes at once (`curves.assess_many`,
+    vectorised across the nodes); `check_regression` then reads each node's result. Nothing outlives the
+    `with` block. Nodes whose rule is disabled or who have no baseline are left out, as the judge skips them."""
+    todo: dict[curves.Params, list[tuple[NodeContext, RuleEntry, list[curves.Row]]]] = {}
+    for ctx in contexts:
+        entry = ctx.policy.rule_for(REGRESSION, ctx.node_class)
+        if ctx.baseline is None or entry is None or not entry.enabled:
+            continue
+        todo.setdefault(curve_params(entry), []).append((ctx, entry, regression_rows(ctx, entry)))
+    _PRIMED.clear()
+    try:
+        for params, items in todo.items():
+            assessed = curves.assess_many([rows for _, _, rows in items], params)
+            for (ctx, entry, rows), assessment in zip(items, assessed, strict=True):
+                assert ctx.baseline is not None
+                _PRIMED[id(ctx.candidate)] = (ctx.candidate, ctx.baseline, entry, rows, assessment)
+        yield
+    finally:
+        _PRIMED.clear()
+
+
+def _assessed(ctx: NodeContext, entry: RuleEntry, params: curves.Params) -> tuple[list[curves.Row], curves.Assessment]:
+    hit = _PRIMED.get(id(ctx.candidate))
+    if hit is not None and hit[0] is ctx.candidate and hit[1] is ctx.baseline and hit[2] is entry:
+        return hit[3], hit[4]
+    rows = regression_rows(ctx, entry)
+    return rows, curves.assess(rows, params)
 
 
 def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Sweeps as curves, sizes against their curve, re-measure when inconclusive (judge.curves)."""
     assert ctx.baseline is not None
     params = curve_params(entry)
-    rows = regression_rows(ctx, entry)
+    rows, assessment = _assessed(ctx, entry, params)
     if not rows:
         return
     base = merged_measurements(ctx.baseline)[0]
     cand_m = merged_measurements(ctx.candidate)[0]
-    units = {r.key: base[r.key].unit for r in rows}
-    sources = {r.key: base[r.key].source for r in rows}
-    assessment = curves.assess(rows, params)
     inconclusive = entry.string("inconclusive")
     skipped: dict[str, list[str]] = {}
     for d in assessment.metrics:
@@ -147,6 +204,10 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             severity=Severity.INFO,
         )
     judged = [*assessment.groups, *(d for d in assessment.metrics if d.outcome != "not_comparable")]
+    if not judged:
+        return
+    units = {r.key: base[r.key].unit for r in rows}
+    sources = {r.key: base[r.key].source for r in rows}
     seen: set[str] = set()
     for d in judged:
         if d.key in seen or d.outcome in ("pass", "not_comparable"):

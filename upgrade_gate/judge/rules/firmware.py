@@ -53,18 +53,28 @@ def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             before_of[id(pair.candidate)] = pair.baseline
     seen_blocks: set[str] = set()
     labels = _labels(ctx)
+    plans: dict[str, FirmwareChange | None] = {}  # block -> the plan's entry (blocks repeat on every GPU)
+    ignored: dict[str, bool] = {}
     for gpu in sorted(ctx.candidate.gpus, key=lambda g: g.index):
         label = _label(labels, gpu)
         was = before_of.get(id(gpu))
         blocks = set(gpu.firmware) | (set(was.firmware) if was is not None else set())
         seen_blocks |= set(gpu.firmware)
         for block in sorted(blocks):
-            if any(glob_match(g, block) for g in ignore):
+            skip = ignored.get(block)
+            if skip is None:
+                skip = ignored[block] = any(glob_match(g, block) for g in ignore)
+            if skip:
                 continue
             before = was.firmware.get(block) if was is not None else None
             after = gpu.firmware.get(block)
+            if block in plans:
+                planned = plans[block]
+            else:
+                planned = plans[block] = _planned(ctx, block)
+            if planned is None and (was is None or before == after):
+                continue  # the usual block: unchanged, not in the plan
             path = f"gpus[{label}].firmware.{block}"
-            planned = _planned(ctx, block)
             if planned is not None:
                 if planned.to_version is not None and not version_matches(after, planned.to_version):
                     yield finding(

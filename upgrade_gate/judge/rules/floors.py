@@ -10,22 +10,17 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge import curves
-from upgrade_gate.judge.plan import glob_match
+from upgrade_gate.judge.plan import glob_select
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, NodeContext, finding, softer
 from upgrade_gate.judge.rules.measured import REGRESSION, curve_params, merged_measurements, regression_entry, usable
 from upgrade_gate.model import Finding, Measurement
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
-
-
-def _median(m: Measurement) -> float | None:
-    return statistics.median(m.samples) if usable(m.samples) else None
 
 
 def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -53,7 +48,7 @@ def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
     rails: list[str] = []
     if ctx.policy.phase_applies(4, ctx.node_class):
-        rails = sorted(k for k in cand if glob_match(entry.string("rail_metrics"), k))
+        rails = list(glob_select(entry.string("rail_metrics"), tuple(cand)))
         for key in rails:
             floors.append(
                 (key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits"))
@@ -92,7 +87,7 @@ def _floor(
     tests: int,
 ) -> Iterable[Finding]:
     path = f"measurements[key={key}]"
-    if m is None or _median(m) is None:
+    if m is None or not usable(m.samples):
         yield finding(
             ctx,
             entry,
@@ -153,7 +148,7 @@ def check_metric(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Generic checks `statistic(samples) <op> value` on metrics matching a glob (closed operator set)."""
     cand, _ = merged_measurements(ctx.candidate)
     for check in entry.checks("checks"):
-        keys = sorted(k for k in cand if glob_match(check.metric, k))
+        keys = glob_select(check.metric, tuple(cand))
         if not keys:
             yield finding(
                 ctx,

@@ -30,8 +30,18 @@ def bandwidth_key(key: str) -> bool:
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
 # snapshot. Keyed by identity (snapshots hold dicts, so they are not hashable) with the snapshot kept
 # alive in the entry so an id is never reused while cached; small, since rules run node by node.
-_MERGED: dict[int, tuple[Snapshot, tuple[dict[str, Measurement], dict[str, str]], frozenset[str]]] = {}
-_MERGED_MAX = 16
+# An entry: (snapshot, (merged, broken), usable keys, the bandwidth keys sorted, the thermal keys).
+_Entry = tuple[
+    Snapshot, tuple[dict[str, Measurement], dict[str, str]], frozenset[str], tuple[str, ...], tuple[str, ...]
+]
+_MERGED: dict[int, _Entry] = {}
+_MERGED_MAX = 256  # a judge batch (judge.BATCH nodes) holds two snapshots per node
+_isfinite = math.isfinite
+
+
+def forget() -> None:
+    """Drop the cached merges (the judge calls it after each batch: the cache holds the snapshots)."""
+    _MERGED.clear()
 
 
 def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
@@ -44,24 +54,41 @@ def usable_keys(snapshot: Snapshot) -> frozenset[str]:
     return _merged_entry(snapshot)[2]
 
 
-def _merged_entry(
-    snapshot: Snapshot,
-) -> tuple[Snapshot, tuple[dict[str, Measurement], dict[str, str]], frozenset[str]]:
+def bandwidth_keys(snapshot: Snapshot) -> tuple[str, ...]:
+    """Keys of `merged_measurements(snapshot)` the bandwidth rules judge (not thermal), sorted."""
+    return _merged_entry(snapshot)[3]
+
+
+def thermal_keys(snapshot: Snapshot) -> tuple[str, ...]:
+    """Keys of `merged_measurements(snapshot)` under `thermal/` (phase 2's temperatures and power)."""
+    return _merged_entry(snapshot)[4]
+
+
+def _merged_entry(snapshot: Snapshot) -> _Entry:
     hit = _MERGED.get(id(snapshot))
     if hit is not None and hit[0] is snapshot:
         return hit
     merged = _merge(snapshot)
     if len(_MERGED) >= _MERGED_MAX:
         _MERGED.clear()
-    entry = (snapshot, merged, frozenset(k for k, m in merged[0].items() if usable(m.samples)))
+    # usable(): some samples, all finite (inlined: this runs for every measurement of every node)
+    isfinite = _isfinite
+    ok = frozenset([k for k, m in merged[0].items() if m.samples and isfinite(sum(m.samples))])
+    thermal = [k for k in merged[0] if k.startswith(THERMAL_PREFIX)]
+    bandwidth = sorted(merged[0].keys() - thermal) if thermal else sorted(merged[0])
+    entry = (snapshot, merged, ok, tuple(bandwidth), tuple(thermal))
     _MERGED[id(snapshot)] = entry
     return entry
 
 
 def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
-    out: dict[str, Measurement] = {}
+    every = measurements_of(snapshot)
+    out = {m.key: m for m in every}
     broken: dict[str, str] = {}
-    for m in measurements_of(snapshot):
+    if len(out) == len(every):
+        return out, broken  # the usual snapshot: every key once
+    out = {}
+    for m in every:
         have = out.get(m.key)
         if have is None:
             out[m.key] = m

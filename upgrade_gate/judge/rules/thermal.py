@@ -38,8 +38,18 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
-from upgrade_gate.judge.rules.measured import THERMAL_PREFIX, merged_measurements
-from upgrade_gate.model import Finding, Gpu, Measurement, PhaseStatus, Severity, Snapshot, measurements_of
+from upgrade_gate.judge.rules.measured import THERMAL_PREFIX, merged_measurements, thermal_keys
+from upgrade_gate.model import (
+    ClassReference,
+    Finding,
+    Gpu,
+    Measurement,
+    MetricSummary,
+    PhaseStatus,
+    Severity,
+    Snapshot,
+    measurements_of,
+)
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -75,18 +85,25 @@ def _value(m: Measurement | None) -> float | None:
     return max(usable) if usable else None
 
 
-def readings(measurements: Mapping[str, Measurement], gpus: Iterable[Gpu], name: str) -> dict[int, Measurement]:
+def readings(
+    measurements: Mapping[str, Measurement], gpus: Iterable[Gpu], name: str, keys: Iterable[str] | None = None
+) -> dict[int, Measurement]:
     """GPU index -> its `thermal/gpu<i>/<name>` reading, placed by the BDF it was taken at (settings `bdf`).
 
     Readings follow the slot, not the index: a snapshot whose order changed after phase 2 (or a hand-made
-    one) still gets each reading on the GPU that was read; without a `bdf` setting the index decides."""
+    one) still gets each reading on the GPU that was read; without a `bdf` setting the index decides.
+    `keys`: the measurements' keys to look at (default all; the judge passes the thermal ones)."""
     by_bdf = {str(g.bdf): g.index for g in gpus if g.bdf is not None}
     indexes = {g.index for g in gpus}
     out: dict[int, Measurement] = {}
-    for key, m in measurements.items():
-        parts = key.split("/")
-        if len(parts) != 3 or f"{parts[0]}/" != THERMAL_PREFIX or parts[2] != name:
+    suffix = "/" + name
+    for key in measurements if keys is None else keys:
+        if not key.endswith(suffix) or not key.startswith(THERMAL_PREFIX):
             continue
+        parts = key.split("/")
+        if len(parts) != 3 or parts[2] != name:
+            continue
+        m = measurements[key]
         bdf = m.settings.get("bdf")
         index = by_bdf.get(bdf) if bdf is not None else _index(parts[1], indexes)
         if index is not None:
@@ -121,10 +138,12 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     if phase is None or phase.status not in (PhaseStatus.PASSED, PhaseStatus.FAILED):
         return  # no phase 2 result to read: evidence.missing / phase.failed report it
     cand, _ = merged_measurements(ctx.candidate)
+    keys = thermal_keys(ctx.candidate)
     gpus = sorted(ctx.candidate.gpus, key=lambda g: g.index)
-    hot = readings(cand, gpus, "temp_c_max")
+    hot = readings(cand, gpus, "temp_c_max", keys)
     temps = {i: v for i, m in hot.items() if (v := _value(m)) is not None}
-    power = {i: v for i, m in readings(cand, gpus, "power_w_mean").items() if (v := _value(m)) is not None}
+    power = {i: v for i, m in readings(cand, gpus, "power_w_mean", keys).items() if (v := _value(m)) is not None}
+    device = {g.index: _device(g) for g in gpus}
     notes = [r.removeprefix(NOTE) for r in phase.reasons if r.startswith(NOTE)]
     yield from _missing(ctx, entry, gpus, temps, notes)
     threshold = entry.number("threshold_c")
@@ -133,7 +152,8 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         t = temps.get(gpu.index)
         if t is None:
             continue
-        others = [i for i in temps if i != gpu.index and _device(_gpu(gpus, i)) != _device(gpu)]
+        mine = device[gpu.index]
+        others = [i for i in temps if i != gpu.index and device[i] != mine]
         if len(others) < min_peers:
             continue
         median = statistics.median(temps[i] for i in others)
@@ -150,10 +170,6 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             )
     yield from _against_class(ctx, entry, gpus, temps, hot)
     yield from _against_baseline(ctx, entry, temps, hot)
-
-
-def _gpu(gpus: list[Gpu], index: int) -> Gpu:
-    return next(g for g in gpus if g.index == index)
 
 
 def _outlier(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, temp: float, limit: float, why: str, key: str) -> Finding:
@@ -209,11 +225,7 @@ def _against_class(
     if ref is None:
         return
     threshold = entry.number("threshold_c")
-    slots = {
-        s.settings.get("bdf"): s
-        for s in ref.metrics
-        if s.key.startswith(THERMAL_PREFIX) and s.key.endswith("/temp_c_max") and "bdf" in s.settings
-    }
+    slots = _slots(ref)
     for gpu in gpus:
         t, m, summary = temps.get(gpu.index), hot.get(gpu.index), slots.get(str(gpu.bdf))
         if t is None or summary is None or m is None or summary.n_nodes < entry.integer("class_min_nodes"):
@@ -234,12 +246,31 @@ def _against_class(
             )
 
 
+_SLOTS: dict[int, tuple[ClassReference, dict[str | None, MetricSummary]]] = {}
+
+
+def _slots(ref: ClassReference) -> dict[str | None, MetricSummary]:
+    """A class reference's `temp_c_max` summaries by slot (BDF); one reference serves a whole run."""
+    hit = _SLOTS.get(id(ref))
+    if hit is not None and hit[0] is ref:
+        return hit[1]
+    slots = {
+        s.settings.get("bdf"): s
+        for s in ref.metrics
+        if s.key.startswith(THERMAL_PREFIX) and s.key.endswith("/temp_c_max") and "bdf" in s.settings
+    }
+    if len(_SLOTS) >= 8:
+        _SLOTS.clear()
+    _SLOTS[id(ref)] = (ref, slots)
+    return slots
+
+
 def _against_baseline(
     ctx: NodeContext, entry: RuleEntry, temps: Mapping[int, float], hot: Mapping[int, Measurement]
 ) -> Iterable[Finding]:
     if ctx.baseline is None:
         return
-    base = readings(merged_measurements(ctx.baseline)[0], ctx.baseline.gpus, "temp_c_max")
+    base = readings(merged_measurements(ctx.baseline)[0], ctx.baseline.gpus, "temp_c_max", thermal_keys(ctx.baseline))
     threshold = entry.number("baseline_threshold_c")
     for pair in ctx.pairs:
         if pair.baseline is None or pair.candidate is None:
