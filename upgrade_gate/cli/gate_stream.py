@@ -8,8 +8,8 @@ held every snapshot at once. Here:
   limits). Workers (forked, one per core) each take slices of the paths; per path they load the
   candidate (strict typed decode, `codec.decode_json`), read its baseline from the store at the
   commit pinned once by the parent (`BaselineStore.pin`; the trusted decode of a document the store
-  validated when it saved it, its git object id checked), judge the node (`judge.judge_node`, the
-  judge's own per-node entry) and drop both snapshots; only the node report goes back.
+  validated when it saved it, its git object id checked), judge the nodes a batch at a time
+  (`judge.judge_nodes`) and drop the snapshots; only the node reports go back.
 - Class references come from the store's `classes/<class>.json` at the pinned commit (`baseline save`
   writes them with the baselines). A class with none is aggregated from the store's baselines of that
   class (streaming, `store.aggregate.ClassAccumulator`) and its nodes are judged again with it: the
@@ -20,22 +20,18 @@ held every snapshot at once. Here:
   decodes 8,192 of them serially, and pickling frozen slotted dataclasses costs ~4x more.
 - The first candidate is judged in the parent before forking, so every lazily imported module
   (numpy, deepdiff, the msgspec decoders) is loaded once and shared by the workers through fork.
-- Garbage collection: the parent freezes its objects before forking (`gc.freeze`), so a worker's
-  collections neither walk the inherited heap nor write to its pages (copy-on-write), and while the
-  pool runs, the workers and the parent (decoding node reports it keeps) collect their youngest
-  generation every `WORKER_GC_YOUNG` net allocations instead of every 700. A node allocates tens of
-  thousands of short-lived objects that reference counting frees; at the default threshold the
-  collector ran ~1.5 times a node and took ~1.4 ms of a ~7 ms node (measured with `gc.callbacks`),
-  ~0 at this one. Cycles are still collected, only less often.
+- Garbage collection: the pool runs inside the judge's `fleet_gc` (the parent's heap frozen before
+  the fork, the young generation collected every 50,000 allocations), so a worker's collections
+  neither walk the inherited heap nor write to its pages (copy-on-write). At the default thresholds
+  the collector took ~1.4 ms of a ~7 ms node (measured with `gc.callbacks`).
 - Node reports are decoded as they arrive (`imap`, in order) while the workers judge later slices;
-  slices are small (at most 64 nodes, 32 or more per worker) so no core idles long at the end.
+  a slice is at most one judge batch (`judge.BATCH`), so no core idles long at the end.
 - With `--checklist` (which reads every candidate at once) or where fork is unavailable, `gate`
   keeps its in-memory path.
 """
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 import sys
@@ -55,7 +51,6 @@ if TYPE_CHECKING:
 
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz")
 SUMMARY_FROM_NODES = 64  # above this many nodes the console prints a summary, not every finding
-WORKER_GC_YOUNG = 50_000  # a worker's generation-0 threshold (see the module docstring)
 
 
 def candidate_paths(singles: Sequence[Path], sources: Sequence[Path]) -> list[Path]:
@@ -211,20 +206,15 @@ def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()  # the children open their own
             _WORKER_STORE = None
-        chunk = max(4, min(64, len(rest) // (workers * 32)))  # small enough that no core idles long at the end
+        from upgrade_gate.judge.judge import BATCH, fleet_gc
+
+        chunk = max(8, min(BATCH, len(rest) // (workers * 8)))  # a judge batch, or less: no core idles long
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
         decoder = _decoder()
         ctx: Any = multiprocessing.get_context("fork")
-        threshold = gc.get_threshold()
-        gc.freeze()  # the parent's heap, shared with the workers, is never walked by their collections
-        try:
-            gc.set_threshold(WORKER_GC_YOUNG, *threshold[1:])  # the workers inherit it; the parent decodes
-            with ctx.Pool(processes=workers) as pool:
-                parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
-                return first + [tuple(item) for part in parts for item in decoder.decode(part)]
-        finally:
-            gc.set_threshold(*threshold)
-            gc.unfreeze()
+        with fleet_gc(), ctx.Pool(processes=workers) as pool:  # the workers inherit the frozen heap
+            parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
+            return first + [tuple(item) for part in parts for item in decoder.decode(part)]
     finally:
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()
