@@ -26,6 +26,11 @@ held every snapshot at once. Here:
   the collector took ~1.4 ms of a ~7 ms node (measured with `gc.callbacks`).
 - Node reports are decoded as they arrive (`imap`, in order) while the workers judge later slices;
   a slice is at most one judge batch (`judge.BATCH`), so no core idles long at the end.
+- Ending the pool: once every result is in, the pool is closed and joined (the workers leave on its
+  sentinel); it is terminated (SIGTERM) only when the parent fails or is interrupted. Workers reset
+  SIGTERM to its default and ignore SIGINT: they inherit the CLI's Python handlers, and a worker
+  that ran one when `Pool.terminate` signalled it could stay blocked on the task queue's lock, which
+  terminate holds, so `gate` hung after its last node (seen once in ~10 runs of 1,024 nodes).
 - With `--checklist` (which reads every candidate at once) or where fork is unavailable, `gate`
   keeps its in-memory path.
 """
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -185,6 +191,12 @@ def _judge_encoded(paths: Sequence[str]) -> bytes:
     return msgspec.msgpack.encode(_judge_paths(paths))
 
 
+def _worker_signals() -> None:
+    """A worker's SIGTERM kills it and SIGINT is the parent's to handle (see the module docstring)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _decoder() -> Any:
     import msgspec
 
@@ -212,9 +224,18 @@ def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
         decoder = _decoder()
         ctx: Any = multiprocessing.get_context("fork")
-        with fleet_gc(), ctx.Pool(processes=workers) as pool:  # the workers inherit the frozen heap
-            parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
-            return first + [tuple(item) for part in parts for item in decoder.decode(part)]
+        with fleet_gc():  # the workers inherit the frozen heap
+            pool = ctx.Pool(processes=workers, initializer=_worker_signals)
+            try:
+                parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
+                judged = first + [tuple(item) for part in parts for item in decoder.decode(part)]
+                pool.close()  # every result is in: the workers leave on the pool's sentinel, no signal sent
+            except BaseException:
+                pool.terminate()
+                raise
+            finally:
+                pool.join()
+        return judged
     finally:
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()
