@@ -172,10 +172,9 @@ def _unchanged(baseline: Snapshot, candidate: Snapshot) -> frozenset[str]:
         if getattr(baseline, section) == getattr(candidate, section):
             same.add(section)
     mb, mc = measurements_of(baseline), measurements_of(candidate)
-    if len(mb) == len(mc) and all(
-        a.key == b.key and a.unit == b.unit and len(a.samples) == len(b.samples) and a.settings == b.settings
-        for a, b in zip(mb, mc, strict=True)
-    ):
+    if len(mb) == len(mc) and [(m.key, m.unit, len(m.samples), m.settings) for m in mb] == [
+        (m.key, m.unit, len(m.samples), m.settings) for m in mc
+    ]:
         same.add("measurements")
     return frozenset(same)
 
