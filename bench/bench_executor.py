@@ -1,6 +1,6 @@
 """Kubernetes executor overhead per Job on the REAL control plane (issue 14): phases 1-3 as Jobs.
 
-`python -m bench.bench_executor [--nodes 4] [--tool-s 5,15] [--baseline] [--quick]`
+`python -m bench.bench_executor [--nodes 4] [--tool-s 5,15] [--baseline] [--trace] [--quick]`
 
 Design decisions
 - The cluster is the tests' real control plane (tests/k8s/realcluster.py: etcd, kube-apiserver,
@@ -13,26 +13,38 @@ Design decisions
 - What runs is `fleet.executor.run_phases` on phases 1-3 of N fake MI300X nodes, every node at once
   (concurrency = N): every tool call is a Job pinned to its node whose tool is a wrapper that sleeps
   `tool_s` and then execs the fake node's real-format tool. Phase 1 runs 4 recipes and phase 2 the
-  pipeline's 5 sweeps, in order, phase 3 reads the snapshot. The slowest node's own time is
+  pipeline's 5 sweeps, in order, with the thermal sampling around them (`amd-smi list` and one sample
+  before the sweeps, one after, in sequence; one every 20 s during them, beside the sweep), phase 3
+  reads the snapshot: 12 Jobs per node in sequence, 14 in all. The slowest node's own time is
   9 x `tool_s` plus what the same phases take on the node itself with sleep-free tools (the fake
-  tools' own run time, measured once with the local launcher, best of 3); ratio = wall of the run /
-  that. Everything above 1 is orchestration: Job creation, pod start by the node agent (it lists pods
-  every 0.1 s), the result-frame wrapper's Python start-up, noticing the end, reading the log.
-- `--baseline` runs the same with the watch switched off (the client polls every 2 s, as before
-  issue 14) on the same machine, for a before/after in one run.
+  tools' own run time, thermal sampling included, measured with the local launcher, best of 3);
+  ratio = wall of the run / that. Everything above 1 is orchestration: Job creation, the Job
+  controller, pod start by the node agent, the result-frame wrapper's start-up, the pod's status
+  reaching the API, noticing the end, reading the log, and the phase barrier (phase 2 starts when
+  every node finished phase 1, as in CVF).
+- `--trace` (bench/_executor_trace.py) splits each Job's time into stages on one clock and counts
+  the client's requests per Job: which part is the executor's (create, notice, collect, the wrapper),
+  which the control plane's (the Job controller) and which the kubelet's (pod start, status).
+  `UG_TRACE_OUT=FILE` also writes the raw timestamps.
+- The node agent stands in for the kubelets. It watches pods (it polled every 0.1 s before
+  2026-12-01 evening, adding ~50 ms per pod start that a kubelet does not have) and starts a pod as a
+  local process at once: no sandbox, no image, no container runtime. A real kubelet's pod start (sandbox
+  and container creation, typically 0.5-2 s) and its noticing the container's end (PLEG) are slower, so
+  on a cluster the per-Job overhead is larger than here, by the kubelet's share, not the executor's.
 - No asserts: it measures and reports. Skips (says why) when the control-plane binaries are not built.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +52,7 @@ from typing import TYPE_CHECKING
 if __package__ in (None, ""):  # `python bench/bench_executor.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._executor_trace import Trace
 from bench.bench_fleet import JOBS_PER_NODE, TARGET_RATIO, slow_tools
 from bench.common import PYTHON, REPO, Section, Target, print_section, table
 
@@ -48,7 +61,9 @@ if TYPE_CHECKING:
     from upgrade_gate.model import Snapshot
 
 
-def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: bool) -> list[dict[str, float | str]]:
+def measure(
+    workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: bool, trace: bool = False
+) -> list[dict[str, float | str]]:
     """One real control plane; per (mode, tool_s) a run of phases 1-3 on `nodes` nodes."""
     from tests.k8s.cluster import FAST_RETRY
     from upgrade_gate.cli.collect_cmds import parser_check
@@ -57,6 +72,7 @@ def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: b
     from upgrade_gate.fakenode import build_fake_node, mi300x_node
     from upgrade_gate.fleet.executor import ExecutorSettings, run_phases
     from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.fleet.labels import RUN_ID
     from upgrade_gate.fleet.manifests import JobSettings
     from upgrade_gate.model import NodeInfo, NodeName, PhaseStatus
     from upgrade_gate.snapshot.build import build_snapshot
@@ -84,26 +100,39 @@ def measure(workdir: Path, *, nodes: int, tool_s: tuple[float, ...], baseline: b
                     concurrency=nodes,
                 )  # fmt: skip
                 kube_nodes = client.list_nodes()
+                run_id = f"b{mode[0]}{int(t)}"
                 snapshots = {
                     n.name: replace(snap, node=NodeInfo(name=NodeName(n.name), node_class="mi300x-8gpu"))
                     for n in kube_nodes
                 }
+                tracer = Trace() if trace else None
                 load = os.getloadavg()[0]
-                start, cpu = time.perf_counter(), time.process_time()
-                results = run_phases(
-                    client, kube_nodes, phases=select_phases(frozenset({1, 2, 3})), config=default_config(),
-                    settings=settings, run_id=f"b{mode[0]}{int(t)}", snapshots=snapshots,
-                )  # fmt: skip
-                wall = time.perf_counter() - start
-                cpu = time.process_time() - cpu
+                with tracer.installed(client, kubeconfig, settings.jobs.namespace) if tracer else nullcontext():
+                    start, cpu = time.perf_counter(), time.process_time()
+                    results = run_phases(
+                        client, kube_nodes, phases=select_phases(frozenset({1, 2, 3})), config=default_config(),
+                        settings=settings, run_id=run_id, snapshots=snapshots,
+                    )  # fmt: skip
+                    wall = time.perf_counter() - start
+                    cpu = time.process_time() - cpu
+                jobs = sum(
+                    j.labels.get(RUN_ID, "").startswith(f"{run_id}-") for j in client.list_jobs(settings.jobs.namespace)
+                )
                 client.close()
                 passed = sum(all(r.status is PhaseStatus.PASSED for r in rs) for rs in results.values())
                 ideal = JOBS_PER_NODE * t + local_s
                 out.append({"mode": mode, "tool_s": t, "nodes": float(nodes), "wall_s": wall, "ideal_s": ideal,
-                            "ratio": wall / ideal, "overhead_per_job_s": (wall - ideal) / JOBS_PER_NODE,
+                            "ratio": wall / ideal, "overhead_s": wall - ideal, "jobs_per_node": jobs / nodes,
                             "client_cpu_s": cpu, "nodes_passed": float(passed),
                             "load": f"{load:.1f} / {os.getloadavg()[0]:.1f}"})  # fmt: skip
                 print(f"# {mode} tool {t:g}s: wall {wall:.1f}s ratio {wall / ideal:.3f}", file=sys.stderr, flush=True)
+                if tracer is not None:
+                    out[-1]["trace"] = tracer.render(tool_s=t)
+                    if os.environ.get("UG_TRACE_OUT"):  # the raw timestamps, for a closer look
+                        Path(os.environ["UG_TRACE_OUT"]).write_text(
+                            json.dumps({"start": start, "end": start + wall, "jobs": tracer.jobs}), encoding="utf-8"
+                        )
+                    print(out[-1]["trace"], file=sys.stderr, flush=True)
     return out
 
 
@@ -145,7 +174,7 @@ def _local_reference(workdir: Path, fake: FakeNode, snap: Snapshot) -> float:
 
 
 def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
-        tool_s: tuple[float, ...] = (5.0, 15.0), baseline: bool = False) -> Section:  # fmt: skip
+        tool_s: tuple[float, ...] = (5.0, 15.0), baseline: bool = False, trace: bool = False) -> Section:  # fmt: skip
     """Measure; return the section."""
     title = "Kubernetes executor on the real control plane (issue 14)"
     from tests.k8s.controlplane import missing_reason
@@ -157,15 +186,17 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
                                        met=None),))  # fmt: skip
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="ug-bench-executor-") as tmp:
-            return run(quick=quick, workdir=Path(tmp), nodes=nodes, tool_s=tool_s, baseline=baseline)
+            return run(quick=quick, workdir=Path(tmp), nodes=nodes, tool_s=tool_s, baseline=baseline, trace=trace)
     if quick:
         nodes, tool_s = min(nodes, 2), tool_s[:1]
-    rows = measure(workdir / "executor", nodes=nodes, tool_s=tool_s, baseline=baseline)
+    rows = measure(workdir / "executor", nodes=nodes, tool_s=tool_s, baseline=baseline, trace=trace)
     body = [
         f"Phases 1-3 through `fleet.executor.run_phases` on {nodes} fake MI300X nodes at once, on the real "
         "control plane (tests/k8s/realcluster.py), as the upgrade-gate service account; every tool call is a "
         f"Job whose tool sleeps `tool_s` before the fake tool answers; the slowest node's own time is "
-        f"{JOBS_PER_NODE} x `tool_s` plus the fake tools' run time on the node itself (local launcher). "
+        f"{JOBS_PER_NODE} x `tool_s` plus the fake tools' run time on the node itself (local launcher); "
+        "a node runs 12 Jobs in sequence (4 recipes; amd-smi list and a sample; 5 sweeps; a sample) "
+        "and a thermal sample every 20 s beside the sweeps. "
         "`watch`: as shipped; `poll`: the watch off, Job status read every 2 s "
         "(before issue 14). The machine has 2 cores shared with other work: the 1-minute load average at the "
         "start and end of each run says how busy it was; every pod's Python start-up (the result wrapper, the "
@@ -177,7 +208,8 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
                 "wall",
                 "slowest node (own time)",
                 "ratio",
-                "overhead per Job",
+                "overhead (wall - slowest)",
+                "Jobs per node",
                 "client CPU",
                 "nodes passed",
                 "load (start / end)",
@@ -189,7 +221,8 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
                     f"{r['wall_s']:.1f} s",
                     f"{r['ideal_s']:.1f} s",
                     f"**{r['ratio']:.3f}**",
-                    f"{r['overhead_per_job_s']:.2f} s",
+                    f"{r['overhead_s']:.2f} s",
+                    f"{r['jobs_per_node']:.1f}",
                     f"{r['client_cpu_s']:.1f} s",
                     f"{r['nodes_passed']:.0f}/{r['nodes']:.0f}",
                     r["load"],
@@ -198,6 +231,12 @@ def run(*, quick: bool = False, workdir: Path | None = None, nodes: int = 4,
             ],
         ),
     ]
+    for r in rows:
+        if "trace" in r:
+            body.append(
+                f"\nWhere the time went ({r['mode']}, {r['tool_s']:g} s tool calls; bench/_executor_trace.py):\n"
+            )
+            body.append(str(r["trace"]))
     five = [r for r in rows if r["mode"] == "watch" and r["tool_s"] == min(tool_s)]
     ratio = float(five[0]["ratio"]) if five else float("nan")
     target = Target(
@@ -216,9 +255,10 @@ def main() -> None:
     parser.add_argument("--tool-s", default="5,15", help="comma-separated tool-call durations in seconds")
     parser.add_argument("--baseline", action="store_true", help="also run with polling (before issue 14)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--trace", action="store_true", help="per-Job stages and requests (bench/_executor_trace.py)")
     args = parser.parse_args()
     tools = tuple(float(x) for x in args.tool_s.split(",") if x)
-    print_section(run(quick=args.quick, nodes=args.nodes, tool_s=tools, baseline=args.baseline))
+    print_section(run(quick=args.quick, nodes=args.nodes, tool_s=tools, baseline=args.baseline, trace=args.trace))
 
 
 if __name__ == "__main__":

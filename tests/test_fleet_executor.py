@@ -16,7 +16,7 @@ from tests.test_fleet_window import write_kubeconfig
 from tests.test_validate_support import fast_config
 from upgrade_gate.cli.main import run
 from upgrade_gate.fakenode import FakeNode, Faults, build_fake_node, faults, mi300x_node
-from upgrade_gate.fleet.errors import InvalidNameError, KubeConnectionError, KubeServerError
+from upgrade_gate.fleet.errors import InvalidNameError, KubeConnectionError, KubeForbiddenError, KubeServerError
 from upgrade_gate.fleet.executor import ExecutorSettings, KubeLauncher, bundle_from_payload, capture_nodes, run_phases
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import JobSettings
@@ -171,3 +171,28 @@ def test_thermal_sampling_jobs_allocate_no_gpu_and_get_the_nodes_rocm(kube_clien
             container = manifest["spec"]["template"]["spec"]["containers"][0]
             assert "amd.com/gpu" not in str(container.get("resources", {}))
             assert {"name": "rocm", "mountPath": "/opt/rocm", "readOnly": True} in container["volumeMounts"]
+
+
+def test_fleet_executor_cvf_labels_of_many_nodes_are_written_at_once(
+    kube_cluster: ClusterDouble, kube_client: KubeClient
+) -> None:
+    """write_cvf_labels patches the nodes concurrently; a vanished node is that node's error, the others
+    are written; an API error that dooms the run still propagates (exit 4 upstream)."""
+    from upgrade_gate.fleet.executor import write_cvf_labels
+    from upgrade_gate.validate.phase import make_result
+    from upgrade_gate.validate.phases import default_phases
+
+    config = fast_config()
+    phase0 = next(p for p in default_phases() if p.number == 0)
+    names = [f"gpu-{i:02d}" for i in range(1, 7)]
+    for name in names:
+        kube_cluster.add_node(name, node_class="mi300x-8gpu")
+    results = {NodeName(n): (make_result(phase0, config, PhaseStatus.PASSED, ()),) for n in [*names, "gone-01"]}
+    out = write_cvf_labels(kube_client, results, concurrency=4)
+    assert list(out) == sorted(results) and out["gone-01"] is not None and out["gone-01"].startswith("node vanished")
+    assert all(out[n] is None for n in names)
+    for name in names:
+        assert kube_cluster.node(name)["metadata"]["labels"]["amd.com/cluster-validation-candidate"] == "true"
+    kube_cluster.api.inject("patch", "nodes", 403, times=50)
+    with pytest.raises(KubeForbiddenError, match="patch"):
+        write_cvf_labels(kube_client, results, concurrency=4)

@@ -19,6 +19,7 @@ from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, run_mpijob, run_on
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import CAPTURE_ACCESS, HostAccess, JobSettings, JobSpec, MpiJobSpec, capture_access
 from upgrade_gate.fleet.objects import JobPhase
+from upgrade_gate.fleet.resultframe import wrapper_source
 from upgrade_gate.model import NodeName
 
 pytest_plugins = ["tests.k8s.fixtures"]  # kube_cluster, kube_client
@@ -45,7 +46,7 @@ def test_jobs_manifest_pins_with_node_name_and_drops_privileges() -> None:
     assert pod["automountServiceAccountToken"] is False and pod["serviceAccountName"] == "upgrade-gate-job"
     assert pod["tolerations"] == [{"key": "upgrade-gate/canary", "operator": "Exists", "effect": "NoSchedule"}]
     (c,) = pod["containers"]
-    assert c["command"][:4] == [sys.executable, "-m", "upgrade_gate.fleet.resultframe", "--"]
+    assert c["command"][:6] == [sys.executable, "-I", "-S", "-c", wrapper_source(), "--"]
     assert c["resources"] == {"limits": {"amd.com/gpu": "8"}}
     assert c["securityContext"] == {
         "allowPrivilegeEscalation": False,
@@ -305,3 +306,38 @@ def test_jobs_run_mpijob_names_the_lost_node(kube_cluster: ClusterDouble, kube_c
     killer.join()
     assert res.status is RunStatus.NODE_LOST and res.lost_nodes == ("gpu-02",)
     assert "gpu-02 disappeared" in (res.reason or "")
+
+
+def test_run_job_log_read_beside_the_confirming_read_is_used_only_for_the_pod_that_read_shows() -> None:
+    """The log of the pod a watch event said Succeeded is read while the wait's read confirms it; only
+    that read decides whether it is used (the newest pod, Succeeded), else the log is read as before."""
+    from upgrade_gate.fleet.jobs import _LogPrefetch
+    from upgrade_gate.fleet.objects import PodState
+
+    class Client:
+        def __init__(self) -> None:
+            self.reads: list[str] = []
+
+        def pod_logs(self, pod: str, namespace: str) -> str:
+            self.reads.append(pod)
+            if pod == "broken":
+                raise fe.KubeServerError("no kubelet", verb="get", resource="pods/log", status=502)
+            return f"log of {pod}"
+
+    def pod(name: str, phase: str) -> PodState:
+        return PodState(name=name, node="gpu-01", phase=phase)
+
+    client = Client()
+    used = _LogPrefetch(client, NS)  # type: ignore[arg-type]
+    used.start(pod("p1", "Succeeded"))
+    used.start(pod("p2", "Succeeded"))  # one read per wait
+    assert used.take((pod("p0", "Failed"), pod("p1", "Succeeded"))) == ("log of p1", None)
+    assert client.reads == ["p1"]
+    unconfirmed = _LogPrefetch(client, NS)  # type: ignore[arg-type]
+    unconfirmed.start(pod("p1", "Succeeded"))
+    assert unconfirmed.take((pod("p1", "Running"),)) is None  # the read says it runs: the event does not decide
+    assert unconfirmed.take((pod("p1", "Succeeded"), pod("p2", "Succeeded"))) is None  # not the newest pod
+    assert _LogPrefetch(client, NS).take((pod("p1", "Succeeded"),)) is None  # no event came: nothing read  # type: ignore[arg-type]
+    failed = _LogPrefetch(client, NS)  # type: ignore[arg-type]
+    failed.start(pod("broken", "Succeeded"))
+    assert failed.take((pod("broken", "Succeeded"),)) is None  # a pods/log 5xx is the node's: read again as before

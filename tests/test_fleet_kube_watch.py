@@ -192,3 +192,15 @@ def test_kube_watch_garbled_events_neither_crash_nor_decide(serve: Any) -> None:
     state = serve(script).wait_job(JOB, NS, timeout_s=20, poll_s=5, settle_on_pod=True)
     assert state.phase is JobPhase.SUCCEEDED and state.settled_by is None  # the read's Complete decided
     assert len(_watches(script)) == 1 and len(_lists(script)) == 2
+
+
+def test_kube_watch_a_pods_read_settles_without_reading_the_job_again(serve: Any) -> None:
+    """After the first read, a read with settle_on_pod lists the pods and reads the Job only when no pod
+    settled it: one round trip less between the pod's end and the result (issue 14)."""
+    script = Script(jobs=["active"], pods=["Running", "Running", "Succeeded"],
+                    watches=[[("close",)], [("event", "MODIFIED", "Succeeded")]])  # fmt: skip
+    state, pods = serve(script).wait_job_pods(JOB, NS, timeout_s=20, poll_s=0.1, settle_on_pod=True)
+    assert state.phase is JobPhase.SUCCEEDED and "Succeeded" in (state.settled_by or "")
+    assert [p.phase for p in pods] == ["Succeeded"]  # the pods of the read that decided
+    job_reads = [q for path, q in script.requests if path == JOB_PATH]
+    assert len(_lists(script)) == 3 and len(job_reads) == 2  # the second read still read the Job: no pod ended

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.fleet.resultframe import END, extract, frame
+from upgrade_gate.fleet.resultframe import END, EXEC_FAILED, extract, frame, wrapper_source
 
 
 @given(st.binary(max_size=4096), st.integers(min_value=-1, max_value=255))
@@ -71,3 +75,32 @@ def test_resultframe_wrapper_reports_missing_command() -> None:
     )
     assert proc.returncode == 127
     assert "cannot run /nonexistent/tool" in proc.stderr
+
+
+def test_resultframe_wrapper_as_a_job_runs_it_needs_nothing_installed(tmp_path: Path) -> None:
+    """A Job runs `python3 -I -S -c <framewrapper's source>`: no site, no PYTHONPATH, no upgrade_gate."""
+    source = wrapper_source()
+    assert "$(" not in source  # Kubernetes would expand it in the container's arguments
+    assert "import upgrade_gate" not in source and "from upgrade_gate" not in source  # standard library only
+    assert source.startswith("# upgrade-gate's result wrapper") and "Design decisions" not in source  # no docstring
+    child = "import sys; sys.stdout.buffer.write(b'x' * 200000 + b'\\x00'); print('warn', file=sys.stderr); sys.exit(5)"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": "/nonexistent"}
+    argv = [sys.executable, "-I", "-S", "-c", source, "--"]
+    proc = subprocess.run([*argv, sys.executable, "-c", child], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, check=False)  # fmt: skip
+    assert proc.returncode == 5
+    assert proc.stderr == "warn\n"
+    assert extract(proc.stdout) == (b"x" * 200000 + b"\x00", 5)
+    missing = subprocess.run([*argv, "no-such-tool-here"], capture_output=True, text=True, env=env, check=False)
+    assert missing.returncode == 127
+    assert f"{EXEC_FAILED} no-such-tool-here" in missing.stderr
+    quiet = subprocess.run([*argv, "cat"], input="ignored", capture_output=True, text=True, env=env, check=False)
+    assert extract(quiet.stdout) == (b"", 0)  # stdin is /dev/null, as before
+
+
+def test_resultframe_wrapper_frames_read_by_the_gzip_module() -> None:
+    payload = bytes(range(256)) * 50
+    text = frame(payload, exit_code=1)
+    packed = base64.b64decode("".join(line[4:] for line in text.splitlines() if line.startswith("UGR ")))
+    assert gzip.decompress(packed) == payload
+    assert extract(text) == (payload, 1)

@@ -61,6 +61,25 @@ def test_real_job_wait_watches_the_pods_instead_of_polling(
     assert real_client.watch_refused == {}
 
 
+def test_real_job_result_takes_one_log_read_and_no_extra_pod_list(
+    real_cluster: RealCluster, real_client: KubeClient, node: None
+) -> None:
+    """Issue 14: the log is read once (beside the read that confirms the pod's end, or after it) and the
+    pods are listed only by the wait's reads; the result is the pod's output, exit code included."""
+    spec = _spec("w7", "import sys, time; time.sleep(1); print('frame me'); sys.exit(0)")
+    res = run_job(real_client, spec, timeout_s=120)
+    assert res.status is RunStatus.SUCCEEDED and res.payload == b"frame me\n" and res.exit_code == 0, res
+    logs = [
+        e
+        for e in real_cluster.cp.audit(SA_USER)
+        if e["verb"] == "get" and (e.get("objectRef") or {}).get("subresource") == "log" and spec.name in str(e)
+    ]
+    assert len(logs) == 1, logs
+    lists = [e for e in _requests(real_cluster, "list", "pods") if f"job-name%3D{spec.name}" in str(e["requestURI"])]
+    assert len(lists) <= 2, lists  # the read before the watch and the one that confirmed the end (no third)
+    assert len(_requests(real_cluster, "get", "jobs", spec.name)) <= 2
+
+
 def test_real_job_wait_settles_on_the_pod_or_the_job_condition(real_client: KubeClient, node: None) -> None:
     spec = _spec("w2", "print('ok')")
     real_client.create_job(spec.manifest(), NS)

@@ -1,8 +1,9 @@
 """Entry point: builds the Typer app and maps every outcome to an exit code in one place.
 
 Commands return an `ExitCode` (or None for PASS); errors derive from `GateError` and carry their
-own exit code. Nothing else in the package calls `sys.exit`, except `fleet.resultframe`, which is its
-own entry point inside a Kubernetes pod (`python -m upgrade_gate.fleet.resultframe -- ARGV`). Each
+own exit code. Nothing else in the package calls `sys.exit`, except the result wrapper a Kubernetes pod
+runs (`fleet.framewrapper`, sent as stdlib-only source: `python3 -I -S -c SOURCE -- ARGV`; also
+`python -m upgrade_gate.fleet.resultframe`), which is its own entry point. Each
 command group lives in its own module with a `register(app)` function; heavy libraries are imported
 inside command bodies so that `upgrade-gate --help` stays fast.
 """

@@ -42,6 +42,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,6 +70,7 @@ from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_co
 from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX, failure_reason_key
 from upgrade_gate.validate.phase import GroupPhase, NodePhase
 from upgrade_gate.validate.pipeline import Progress, run_pipeline
+from upgrade_gate.validate.remeasure import Resampling
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
@@ -198,8 +200,12 @@ def run_phases(
     snapshots: Mapping[NodeName, Snapshot] | None = None,
     samples: int | None = None,
     progress: Progress | None = None,
+    resampling: Resampling | None = None,
 ) -> dict[NodeName, tuple[PhaseResult, ...]]:
-    """The CVF pipeline on the nodes through a KubeLauncher; a vanished node's results are errors."""
+    """The CVF pipeline on the nodes through a KubeLauncher; a vanished node's results are errors.
+
+    `resampling`: re-measure an inconclusive metric (`validate.remeasure`; `window validate` builds it
+    from the policy and the canaries' baselines, as `validate --policy --baseline` does on one node)."""
     launcher = KubeLauncher(client, nodes, settings, run_id=run_id)
     results = run_pipeline(
         [n.name for n in nodes],
@@ -211,6 +217,7 @@ def run_phases(
         samples=samples,
         progress=progress,
         parallel=settings.concurrency,
+        resampling=resampling,
     )
     for node, why in launcher.vanished.items():
         results[node] = tuple(_vanished(r, why) for r in results[node])
@@ -254,16 +261,22 @@ def cvf_metadata(
 
 
 def write_cvf_labels(
-    client: KubeClient, results: Mapping[NodeName, Sequence[PhaseResult]]
+    client: KubeClient, results: Mapping[NodeName, Sequence[PhaseResult]], *, concurrency: int = 16
 ) -> dict[NodeName, str | None]:
     """Patch each node's CVF labels and annotations (one merge patch per node, stale ones removed);
-    per node the error, if any."""
-    out: dict[NodeName, str | None] = {}
-    for node, phase_results in sorted(results.items()):
+    per node the error, if any. Nodes are written `concurrency` at a time (issue 14: a read and a
+    patch per node, not in sequence); any other API error propagates (the caller exits 4)."""
+
+    def write(node: NodeName) -> str | None:
         try:
-            labels, annotations = cvf_metadata(client.get_node(node), phase_results)
+            labels, annotations = cvf_metadata(client.get_node(node), results[node])
             client.patch_node_metadata(node, labels=labels, annotations=annotations)
-            out[node] = None
         except KubeNotFoundError as exc:
-            out[node] = f"{VANISHED}: {exc}"
-    return out
+            return f"{VANISHED}: {exc}"
+        return None
+
+    names = sorted(results)
+    if len(names) <= 1 or concurrency <= 1:
+        return {node: write(node) for node in names}
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(names)), thread_name_prefix="ug-labels") as pool:
+        return dict(zip(names, pool.map(write, names), strict=True))

@@ -24,7 +24,7 @@ from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError
 from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, fatal, run_job, run_mpijob
 from upgrade_gate.fleet.manifests import HostAccess, JobSettings, JobSpec, MpiJobSpec
 from upgrade_gate.fleet.objects import KubeNode
-from upgrade_gate.fleet.resultframe import BEGIN, END, PREFIX
+from upgrade_gate.fleet.resultframe import BEGIN, END, EXEC_FAILED, PREFIX
 from upgrade_gate.model import NodeName
 from upgrade_gate.validate.launcher import LauncherError
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
 
 VANISHED = "node vanished"
-_WRAPPER_EXEC_FAILED = "upgrade-gate result wrapper: cannot run"
 _PURPOSES = {
     "rvs": "phase1",
     "agfhc": "phase1",
@@ -188,7 +187,7 @@ class KubeLauncher:
             return CommandResult(argv=argv, returncode=None, stdout="", stderr=stderr, duration_s=duration,
                                  timed_out=True)  # fmt: skip
         if res.payload is None:
-            missing = _WRAPPER_EXEC_FAILED in res.log
+            missing = EXEC_FAILED in res.log
             why = stderr or (res.reason or "no result frame")
             # no invented exit code: None unless the container's own code is known (issue 11, defect 5)
             return CommandResult(argv=argv, returncode=None if missing else res.exit_code, stdout="",

@@ -5,9 +5,10 @@ Design decisions (why pod logs, not a ConfigMap per node)
   Jobs need no API credentials at all (`automountServiceAccountToken: false`) and the RBAC needs no
   ConfigMap writes. ConfigMaps are capped at 1 MiB and would need a cleanup protocol of their own.
 - Logs are shared with stderr and with anything a tool prints, and the kubelet rotates them (default
-  `containerLogMaxSize` 10 MiB). So the payload is wrapped: the wrapper (`python -m
-  upgrade_gate.fleet.resultframe -- ARGV...`) runs the real command, lets its stderr through as it
-  comes, captures its stdout as bytes and prints, after the command ended, one frame:
+  `containerLogMaxSize` 10 MiB). So the payload is wrapped: the wrapper (`fleet.framewrapper`, which a
+  Job runs as `python3 -I -S -c <its source> -- ARGV...`; also `python -m upgrade_gate.fleet.resultframe
+  -- ARGV...`) runs the real command, lets its stderr through as it comes, captures its stdout as bytes
+  and prints, after the command ended, one frame:
 
       ==== upgrade-gate result v1 begin exit=0 bytes=1234 sha256=<hex of the payload>
       UGR <base64 of gzip(payload), 76 characters a line>
@@ -22,30 +23,24 @@ Design decisions (why pod logs, not a ConfigMap per node)
 
 from __future__ import annotations
 
+import ast
 import base64
+import functools
 import gzip
 import hashlib
 import re
-import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.fleet import framewrapper
+from upgrade_gate.fleet.framewrapper import BEGIN, END, EXEC_FAILED, PREFIX, frame
+
+__all__ = ["BEGIN", "END", "EXEC_FAILED", "PREFIX", "extract", "frame", "main", "wrapper_source"]
 
 TOOL = "result-frame"
-BEGIN = "==== upgrade-gate result v1 begin"
-END = "==== upgrade-gate result v1 end"
-PREFIX = "UGR "
 _BEGIN_RE = re.compile(rf"^{re.escape(BEGIN)} exit=(-?\d+) bytes=(\d+) sha256=([0-9a-f]{{64}})$")
-
-
-def frame(payload: bytes, *, exit_code: int = 0) -> str:
-    """The frame text for `payload` (ends with a newline)."""
-    packed = base64.b64encode(gzip.compress(payload, mtime=0)).decode("ascii")
-    lines = [f"{BEGIN} exit={exit_code} bytes={len(payload)} sha256={hashlib.sha256(payload).hexdigest()}"]
-    lines.extend(PREFIX + packed[i : i + 76] for i in range(0, len(packed), 76))
-    lines.append(END)
-    return "\n".join(lines) + "\n"
 
 
 def extract(log: str) -> tuple[bytes, int]:
@@ -78,22 +73,20 @@ def extract(log: str) -> tuple[bytes, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """In-pod wrapper: run ARGV (after `--`), pass stderr through, print stdout as a frame."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--"]:
-        args = args[1:]
-    if not args:
-        print("usage: python -m upgrade_gate.fleet.resultframe -- COMMAND [ARGS...]", file=sys.stderr)
-        return 2
-    try:
-        proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, check=False)
-    except OSError as exc:
-        print(f"upgrade-gate result wrapper: cannot run {args[0]}: {exc}", file=sys.stderr)
-        return 127
-    sys.stderr.flush()
-    sys.stdout.write(frame(proc.stdout, exit_code=proc.returncode))
-    sys.stdout.flush()
-    return proc.returncode
+    """In-pod wrapper (`python -m upgrade_gate.fleet.resultframe -- ARGV`): `fleet.framewrapper.main`."""
+    return framewrapper.main(None if argv is None else list(argv))
+
+
+@functools.cache
+def wrapper_source() -> str:
+    """The source of `fleet.framewrapper`, which a Job runs as `python3 -I -S -c SOURCE -- ARGV`: its module
+    docstring (the design notes) left out of every Job, a line naming the file in its place."""
+    text = Path(framewrapper.__file__).read_text(encoding="utf-8")
+    first = ast.parse(text).body[0]
+    lines = text.splitlines(keepends=True)
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and first.end_lineno is not None:
+        lines = lines[first.end_lineno :]
+    return "# upgrade-gate's result wrapper (upgrade_gate/fleet/framewrapper.py)\n" + "".join(lines).lstrip("\n")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from upgrade_gate.model import (
 )
 from upgrade_gate.validate.phases import default_phases
 from upgrade_gate.validate.pipeline import Progress
+from upgrade_gate.validate.remeasure import Resampling
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
@@ -102,6 +103,9 @@ def validate_window(
             errors[name].append(bundle)
         else:
             snapshots[name] = build_snapshot(bundle, node_class=classes.get(name))
+    # the inputs depend on the canaries' names and classes only: loaded now, the phases re-measure
+    # against the baselines what is inconclusive, as `validate --policy --baseline` does on one node
+    baselines, references, denylist = judge_inputs(store, record.canaries, tuple(snapshots.values()))
     results = run_phases(
         client,
         [n for n in nodes if n.name in snapshots],
@@ -112,12 +116,12 @@ def validate_window(
         snapshots=snapshots,
         samples=samples,
         progress=progress,
+        resampling=phase_resampling(policy, snapshots, baselines),
     )
     for name, problem in write_cvf_labels(client, results).items():
         if problem is not None:
             errors[name].append(problem)
     candidates = {n: replace(s, phases=results.get(n, ())) for n, s in snapshots.items()}
-    baselines, references, denylist = judge_inputs(store, record.canaries, tuple(candidates.values()))
     report = judge(
         baselines=baselines,
         candidates=tuple(candidates.values()),
@@ -175,6 +179,24 @@ def validate_window(
         record=saved, report=report, results=results, errors=errors, candidates=candidates,
         baselines=baselines,
     )  # fmt: skip
+
+
+def phase_resampling(
+    policy: Policy, snapshots: Mapping[NodeName, Snapshot], baselines: Mapping[NodeName, Snapshot]
+) -> Resampling:
+    """The phases' re-measuring (`judge.remeasure.resampling`): the policy's `bandwidth.regression` limits
+    and each canary's comparison with its own baseline (canaries without one keep the fixed count).
+
+    One pipeline runs every canary, so one set of limits applies: with canaries of several classes whose
+    policy entries differ, the entry allowing the most samples (ties: the first class by name); each
+    comparison still judges a node by its own class's entry, and the judge decides with it afterwards."""
+    from upgrade_gate.judge.remeasure import resampling
+
+    classes = sorted({s.node.node_class for s in snapshots.values() if s.node.node_class is not None})
+    limits = [(resampling(policy, c).max_samples, c) for c in classes]
+    chosen = max(limits, key=lambda lc: lc[0])[1] if limits else None  # max keeps the first of equal limits
+    mine: dict[str, Snapshot] = {n: b for n, b in baselines.items() if n in snapshots}
+    return resampling(policy, chosen, baselines=mine or None)
 
 
 def judge_inputs(

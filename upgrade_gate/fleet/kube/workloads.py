@@ -9,7 +9,11 @@ Design decisions
   1.33: pod Succeeded -> Complete 1.0-1.1 s), and the pod's success is the evidence anyway - the
   result frame in its log still decides. A failed pod is not settled early: the wait goes on until
   the Job's own `Failed` condition, whose reason (BackoffLimitExceeded, DeadlineExceeded) the result
-  names. The returned state says when it was settled by the pod (`JobState.settled_by`).
+  names. The returned state says when it was settled by the pod (`JobState.settled_by`). After the
+  first read, a read with `settle_on_pod` lists the pods first and reads the Job only when no pod
+  settles it (the Job's completions were read already and do not change): one round trip less
+  between a pod's end and the result (issue 14). `wait_job_pods` also returns the pods of the read
+  that ended the wait, so `fleet.jobs.run_job` finds the pod whose log it reads without a second list.
 - Deleting a Job sends `propagationPolicy=Background`: the API's default for batch/v1 Jobs is to orphan
   their pods.
 - An MPIJob (kubeflow.org/v2beta1) is waited on by watching that one object (`metadata.name` field
@@ -79,9 +83,37 @@ class WorkloadCalls(ApiBase):
         `stop` is asked too: when it returns True the wait ends early with KubeWaitTimeoutError.
         `poll_s` paces the reads where no watch serves (a server or RBAC without `watch`).
         """
+        return self.wait_job_pods(
+            name, namespace, timeout_s=timeout_s, poll_s=poll_s, stop=stop, settle_on_pod=settle_on_pod
+        )[0]
+
+    def wait_job_pods(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        timeout_s: float,
+        poll_s: float = 2.0,
+        stop: Callable[[], bool] | None = None,
+        settle_on_pod: bool = False,
+        on_succeeded: Callable[[PodState], None] | None = None,
+    ) -> tuple[JobState, tuple[PodState, ...]]:
+        """`wait_job`, with the Job's pods (oldest first) as the read that ended the wait saw them: the
+        caller needs no second list to find the pod whose log holds the result (issue 14).
+
+        `on_succeeded(pod)` is called (in the waiting thread) when a watch event says one of the Job's pods
+        Succeeded, before the read that decides: a caller may start reading that pod's log meanwhile."""
+
+        known: list[JobState] = []  # the Job as first read: its spec (completions) does not change
 
         def read() -> tuple[tuple[JobState, tuple[PodState, ...]], str]:
+            if known and settle_on_pod:  # a read of the pods alone settles it when one Succeeded (issue 14)
+                pods, version = self._pods_page(namespace, f"{JOB_NAME}={name}")
+                if _pod_settles(known[0], pods) is not None:
+                    return (known[0], pods), version
+                return (self.get_job(name, namespace), pods), version
             job = self.get_job(name, namespace)
+            known.append(job)
             pods, version = self._pods_page(namespace, f"{JOB_NAME}={name}")
             return (job, pods), version
 
@@ -92,7 +124,12 @@ class WorkloadCalls(ApiBase):
             return not any(p.phase in _ENDED for p in state[1])  # no pod event announces the Job's condition
 
         def wake(event: WatchEvent) -> bool:
-            return event.type == "DELETED" or pod_from_api(event.object).phase in _ENDED  # untrusted: typed first
+            if event.type == "DELETED":
+                return True
+            pod = pod_from_api(event.object)  # untrusted: typed first
+            if pod.phase == "Succeeded" and on_succeeded is not None:
+                on_succeeded(pod)
+            return pod.phase in _ENDED
 
         path = f"/api/v1/namespaces/{q(namespace)}/pods"
         watched = Watched(path=path, query={"labelSelector": f"{JOB_NAME}={name}"}, wake=wake)
@@ -101,9 +138,9 @@ class WorkloadCalls(ApiBase):
             timeout_s=timeout_s, poll_s=poll_s, stop=stop, watchable=watchable,
         )  # fmt: skip
         if job.phase is JobPhase.ACTIVE:
-            return replace(job, phase=JobPhase.SUCCEEDED, succeeded=max(job.succeeded, 1),
-                           settled_by=_pod_settles(job, pods))  # fmt: skip
-        return job
+            job = replace(job, phase=JobPhase.SUCCEEDED, succeeded=max(job.succeeded, 1),
+                          settled_by=_pod_settles(job, pods))  # fmt: skip
+        return job, pods
 
     def job_pods(self, name: str, namespace: str) -> tuple[PodState, ...]:
         """The pods of a Job (label `job-name`), oldest first."""
