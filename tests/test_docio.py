@@ -101,3 +101,49 @@ def test_docio_gate_refuses_a_manifest_that_is_not_a_configmap(tmp_path: Path, c
     path.write_text(CVF_DOCUMENTS["kind-only"], encoding="utf-8")
     assert run(["gate", "--store", str(tmp_path / "store"), "--cvf-config", str(path)]) == ExitCode.BAD_INPUT
     assert "kind: expected ConfigMap, got 'Secret'" in capsys.readouterr().err
+
+
+YAML_CASES = [
+    "a: 1\n---\nb: 2\n",
+    "? [a, b]\n: c\n",
+    "a: !!python/object:os.system x\n",
+    "a: [1, 2\n",
+    "a: b: c\n",
+    "- a\nb: 1\n",
+    "a: &x 1\nb: *x\n",
+    "{a: 1, a: 2}",
+    "a: .nan\n",
+    "\t- x",
+    "key: 'unterminated\n",
+    "%YAML 1.1\n---\na: 1\n",
+    "a: !custom 1\n",
+    "---\n...\n",
+    "",
+    "a: 0o17\nb: 0x1f\nc: 1_000\nd: 2001-12-14\ne: yes\nf: ~\ng: 1e3\nh: '1e3'\n",
+    '{"id": "plan-1", "accept": [{"path": "x", "max_shift_pct": 2.5}]}',
+    "[" * 70 + "]" * 70,  # deeper than libyaml is trusted with: the pure-Python loader
+    "[" * 400 + "]" * 400,  # too deep for either
+]
+
+
+def _outcome(text: str, *, fast: bool) -> tuple[str, object]:
+    try:
+        return "ok", docio._load_yaml(text, source="t.yaml", fast=fast)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+@pytest.mark.parametrize("text", YAML_CASES, ids=range(len(YAML_CASES)))
+def test_docio_yaml_through_libyaml_reads_and_refuses_as_the_pure_python_loader(text: str) -> None:
+    assert docio._CSafeLoader is not None, "PyYAML without libyaml: the fast path is not exercised"
+    assert _outcome(text, fast=True) == _outcome(text, fast=False)
+
+
+def test_docio_yaml_through_libyaml_reads_the_shipped_documents_identically() -> None:
+    paths = sorted((Path(docio.__file__).parent / "data").glob("*.yaml"))
+    assert paths
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        assert docio._load_yaml(text, source=str(path), fast=True) == docio._load_yaml(
+            text, source=str(path), fast=False
+        )

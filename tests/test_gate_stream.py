@@ -61,3 +61,38 @@ def test_gate_stream_json_report_streamed_node_by_node_is_the_canonical_document
     assert render_json(ReportContext(report=empty)) == (
         json.dumps(report_to_dict(empty), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
     )
+
+
+def test_gate_stream_ends_its_workers_without_signalling_them(tmp_path: Path) -> None:
+    """The CLI installs Python SIGTERM handlers that forked workers inherit; `Pool.terminate` signalled
+    them at the end of every run and a worker could hang on the task queue's lock. Now a run that
+    completes ends its pool by close/join: no process of the tree receives SIGTERM."""
+    import os
+    import signal
+
+    marker = tmp_path / "signalled"
+
+    def record(signum: int, frame: object) -> None:
+        marker.write_text(f"{os.getpid()}\n", encoding="utf-8")
+        raise SystemExit(143)
+
+    names = [f"node-{i:02d}" for i in range(4)]
+    bases = [
+        replace(mi300x_snapshot(seed=i + 1), node=replace(mi300x_snapshot().node, name=n)) for i, n in enumerate(names)
+    ]
+    paths = []
+    for i, base in enumerate(bases):
+        path = tmp_path / f"{base.node.name}.json"
+        write_snapshot(replace(upgraded(seed=i + 7), node=base.node), path)
+        paths.append(path)
+    previous = signal.signal(signal.SIGTERM, record)
+    try:
+        with BaselineStore(tmp_path / "store") as st:
+            st.save(bases, message="baselines")
+            report = gate_streaming(
+                st, None, paths, plan=None, policy=load_policy(), now="2026-12-01T00:00:00Z", workers=2
+            )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert [n.node for n in report.nodes] == names
+    assert not marker.exists(), f"a worker was sent SIGTERM: {marker.read_text(encoding='utf-8')}"

@@ -125,7 +125,10 @@ def _mirror(tp: Any) -> Any:
                 optional.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
             else:
                 required.append((f.name, kind))
-        return msgspec.defstruct(tp.__name__, [*required, *optional], forbid_unknown_fields=True, kw_only=True)
+        # gc=False: the mirror lives only until it is converted and holds no cycles; untracked, its
+        # objects do not drive collections (the candidate decode ran ~40% faster, issue 14)
+        fields = [*required, *optional]
+        return msgspec.defstruct(tp.__name__, fields, forbid_unknown_fields=True, kw_only=True, gc=False)
     return tp
 
 

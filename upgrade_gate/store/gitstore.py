@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TypeVar
 
 import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first (no 15-line ImportError without git)
 from gitdb.exc import ODBError
@@ -68,6 +70,8 @@ from upgrade_gate.store.gitobjects import (
     mapped_errors,
 )
 from upgrade_gate.store.gittags import ALLOW_MOVED_TAG_ENV, LogEntry, MovedTagError, TagExistsError
+
+T = TypeVar("T")
 
 
 def _fire(hook: Hook | None, point: str) -> None:
@@ -119,6 +123,10 @@ class BaselineStore(StoreDocuments):
             raise StoreError(f"{path}: no baseline store here (`baseline save` creates one)")
         if not path.is_dir():
             raise StoreError(f"{path}: exists and is not a baseline store (not a directory)")
+        if shutil.which(str(git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git")) is None:
+            # Reads of loose objects start no git process, but a packed store and every write need one:
+            # without git, every store operation fails alike (one line, exit 4), not only some.
+            raise git.GitCommandNotFound("git", "not on PATH")
         try:
             repo = git.Repo(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
@@ -352,21 +360,29 @@ class BaselineStore(StoreDocuments):
         by the hash of its content, and that hash is checked here, so the bytes are the ones saved.
         Decoding is still typed and strict about types (codec.decode_json, trusted).
         """
+        path = layout.node_path(node)
+        snap = self._trusted(Snapshot, path, pinned, what=f"baseline for node {node!r}")
+        if snap.node.name != node:
+            raise InputError(f"{self.path}/{path}@{pinned[:12]}: holds node {snap.node.name!r}, expected {node!r}")
+        return snap
+
+    def load_trusted_document(self, cls: type[T], name: str, pinned: str) -> T:
+        """A document the store validated when it wrote it (`classes/<class>.json`), at a `pin`ned
+        commit, as `cls`: checked by git object id and decoded like `load_trusted`."""
+        return self._trusted(cls, layout.check_document_name(name), pinned, what=f"document {name!r}")
+
+    def _trusted(self, cls: type[T], path: str, pinned: str, *, what: str) -> T:
         from upgrade_gate import codec
 
-        path = layout.node_path(node)
         with self._mapped("load"):
             repo = self._open()
             commit = self._commit_of(repo, pinned)
             found = self._objs.lookup(commit, path) if commit is not None else None
             if found is None or not is_file(found):
-                raise NotFoundError(f"{self.path}: no baseline for node {node!r} at {pinned[:12]}")
+                raise NotFoundError(f"{self.path}: no {what} at {pinned[:12]}")
             source = f"{self.path}/{path}@{pinned[:12]}"
             data = self._objs.verified_blob(found[0], source=source)
-            snap = codec.decode_json(Snapshot, data, trusted=True, source=source)
-            if snap.node.name != node:
-                raise InputError(f"{source}: holds node {snap.node.name!r}, expected {node!r}")
-            return snap
+            return codec.decode_json(cls, data, trusted=True, source=source)
 
     def log(self, node: str) -> tuple[LogEntry, ...]:
         """Every commit that changed `node`'s baseline, newest first, with the tags on each."""

@@ -59,14 +59,15 @@ def load_judge_inputs(
 
 
 def saved_references(store: BaselineStore, pin: str) -> dict[str, ClassReference]:
-    """Every class reference kept in the store (`classes/<class>.json`) at the pinned commit."""
-    from upgrade_gate.store.aggregate import class_reference_from_document
+    """Every class reference kept in the store (`classes/<class>.json`) at the pinned commit.
 
+    Read like baselines (`load_trusted_document`): `baseline save` and `baseline aggregate --save`
+    validated them against the class-reference schema when they wrote them, and git's object id
+    says the bytes are those.
+    """
     out = {}
     for name in store.documents("classes", pin):
-        ref = class_reference_from_document(
-            store.read_document(name, pin, schema="class-reference"), source=f"{store.path}/{name}"
-        )
+        ref = store.load_trusted_document(ClassReference, name, pin)
         out[ref.node_class] = ref
     return out
 

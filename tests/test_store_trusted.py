@@ -1,0 +1,189 @@
+"""The store's fast read path: its own tree parser, and trusted loads checked by git object id."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import zlib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from git.objects.fun import tree_entries_from_data
+
+from tests.judge_scenarios import mi300x_snapshot
+from upgrade_gate.errors import InputError, StoreError
+from upgrade_gate.store import gitobjects
+from upgrade_gate.store.gitstore import BaselineStore
+
+
+def _snap(name: str, seed: int = 1):  # type: ignore[no-untyped-def]
+    base = mi300x_snapshot(seed=seed)
+    return replace(base, node=replace(base.node, name=name))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BaselineStore:
+    st = BaselineStore(tmp_path / "store")
+    st.save([_snap(f"node-{i}", seed=i + 1) for i in range(3)], message="three")
+    return st
+
+
+def _gitpython(data: bytes) -> dict[str, tuple[bytes, int]]:
+    return {name: (sha, mode) for sha, mode, name in tree_entries_from_data(data)}
+
+
+def _tree(*entries: tuple[bytes, bytes]) -> bytes:
+    sha = hashlib.sha1(b"x").digest()
+    return b"".join(mode + b" " + name + b"\0" + sha for mode, name in entries)
+
+
+def test_store_tree_parser_reads_a_real_store_like_gitpython(store: BaselineStore) -> None:
+    repo = store._open()
+    root = repo.head.commit.tree
+    for sha in (root.binsha, (root / "nodes").binsha):
+        data = repo.odb.stream(sha).read()
+        assert gitobjects.parse_tree(data) == _gitpython(data)
+    assert ".gitkeep" in gitobjects.parse_tree(repo.odb.stream((root / "nodes").binsha).read())
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [(b"100644", "nöde.json".encode()), (b"100644", b"a b.json")],  # not plain: gitpython's parser
+        [(b"40000", b"sub"), (b"100755", b"run.sh"), (b"120000", b"link"), (b"160000", b"module")],
+        [(b"100644", b".gitkeep"), (b"100644", b".gitattributes")],
+        [(b"100600", b"old-mode.json")],  # a mode git no longer writes, which gitpython reads
+    ],
+)
+def test_store_tree_parser_agrees_with_gitpython_on_odd_but_valid_trees(entries: list[tuple[bytes, bytes]]) -> None:
+    data = _tree(*entries)
+    assert gitobjects.parse_tree(data) == _gitpython(data)
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [(b"100644", b"..")],
+        [(b"40000", b".git")],
+        [(b"40000", b".GIT.")],  # NTFS drops trailing dots: still .git
+        [(b"100644", b"ok.json"), (b"40000", b"git~1")],
+        [(b"120000", b".gitmodules")],  # a link aliasing the submodule configuration
+        [(b"100644", b"a/b.json")],
+        [(b"170000", b"odd-mode.json")],
+    ],
+)
+def test_store_tree_parser_refuses_what_gitpython_refuses(entries: list[tuple[bytes, bytes]]) -> None:
+    data = _tree(*entries)
+    with pytest.raises(ValueError):
+        _gitpython(data)
+    with pytest.raises(ValueError):
+        gitobjects.parse_tree(data)
+
+
+def test_store_tree_parser_refuses_a_truncated_tree() -> None:
+    data = _tree((b"100644", b"a.json"), (b"100644", b"b.json"))[:-3]
+    with pytest.raises(ValueError):
+        gitobjects.parse_tree(data)
+
+
+def test_store_load_trusted_is_the_schema_checked_load(store: BaselineStore) -> None:
+    pin = store.pin()
+    for node in store.nodes(pin):
+        assert store.load_trusted(node, pin) == store.load(node, pin)
+
+
+def test_store_load_trusted_refuses_a_blob_whose_content_was_changed(store: BaselineStore) -> None:
+    pin = store.pin()
+    repo = store._open()
+    blob = repo.commit(pin).tree / "nodes" / "node-1.json"
+    path = Path(repo.git_dir) / "objects" / blob.hexsha[:2] / blob.hexsha[2:]
+    raw = zlib.decompress(path.read_bytes())
+    forged = raw.replace(b'"node-1"', b'"node-9"', 1)
+    assert len(forged) == len(raw) and forged != raw
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(forged))
+    with pytest.raises(InputError, match="does not match its git object id"):
+        BaselineStore(store.path).load_trusted("node-1", pin)
+
+
+def test_store_load_trusted_refuses_an_object_that_is_not_a_blob(store: BaselineStore) -> None:
+    pin = store.pin()
+    repo = store._open()
+    blob = repo.commit(pin).tree / "nodes" / "node-2.json"
+    path = Path(repo.git_dir) / "objects" / blob.hexsha[:2] / blob.hexsha[2:]
+    body = zlib.decompress(path.read_bytes()).partition(b"\0")[2]
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(b"blob 7\0" + body))  # a header that lies about the size
+    with pytest.raises((InputError, StoreError), match="not a blob object"):
+        BaselineStore(store.path).load_trusted("node-2", pin)
+
+
+def test_store_load_trusted_reads_packed_objects_after_git_gc(store: BaselineStore) -> None:
+    pin = store.pin()
+    expected = store.load("node-0", pin)
+    store.close()
+    subprocess.run(["git", "-C", str(store.path), "gc", "-q", "--prune=now"], check=True)
+    loose = list((store.path / ".git" / "objects").glob("??/*"))
+    assert not loose  # everything packed
+    with BaselineStore(store.path) as again:
+        assert again.load_trusted("node-0", pin) == expected
+
+
+def test_store_saved_class_reference_reads_trusted_as_the_schema_checked_document(store: BaselineStore) -> None:
+    from upgrade_gate.store.aggregate import (
+        aggregate_class,
+        class_reference_from_document,
+        class_reference_to_document,
+    )
+    from upgrade_gate.store.inputs import saved_references
+
+    pin = store.pin()
+    reference = aggregate_class("mi300x", [store.load(n, pin) for n in store.nodes(pin)])
+    store.write_document(
+        "classes/mi300x.json", class_reference_to_document(reference), "class", schema="class-reference"
+    )
+    pin = store.pin()
+    checked = class_reference_from_document(
+        store.read_document("classes/mi300x.json", pin, schema="class-reference"), source="t"
+    )
+    assert store.load_trusted_document(type(reference), "classes/mi300x.json", pin) == checked == reference
+    assert saved_references(store, pin) == {"mi300x": reference}
+
+
+def test_store_pinned_to_a_sha_that_is_no_commit_is_not_found(store: BaselineStore) -> None:
+    from upgrade_gate.errors import NotFoundError
+
+    repo = store._open()
+    blob = repo.head.commit.tree / "store.json"
+    with pytest.raises(NotFoundError, match="no commit"):
+        store.load_trusted("node-0", blob.hexsha)
+
+
+def test_store_gate_starts_git_only_for_gitpythons_version_check(store: BaselineStore, tmp_path: Path) -> None:
+    import os
+    import shutil
+    import sys
+
+    from upgrade_gate.snapshot.io import write_snapshot
+
+    real = shutil.which("git")
+    assert real is not None
+    log = tmp_path / "git.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {real} "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"node-{i}.json"
+        write_snapshot(_snap(f"node-{i}", seed=i + 1), path)
+        paths.append(path)
+    store.close()
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    argv = [sys.executable, "-m", "upgrade_gate", "gate", "--store", str(store.path)]
+    argv += [a for p in paths for a in ("--candidate", str(p))]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert set(log.read_text(encoding="utf-8").splitlines()) == {"version"}  # gitpython's import-time check
