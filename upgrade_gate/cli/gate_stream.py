@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -191,12 +190,6 @@ def _judge_encoded(paths: Sequence[str]) -> bytes:
     return msgspec.msgpack.encode(_judge_paths(paths))
 
 
-def _worker_signals() -> None:
-    """A worker's SIGTERM kills it and SIGINT is the parent's to handle (see the module docstring)."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _decoder() -> Any:
     import msgspec
 
@@ -218,14 +211,14 @@ def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()  # the children open their own
             _WORKER_STORE = None
-        from upgrade_gate.judge.judge import BATCH, fleet_gc
+        from upgrade_gate.judge.judge import BATCH, fleet_gc, worker_signals
 
         chunk = max(8, min(BATCH, len(rest) // (workers * 8)))  # a judge batch, or less: no core idles long
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
         decoder = _decoder()
         ctx: Any = multiprocessing.get_context("fork")
         with fleet_gc():  # the workers inherit the frozen heap
-            pool = ctx.Pool(processes=workers, initializer=_worker_signals)
+            pool = ctx.Pool(processes=workers, initializer=worker_signals)
             try:
                 parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
                 judged = first + [tuple(item) for part in parts for item in decoder.decode(part)]

@@ -32,6 +32,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -139,11 +140,26 @@ def _judge_all(work: _Work, workers: int) -> list[tuple[NodeReport, frozenset[Ru
     _INHERITED = work
     try:
         ctx: Any = multiprocessing.get_context("fork")
-        with ctx.Pool(processes=workers) as pool:
+        pool = ctx.Pool(processes=workers, initializer=worker_signals)
+        try:
             parts = pool.map(_judge_slice, slices)
+            pool.close()  # every result is in: the workers leave on the pool's sentinel, no signal sent
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
     finally:
         _INHERITED = None
     return [item for part in parts for item in part]
+
+
+def worker_signals() -> None:
+    """A forked judge worker's signals: SIGTERM kills it, SIGINT is the parent's to handle. A worker that
+    inherited the CLI's handlers (which raise) could be signalled by `Pool.terminate` while it held the
+    task queue's lock and leave the pool's other processes blocked on it: `gate` hung (cli.gate_stream)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def judge(
