@@ -7,6 +7,7 @@ families (a drop, or "not comparable"), firmware/VBIOS, and one cause per rule f
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -107,15 +108,12 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
             families.setdefault(_family(key), []).append(i)
     if not families:
         return  # the usual node: no bandwidth finding, nothing to read in its measurements
-    sizes: dict[str, set[int]] = {}
+    sizes: list[dict[str, frozenset[int]]] = []
 
     def sizes_of(family: str) -> set[int]:  # read the measurements only for a headline that needs them
-        if not sizes and candidate is not None:
-            for m in measurements_of(candidate):
-                match = _SIZE.match(m.key)
-                if match:
-                    sizes.setdefault(match["family"], set()).add(int(match["bytes"]))
-        return sizes.get(family, set())
+        if not sizes:
+            sizes.append(_sizes(tuple(m.key for m in measurements_of(candidate))) if candidate is not None else {})
+        return set(sizes[0].get(family, ()))
 
     for family, indexes in sorted(families.items()):
         scope = family.split("/")[0]
@@ -188,6 +186,17 @@ def _floor_headline(family: str, shown: Sequence[Finding]) -> str:
     more = f" (and {plural(len(shown) - 1, 'metric')})" if len(shown) > 1 else ""
     what = "" if first.severity is Severity.BLOCK else "; the phase should re-measure it"
     return f"{_metric_words(family)} {state} {name.group(0)} {first.expected:g}: median {first.actual:g}{more}{what}"
+
+
+@functools.lru_cache(maxsize=16)
+def _sizes(keys: tuple[str, ...]) -> dict[str, frozenset[int]]:
+    """Sweep family -> the message sizes measured (a fleet's nodes mostly carry the same keys)."""
+    out: dict[str, set[int]] = {}
+    for key in keys:
+        match = _SIZE.match(key)
+        if match:
+            out.setdefault(match["family"], set()).add(int(match["bytes"]))
+    return {family: frozenset(found) for family, found in out.items()}
 
 
 def _metric_words(family: str) -> str:
