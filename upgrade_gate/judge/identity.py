@@ -40,6 +40,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.model import Gpu
 from upgrade_gate.parse.bdf import address_of
 
@@ -158,7 +159,7 @@ class Ident:
         return GpuKey.of_slot(gpu)
 
 
-_IDENTITIES: dict[int, tuple[Sequence[Gpu], list[Ident]]] = {}
+_IDENTITIES: IdCache[tuple[Gpu, ...], list[Ident]] = IdCache(256)  # a judge batch: two snapshots a node
 
 
 def forget() -> None:
@@ -169,18 +170,11 @@ def forget() -> None:
 def identities(gpus: Sequence[Gpu]) -> list[Ident]:
     """The identity of every GPU of one snapshot, in the same order (do not mutate the list).
 
-    Several rules ask for the same snapshot's identities; they are computed once per GPU tuple (kept
-    alive in the cache, so its id is not reused while cached); other sequences are computed each time."""
-    if type(gpus) is not tuple:  # only an immutable snapshot's tuple is cached
+    Several rules ask for the same snapshot's identities: a snapshot's GPU tuple is computed once
+    (`judge.idcache`); other sequences are computed each time."""
+    if type(gpus) is not tuple:
         return _identities(gpus)
-    hit = _IDENTITIES.get(id(gpus))
-    if hit is not None and hit[0] is gpus:
-        return hit[1]
-    out = _identities(gpus)
-    if len(_IDENTITIES) >= 256:  # a judge batch (judge.BATCH nodes) holds two snapshots per node
-        _IDENTITIES.clear()
-    _IDENTITIES[id(gpus)] = (gpus, out)
-    return out
+    return _IDENTITIES.get(gpus, _identities)
 
 
 def _identities(gpus: Sequence[Gpu]) -> list[Ident]:

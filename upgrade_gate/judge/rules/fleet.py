@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.plan import explain, metric_expectation
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
 from upgrade_gate.judge.rules.facts import vf_map
@@ -140,21 +141,13 @@ def check_odd_one_out(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         yield from _metrics(ctx, entry)
 
 
-_SUMMARIES: dict[tuple[int, int], tuple[ClassReference, tuple[MetricSummary, ...]]] = {}
+def _comparable_summaries(ref: ClassReference) -> tuple[MetricSummary, ...]:
+    """The reference's metrics a node's are compared with: not temperatures (rules.thermal compares them
+    with the class), a positive median."""
+    return tuple(s for s in ref.metrics if bandwidth_key(s.key) and s.median > 0)
 
 
-def _comparable_summaries(ref: ClassReference, min_nodes: int) -> tuple[MetricSummary, ...]:
-    """The reference's bandwidth metrics a node is compared with (one reference serves a whole run):
-    not temperatures (rules.thermal compares them with the class), a positive median, and at least
-    `min_nodes` nodes (a class "median" of one or two nodes is no reference for the odd one out)."""
-    hit = _SUMMARIES.get((id(ref), min_nodes))
-    if hit is not None and hit[0] is ref:
-        return hit[1]
-    kept = tuple(s for s in ref.metrics if bandwidth_key(s.key) and s.median > 0 and s.n_nodes >= min_nodes)
-    if len(_SUMMARIES) >= 8:
-        _SUMMARIES.clear()
-    _SUMMARIES[(id(ref), min_nodes)] = (ref, kept)
-    return kept
+_SUMMARIES: IdCache[ClassReference, tuple[MetricSummary, ...]] = IdCache(8)  # one reference serves a run
 
 
 def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -164,7 +157,9 @@ def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     min_nodes = entry.integer("metric_min_nodes")
     base_tolerance, spread_k = entry.number("metric_tolerance"), entry.number("metric_spread_k")
     accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
-    for summary in _comparable_summaries(ctx.reference, min_nodes):
+    for summary in _SUMMARIES.get(ctx.reference, _comparable_summaries):
+        if summary.n_nodes < min_nodes:
+            continue  # a class "median" of one or two nodes is no reference for the odd one out
         m = cand.get(summary.key)
         if m is None or not m.samples or m.unit != summary.unit:
             continue

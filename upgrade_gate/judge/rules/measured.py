@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge import curves
+from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.plan import glob_match
 from upgrade_gate.judge.rules.base import NodeContext
 from upgrade_gate.model import Measurement, Snapshot, measurements_of
@@ -28,15 +29,9 @@ def bandwidth_key(key: str) -> bool:
 
 
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
-# snapshot. Keyed by identity (snapshots hold dicts, so they are not hashable) with the snapshot kept
-# alive in the entry so an id is never reused while cached; small, since rules run node by node.
-# An entry: (snapshot, (merged, broken), usable keys, the bandwidth keys sorted, the thermal keys).
-_Entry = tuple[
-    Snapshot, tuple[dict[str, Measurement], dict[str, str]], frozenset[str], tuple[str, ...], tuple[str, ...]
-]
-_MERGED: dict[int, _Entry] = {}
-_MERGED_MAX = 256  # a judge batch (judge.BATCH nodes) holds two snapshots per node
-_isfinite = math.isfinite
+# snapshot. An entry: ((merged, broken), usable keys, the bandwidth keys sorted, the thermal keys).
+_Entry = tuple[tuple[dict[str, Measurement], dict[str, str]], frozenset[str], tuple[str, ...], tuple[str, ...]]
+_MERGED: IdCache[Snapshot, _Entry] = IdCache(256)  # a judge batch (judge.BATCH nodes): two snapshots a node
 
 
 def forget() -> None:
@@ -46,39 +41,34 @@ def forget() -> None:
 
 def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
     """Measurements by key (duplicates pooled), and keys that could not be merged -> why (do not mutate)."""
-    return _merged_entry(snapshot)[1]
+    return _merged_entry(snapshot)[0]
 
 
 def usable_keys(snapshot: Snapshot) -> frozenset[str]:
     """Keys of `merged_measurements(snapshot)` with usable samples (some, all finite)."""
-    return _merged_entry(snapshot)[2]
+    return _merged_entry(snapshot)[1]
 
 
 def bandwidth_keys(snapshot: Snapshot) -> tuple[str, ...]:
     """Keys of `merged_measurements(snapshot)` the bandwidth rules judge (not thermal), sorted."""
-    return _merged_entry(snapshot)[3]
+    return _merged_entry(snapshot)[2]
 
 
 def thermal_keys(snapshot: Snapshot) -> tuple[str, ...]:
     """Keys of `merged_measurements(snapshot)` under `thermal/` (phase 2's temperatures and power)."""
-    return _merged_entry(snapshot)[4]
+    return _merged_entry(snapshot)[3]
 
 
 def _merged_entry(snapshot: Snapshot) -> _Entry:
-    hit = _MERGED.get(id(snapshot))
-    if hit is not None and hit[0] is snapshot:
-        return hit
+    return _MERGED.get(snapshot, _build_entry)
+
+
+def _build_entry(snapshot: Snapshot) -> _Entry:
     merged = _merge(snapshot)
-    if len(_MERGED) >= _MERGED_MAX:
-        _MERGED.clear()
-    # usable(): some samples, all finite (inlined: this runs for every measurement of every node)
-    isfinite = _isfinite
-    ok = frozenset([k for k, m in merged[0].items() if m.samples and isfinite(sum(m.samples))])
+    ok = frozenset([k for k, m in merged[0].items() if usable(m.samples)])
     thermal = [k for k in merged[0] if k.startswith(THERMAL_PREFIX)]
     bandwidth = sorted(merged[0].keys() - thermal) if thermal else sorted(merged[0])
-    entry = (snapshot, merged, ok, tuple(bandwidth), tuple(thermal))
-    _MERGED[id(snapshot)] = entry
-    return entry
+    return (merged, ok, tuple(bandwidth), tuple(thermal))
 
 
 def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:

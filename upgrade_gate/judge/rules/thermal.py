@@ -37,6 +37,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
 from upgrade_gate.judge.rules.measured import THERMAL_PREFIX, merged_measurements, thermal_keys
 from upgrade_gate.model import (
@@ -225,7 +226,7 @@ def _against_class(
     if ref is None:
         return
     threshold = entry.number("threshold_c")
-    slots = _slots(ref)
+    slots = _SLOTS.get(ref, _slots)
     for gpu in gpus:
         t, m, summary = temps.get(gpu.index), hot.get(gpu.index), slots.get(str(gpu.bdf))
         if t is None or summary is None or m is None or summary.n_nodes < entry.integer("class_min_nodes"):
@@ -246,23 +247,16 @@ def _against_class(
             )
 
 
-_SLOTS: dict[int, tuple[ClassReference, dict[str | None, MetricSummary]]] = {}
-
-
 def _slots(ref: ClassReference) -> dict[str | None, MetricSummary]:
-    """A class reference's `temp_c_max` summaries by slot (BDF); one reference serves a whole run."""
-    hit = _SLOTS.get(id(ref))
-    if hit is not None and hit[0] is ref:
-        return hit[1]
-    slots = {
+    """A class reference's `temp_c_max` summaries by slot (BDF)."""
+    return {
         s.settings.get("bdf"): s
         for s in ref.metrics
         if s.key.startswith(THERMAL_PREFIX) and s.key.endswith("/temp_c_max") and "bdf" in s.settings
     }
-    if len(_SLOTS) >= 8:
-        _SLOTS.clear()
-    _SLOTS[id(ref)] = (ref, slots)
-    return slots
+
+
+_SLOTS: IdCache[ClassReference, dict[str | None, MetricSummary]] = IdCache(8)  # one reference serves a run
 
 
 def _against_baseline(
