@@ -108,12 +108,10 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
             families.setdefault(_family(key), []).append(i)
     if not families:
         return  # the usual node: no bandwidth finding, nothing to read in its measurements
-    sizes: list[dict[str, frozenset[int]]] = []
 
     def sizes_of(family: str) -> set[int]:  # read the measurements only for a headline that needs them
-        if not sizes:
-            sizes.append(_sizes(tuple(m.key for m in measurements_of(candidate))) if candidate is not None else {})
-        return set(sizes[0].get(family, ()))
+        keys = tuple(m.key for m in measurements_of(candidate)) if candidate is not None else ()
+        return set(_sizes(keys).get(family, ()))
 
     for family, indexes in sorted(families.items()):
         scope = family.split("/")[0]
