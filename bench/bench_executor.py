@@ -45,7 +45,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +54,7 @@ if __package__ in (None, ""):  # `python bench/bench_executor.py`
 from bench._executor_trace import Trace
 from bench.bench_fleet import JOBS_PER_NODE, TARGET_RATIO, slow_tools
 from bench.common import PYTHON, REPO, Section, Target, print_section, table
+from upgrade_gate.model import replace
 
 if TYPE_CHECKING:
     from upgrade_gate.fakenode import FakeNode

@@ -86,8 +86,6 @@ def slow_tools(workdir: Path, fake_bin: Path, tool_s: float) -> Path:
 
 def run_executor(workdir: Path, *, nodes: int, tool_s: float, poll_s: float) -> dict[str, float]:
     """Phases 1-3 through `fleet.executor.run_phases` on `nodes` simulated fake nodes."""
-    from dataclasses import replace
-
     from tests.k8s.cluster import FAST_RETRY
     from upgrade_gate.cli.collect_cmds import parser_check
     from upgrade_gate.collect.capture import capture
@@ -96,7 +94,7 @@ def run_executor(workdir: Path, *, nodes: int, tool_s: float, poll_s: float) -> 
     from upgrade_gate.fleet.executor import ExecutorSettings, run_phases
     from upgrade_gate.fleet.kube import KubeClient
     from upgrade_gate.fleet.manifests import JobSettings
-    from upgrade_gate.model import NodeInfo, NodeName, PhaseStatus
+    from upgrade_gate.model import NodeInfo, NodeName, PhaseStatus, replace
     from upgrade_gate.snapshot.build import build_snapshot
     from upgrade_gate.validate.config import default_config
     from upgrade_gate.validate.phases import select_phases

@@ -28,12 +28,12 @@ import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from bench import fleetgen
 from bench.common import Section, Target, Timing, fmt_s, print_section, table, timing_cell
 from bench.judge_api import Inputs, JudgeCall, judge_call
+from upgrade_gate.model import replace
 
 SIZES = (1, 64, 1024, 8192)
 TARGET_8192_S = 10.0

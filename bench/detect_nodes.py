@@ -34,7 +34,7 @@ import math
 import statistics
 import time
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ from bench.common import Section, Target, table
 from upgrade_gate.judge import curves
 from upgrade_gate.judge.policy import Policy, load_policy
 from upgrade_gate.judge.remeasure import BaselineComparison, policy_params, resampling
-from upgrade_gate.model import Measurement, NodeInfo, NodeName, Snapshot, Software, measurements_of
+from upgrade_gate.model import Measurement, NodeInfo, NodeName, Snapshot, Software, measurements_of, replace
 from upgrade_gate.validate.remeasure import FloorDecision, Resampling, in_between, plan_sweep, rail_floors, size_of
 
 NOISES = (0.01, 0.03, 0.05)

@@ -26,7 +26,7 @@ import os
 import random
 import statistics
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,7 @@ from upgrade_gate.model import (
     PhaseResult,
     Snapshot,
     Software,
+    replace,
 )
 
 FAULT_KINDS = ("order", "vf", "link", "firmware", "bandwidth")

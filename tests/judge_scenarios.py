@@ -18,7 +18,6 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Callable
-from dataclasses import replace
 
 from upgrade_gate.judge.plan import ChangePlan, plan_from_dict
 from upgrade_gate.model import (
@@ -39,6 +38,7 @@ from upgrade_gate.model import (
     Snapshot,
     Software,
     SriovFunction,
+    replace,
 )
 
 NODE = NodeName("mi300x-node-01")

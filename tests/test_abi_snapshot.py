@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from upgrade_gate.errors import ParseError
 from upgrade_gate.fakenode import build_fake_node, mi300x_node
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import Finding, ProbeStatus, RocmLibrary, Severity, Snapshot, Verdict
+from upgrade_gate.model import Finding, ProbeStatus, RocmLibrary, Severity, Snapshot, Verdict, replace
 from upgrade_gate.snapshot.build import build_snapshot
 
 

@@ -4,7 +4,6 @@ capture -> bundle (folder and tar.gz) -> load_bundle -> ReplayRunner."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from upgrade_gate.collect.capture import capture, check_node_name
 from upgrade_gate.collect.probes import Probe, probe_names
 from upgrade_gate.collect.runner import CommandResult, LocalRunner
 from upgrade_gate.errors import InputError
+from upgrade_gate.model import replace
 
 WHEN = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 SLEEP = shutil.which("sleep") or "/bin/sleep"

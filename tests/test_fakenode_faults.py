@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from upgrade_gate.fakenode import (
     mi300x_node,
 )
 from upgrade_gate.fakenode.faults import FaultKind
+from upgrade_gate.model import replace
 
 SPEC = mi300x_node("node-07", seed=7)
 

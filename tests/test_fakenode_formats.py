@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 from upgrade_gate.fakenode import GpuSpec, NicSpec, NodeSpec, mi300x_node
 from upgrade_gate.fakenode.render_gpu import render_amdsmi_static, render_rocminfo
 from upgrade_gate.fakenode.render_host import render_ibv_devinfo, render_lspci, render_rdma_link
 from upgrade_gate.fakenode.spec import MI300X_FIRMWARE
+from upgrade_gate.model import replace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fakenode"
 CORPUS_BUSES = (0x1B, 0x3D, 0x4E, 0x5F, 0x9D, 0xBD, 0xCD, 0xDD)  # both MI300X captures' layout

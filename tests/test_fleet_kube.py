@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 import sys
@@ -18,6 +17,7 @@ from upgrade_gate.errors import ExitCode
 from upgrade_gate.fleet import errors as fe
 from upgrade_gate.fleet.kube import KubeClient, RetryPolicy
 from upgrade_gate.fleet.objects import JobPhase, Taint
+from upgrade_gate.model import replace
 
 pytest_plugins = ["tests.k8s.fixtures"]  # kube_cluster, kube_client
 
@@ -58,7 +58,7 @@ def _recording_client(cluster: ClusterDouble, **policy: float) -> tuple[KubeClie
         delays.append(seconds)
         time.sleep(min(seconds, 0.01))
 
-    retry = dataclasses.replace(FAST_RETRY, **policy)  # type: ignore[arg-type]
+    retry = replace(FAST_RETRY, **policy)  # type: ignore[arg-type]
     return KubeClient.from_url(cluster.url, retry=retry, sleep=sleep), delays
 
 

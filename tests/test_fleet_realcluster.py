@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from upgrade_gate.fleet.executor import ExecutorSettings, KubeLauncher, capture_
 from upgrade_gate.fleet.jobs import RunStatus, run_job, run_mpijob
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import CAPTURE_ACCESS, JobSettings, JobSpec, MpiJobSpec
-from upgrade_gate.model import NodeName, PhaseStatus
+from upgrade_gate.model import NodeName, PhaseStatus, replace
 from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phase import make_result
 from upgrade_gate.validate.phases import default_phases

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import JobSettings
 from upgrade_gate.fleet.window_validate import phase_resampling
 from upgrade_gate.judge.policy import Policy, load_policy
-from upgrade_gate.model import NodeInfo, NodeName, PhaseResult, PhaseStatus, Snapshot, Software
+from upgrade_gate.model import NodeInfo, NodeName, PhaseResult, PhaseStatus, Snapshot, Software, replace
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.phases import select_phases
 

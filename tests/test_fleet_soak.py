@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from tests.test_fleet_window_real import CVF, JOB_OPTS
 from tests.test_validate_support import snapshot_of
 from upgrade_gate.cli.main import run
 from upgrade_gate.fakenode import FakeNode, Faults, NodeSpec, build_fake_node, faults, mi300x_node
-from upgrade_gate.model import NodeInfo, NodeName
+from upgrade_gate.model import NodeInfo, NodeName, replace
 from upgrade_gate.store.gitstore import BaselineStore
 
 pytest_plugins = ["tests.k8s.fixtures"]  # real_cluster

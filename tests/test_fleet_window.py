@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from tests.k8s.kubelet import PODS, SimNode
 from tests.test_validate_support import FAST, snapshot_of
 from upgrade_gate.cli.main import run
 from upgrade_gate.fakenode import FakeNode, Faults, NodeSpec, build_fake_node, faults, mi300x_node
-from upgrade_gate.model import NodeInfo, NodeName
+from upgrade_gate.model import NodeInfo, NodeName, replace
 from upgrade_gate.store.gitstore import BaselineStore
 
 pytest_plugins = ["tests.k8s.fixtures"]  # kube_cluster

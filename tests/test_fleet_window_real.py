@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from tests.test_validate_support import FAST, snapshot_of
 from upgrade_gate.cli.main import run
 from upgrade_gate.fakenode import FakeNode, Faults, NodeSpec, build_fake_node, faults, mi300x_node
 from upgrade_gate.fleet.kube import KubeClient
-from upgrade_gate.model import NodeInfo, NodeName
+from upgrade_gate.model import NodeInfo, NodeName, replace
 from upgrade_gate.store.gitstore import BaselineStore
 
 pytest_plugins = ["tests.k8s.fixtures"]  # real_cluster, real_cluster_session

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from tests.judge_scenarios import mi300x_snapshot, set_firmware, upgraded
 from upgrade_gate.cli.gate_stream import gate_streaming
 from upgrade_gate.judge.policy import load_policy
+from upgrade_gate.model import replace
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.gitstore import BaselineStore
 

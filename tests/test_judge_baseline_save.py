@@ -3,7 +3,6 @@ naming the node and what is missing; `--force` saves it with a warning."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from tests.test_store_gitstore import snapshot_for
 from upgrade_gate.cli.baseline_cmds import baseline_problems
 from upgrade_gate.cli.main import run
 from upgrade_gate.errors import ExitCode
-from upgrade_gate.model import ProbeStatus, Snapshot
+from upgrade_gate.model import ProbeStatus, Snapshot, replace
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.gitstore import BaselineStore
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from tests.judge_scenarios import (
@@ -23,7 +21,7 @@ from upgrade_gate.judge.causes import ensure_causes, group_causes
 from upgrade_gate.judge.checklist import load_checklist
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import CauseCategory, GateReport, Severity, Snapshot, Verdict
+from upgrade_gate.model import CauseCategory, GateReport, Severity, Snapshot, Verdict, replace
 
 FAULTS = {
     "healthy": upgraded,

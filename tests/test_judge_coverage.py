@@ -3,10 +3,8 @@ agree because both read it (issue 10: fields the judge never looked at)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,7 @@ from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.plan import ChangePlan, plan_from_dict
 from upgrade_gate.judge.policy import load_policy
 from upgrade_gate.judge.rules import REGISTRY
-from upgrade_gate.model import GateReport, Gpu, Severity, Snapshot, Software, Verdict
+from upgrade_gate.model import GateReport, Gpu, Severity, Snapshot, Software, Verdict, replace
 
 
 def test_coverage_every_snapshot_schema_field_is_judged_or_informational() -> None:
@@ -200,7 +198,7 @@ def test_coverage_plan_rocm_change_explains_build_and_amdsmi(tmp_path: Path) -> 
 
 
 def test_coverage_software_model_fields_are_all_covered() -> None:
-    # the dataclasses the schema describes: a field added to the model must reach the table via the schema
+    # the records the schema describes: a field added to the model must reach the table via the schema
     for cls, prefix in ((Software, "software."), (Gpu, "gpus[].")):
-        for name in (f.name for f in dataclasses.fields(cls)):  # ClassVars (RETIRED_FIELDS) are not fields
+        for name in cls.__struct_fields__:  # ClassVars (RETIRED_FIELDS) are not fields
             assert f"{prefix}{name}" in COVERAGE, f"{prefix}{name}"

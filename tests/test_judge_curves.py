@@ -4,7 +4,6 @@ evidence), the busbw-0.00 false block of issue 10, and `gate --candidates` strea
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from upgrade_gate import codec
 from upgrade_gate.cli.main import run
 from upgrade_gate.errors import ExitCode, SchemaError
 from upgrade_gate.judge import curves
-from upgrade_gate.model import Measurement, Snapshot
+from upgrade_gate.model import Measurement, Snapshot, replace
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.aggregate import ClassAccumulator, aggregate_class
 from upgrade_gate.store.gitstore import BaselineStore

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tests.judge_scenarios import GPU_BDFS, SERIALS, lose_vf, mi300x_snapshot, reverse_order, set_firmware, upgraded
 from upgrade_gate.judge.diff import diff_snapshots, diff_views_deepdiff, prune_equal, snapshot_views
 from upgrade_gate.judge.identity import MatchKind, match_gpus, rocr_uuid
 from upgrade_gate.judge.paths import render_path
-from upgrade_gate.model import Change, ChangeOp, Gpu, GpuSerial, Snapshot
+from upgrade_gate.model import Change, ChangeOp, Gpu, GpuSerial, Snapshot, replace
 
 
 def test_diff_identical_snapshots_is_empty() -> None:

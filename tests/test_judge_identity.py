@@ -3,13 +3,11 @@ matching is O(n log n) (issue 10 items 2 and 8, issue 12 "superlinear judge").""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tests.judge_scenarios import NOW, SERIALS, UNIQUE_IDS, mi300x_snapshot
 from upgrade_gate.judge.identity import MatchKind, canonical_uid, duplicate_ids, match_gpus
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import Bdf, GateReport, Gpu, GpuSerial, Severity, Snapshot, Verdict
+from upgrade_gate.model import Bdf, GateReport, Gpu, GpuSerial, Severity, Snapshot, Verdict, replace
 
 
 def _judge(candidate: Snapshot, baseline: Snapshot | None = None) -> GateReport:

@@ -6,7 +6,6 @@ the node is the MI300X scenario node (gfx942: family mi300).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from tests.judge_scenarios import NOW, mi300x_snapshot, upgrade_plan, upgraded
 from upgrade_gate.errors import ConfigError
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import Policy, load_policy
-from upgrade_gate.model import Finding, KernelEvent, Severity, Snapshot, Verdict
+from upgrade_gate.model import Finding, KernelEvent, Severity, Snapshot, Verdict, replace
 from upgrade_gate.parse.dmesg import family_of, load_default_patterns, parse_dmesg
 
 BASE = mi300x_snapshot()

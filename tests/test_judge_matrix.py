@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from upgrade_gate.fakenode import (
     mi300x_cpx_node,
     mi300x_node,
 )
+from upgrade_gate.model import replace
 from upgrade_gate.parse.bdf import PciAddress
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import write_snapshot

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,6 +38,7 @@ from upgrade_gate.model import (
     Severity,
     Snapshot,
     Verdict,
+    replace,
 )
 
 BASE = mi300x_snapshot()

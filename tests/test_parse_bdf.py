@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.model import replace
 from upgrade_gate.parse.bdf import MAX_DEVICE, PciAddress, address_of
 
 addresses = st.builds(
@@ -32,7 +33,7 @@ def test_bdf_format_parse_round_trip(address: PciAddress) -> None:
 @given(addresses)
 def test_bdf_short_forms_round_trip_when_allowed(address: PciAddress) -> None:
     short = PciAddress.parse(address.short, allow_missing_domain=True)
-    assert short == dataclasses.replace(address, domain=0)
+    assert short == replace(address, domain=0)
     slot = PciAddress.parse(address.slot_text, allow_missing_function=True)
     assert slot == address.with_function(0)
     assert address.display == (address.short if address.domain == 0 else str(address))

@@ -4,7 +4,6 @@ recorded in the snapshot (fake node and real capture) and judged: a change outsi
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from upgrade_gate.fakenode.spec import mi300x_node
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.plan import plan_from_dict
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import Host, Severity, Snapshot, Verdict
+from upgrade_gate.model import Host, Severity, Snapshot, Verdict, replace
 from upgrade_gate.parse.host import parse_host_files, parse_rccl_readlink
 from upgrade_gate.snapshot.build import build_snapshot
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from tests.conftest import FIXTURES
 from upgrade_gate.errors import ParseError
+from upgrade_gate.model import replace
 from upgrade_gate.parse import rccl_tests as rt
 
 DIR = FIXTURES / "rccl-tests"

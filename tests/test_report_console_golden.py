@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from upgrade_gate.demo.plan import read_policy, write_policy
 from upgrade_gate.fakenode import Faults, NodeSpec, build_fake_node, faults
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.judge import judge
-from upgrade_gate.model import GateReport, NodeName, Severity, Snapshot, Verdict
+from upgrade_gate.model import GateReport, NodeName, Severity, Snapshot, Verdict, replace
 from upgrade_gate.report.interface import ConsoleDetail, ReportContext, ReportFormat
 from upgrade_gate.report.registry import render
 from upgrade_gate.store.aggregate import aggregate_class

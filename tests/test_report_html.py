@@ -91,12 +91,10 @@ def test_html_order_table_shows_the_judges_decision_not_a_rederived_one() -> Non
     # Indices 0 and 1 swap slots and the board in slot 5 is replaced: the judge counts 0 and 1 as
     # moved and leaves slot 5 to device.replaced; a table rebuilt from "BDF or serial differs at an
     # index" would mark index 5 too.
-    from dataclasses import replace
-
     from tests.judge_scenarios import NODE, NOW, mi300x_snapshot, upgraded
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.policy import load_policy
-    from upgrade_gate.model import GpuSerial
+    from upgrade_gate.model import GpuSerial, replace
 
     base, cand = mi300x_snapshot(), upgraded()
     gpus = list(cand.gpus)

@@ -9,7 +9,6 @@ only keywords the decode enforces, and what the schema refuses, the check refuse
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from tests.report_sample import sample_report
 from upgrade_gate import schemas
 from upgrade_gate.errors import SchemaError
 from upgrade_gate.judge.causes import ensure_causes
-from upgrade_gate.model import GateReport, NodeName, NodeReport, RuleId
+from upgrade_gate.model import GateReport, NodeName, NodeReport, RuleId, replace
 from upgrade_gate.report.interface import ReportContext
 from upgrade_gate.report.json_report import check_node, encode_node, render_json, write_json
 

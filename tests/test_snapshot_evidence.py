@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.fakenode import Faults, build_fake_node, mi300x_node
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import IssueKind, NodeName, Severity, Snapshot, Verdict
+from upgrade_gate.model import IssueKind, NodeName, Severity, Snapshot, Verdict, replace
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import dumps_snapshot, loads_snapshot
 

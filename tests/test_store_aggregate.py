@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from tests.test_store_gitstore import BDFS, snapshot_for
 from upgrade_gate import schemas
 from upgrade_gate.errors import InputError, SchemaError
-from upgrade_gate.model import Measurement, MetricSummary, Nic, PhaseResult, PhaseStatus
+from upgrade_gate.model import Measurement, MetricSummary, Nic, PhaseResult, PhaseStatus, replace
 from upgrade_gate.store.aggregate import (
     aggregate_class,
     class_reference_from_document,
@@ -63,9 +61,9 @@ def test_aggregate_metric_uses_only_the_prevailing_settings() -> None:
     other = Measurement(
         key="mesh/all_reduce/avg_busbw", unit="GB/s", samples=(10.0,), settings={"min_bytes": "8388608"}
     )
-    fleet[1] = dataclasses.replace(fleet[1], measurements=(other,))
+    fleet[1] = replace(fleet[1], measurements=(other,))
     phase = PhaseResult(phase=2, name="mesh", status=PhaseStatus.PASSED, measurements=fleet[0].measurements)
-    fleet[0] = dataclasses.replace(fleet[0], measurements=(), phases=(phase,))  # phase measurements count
+    fleet[0] = replace(fleet[0], measurements=(), phases=(phase,))  # phase measurements count
     (metric,) = aggregate_class("c", fleet).metrics
     assert metric.n_nodes == 3
     assert metric.median == 350.0
@@ -81,8 +79,7 @@ def test_aggregate_result_does_not_depend_on_input_order() -> None:
 
 def test_aggregate_nic_firmware_is_keyed_by_part() -> None:
     fleet = [
-        dataclasses.replace(s, nics=(*s.nics, Nic(name="mlx5_0", fw_ver="28.39.1002", vendor_part_id="4129")))
-        for s in _fleet()
+        replace(s, nics=(*s.nics, Nic(name="mlx5_0", fw_ver="28.39.1002", vendor_part_id="4129"))) for s in _fleet()
     ]
     ref = aggregate_class("c", fleet)
     assert ref.firmware["nic/4106/fw_ver"] == "1.90.0"
@@ -121,7 +118,7 @@ def test_odd_ones_out_names_each_difference() -> None:
 def test_odd_ones_out_reports_missing_gpus_and_firmware() -> None:
     fleet = _fleet()
     ref = aggregate_class("mi300x-4gpu", fleet)
-    short = dataclasses.replace(fleet[0], gpus=fleet[0].gpus[:3], nics=(), sriov=())
+    short = replace(fleet[0], gpus=fleet[0].gpus[:3], nics=(), sriov=())
     found = {d.path: d for d in deviations(ref, short)}
     assert found["gpu_count"].actual == 3 and found["gpu_count"].expected == 4
     assert found["gpus[3]"].actual is None and found["gpus[3]"].expected == BDFS[3]

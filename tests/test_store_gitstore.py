@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from upgrade_gate.model import (
     Snapshot,
     Software,
     SriovFunction,
+    replace,
 )
 from upgrade_gate.store.gitstore import BaselineStore, TagExistsError
 
@@ -138,7 +138,7 @@ def test_store_schema_invalid_snapshot_is_refused_before_anything_is_written(sto
     store.save([snapshot_for("node-a")])
     head = git(store.path, "rev-parse", "HEAD")
     good = snapshot_for("node-b")
-    bad = dataclasses.replace(snapshot_for("node-c"), gpus=(Gpu(index=0, bdf=Bdf("0000:C1:00.0")),))
+    bad = replace(snapshot_for("node-c"), gpus=(Gpu(index=0, bdf=Bdf("0000:C1:00.0")),))
     objects_before = git(store.path, "count-objects", "-v")
     with pytest.raises(SchemaError, match="node-c"):
         store.save([good, bad])
@@ -149,7 +149,7 @@ def test_store_schema_invalid_snapshot_is_refused_before_anything_is_written(sto
 
 
 def test_store_schema_invalid_snapshot_creates_no_store(tmp_path: Path) -> None:
-    bad = dataclasses.replace(snapshot_for("node-c"), gpus=(Gpu(index=0, bdf=Bdf("0000:C1:00.0")),))
+    bad = replace(snapshot_for("node-c"), gpus=(Gpu(index=0, bdf=Bdf("0000:C1:00.0")),))
     with pytest.raises(SchemaError):
         BaselineStore(tmp_path / "new").save([bad])
     assert not (tmp_path / "new").exists()

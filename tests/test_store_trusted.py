@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import zlib
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from git.objects.fun import tree_entries_from_data
 
 from tests.judge_scenarios import mi300x_snapshot
 from upgrade_gate.errors import InputError, StoreError
+from upgrade_gate.model import replace
 from upgrade_gate.store import gitobjects
 from upgrade_gate.store.gitstore import BaselineStore
 

@@ -6,7 +6,6 @@ broken or hanging sampling tools fail closed, readings follow the BDF and not am
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from upgrade_gate.fakenode import FakeNode, Faults, NodeSpec, faults, mi300x_cpx
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.observe import observation_policy, observation_view
 from upgrade_gate.judge.policy import Policy, load_policy
-from upgrade_gate.model import GateReport, NodeName, PhaseResult, PhaseStatus, Severity, Snapshot, Verdict
+from upgrade_gate.model import GateReport, NodeName, PhaseResult, PhaseStatus, Severity, Snapshot, Verdict, replace
 from upgrade_gate.validate.phase import PhaseContext
 from upgrade_gate.validate.phases import select_phases
 from upgrade_gate.validate.phases.thermal import ROCMSMI_ARGV, sample_thermal

@@ -5,12 +5,11 @@ severity knob, and that temperatures are never judged as bandwidth.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from tests.judge_scenarios import NODE, NODE_CLASS, NOW, mi300x_snapshot, upgrade_plan, upgraded
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import Policy, load_policy
-from upgrade_gate.model import ClassReference, Finding, Measurement, NodeName, Severity, Snapshot, Verdict
+from upgrade_gate.model import ClassReference, Finding, Measurement, NodeName, Severity, Snapshot, Verdict, replace
 from upgrade_gate.store.aggregate import aggregate_class
 
 

@@ -8,12 +8,11 @@ below its average so that only the sweep mismatch can fail it.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from tests.conftest import FIXTURES
 from tests.test_validate_support import nic_snapshot
-from upgrade_gate.model import NodeName, PhaseStatus
+from upgrade_gate.model import NodeName, PhaseStatus, replace
 from upgrade_gate.parse.rccl_tests import parse_rccl_tests
 from upgrade_gate.validate.config import parse_cvf_config
 from upgrade_gate.validate.launcher import LocalLauncher

@@ -5,12 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 
 import pytest
 
 from tests.test_validate_support import nic_snapshot
-from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, ProbeStatus
+from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, ProbeStatus, replace
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_config
 from upgrade_gate.validate.launcher import LocalLauncher

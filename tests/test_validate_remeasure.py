@@ -167,9 +167,7 @@ def test_remeasure_sweep_threshold_in_the_band_reruns_the_sweep_and_a_failing_re
 
 
 def _baseline_of(result: PhaseResult, node: str, shift: float) -> Mapping[str, Snapshot]:
-    from dataclasses import replace
-
-    from upgrade_gate.model import NodeInfo, Software
+    from upgrade_gate.model import NodeInfo, Software, replace
 
     scaled = tuple(
         replace(m, samples=tuple(round(s * shift, 2) for s in m.samples), settings=dict(m.settings))

@@ -12,7 +12,6 @@ min_effect that departs from the rest of its curve by ~10%): neither blocked nor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import pytest
 
@@ -21,7 +20,7 @@ from tests.test_validate_support import fast_config, healthy_spec, launcher_for,
 from upgrade_gate.fakenode import FakeNode
 from upgrade_gate.judge.policy import load_policy
 from upgrade_gate.judge.remeasure import BaselineComparison
-from upgrade_gate.model import NodeInfo, NodeName, PhaseResult, PhaseStatus, Snapshot, Software
+from upgrade_gate.model import NodeInfo, NodeName, PhaseResult, PhaseStatus, Snapshot, Software, replace
 from upgrade_gate.parse.rccl_tests import parse_rccl_tests
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from upgrade_gate.collect.capture import capture
 from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.fakenode import FakeNode, Faults, NodeSpec, build_fake_node, mi300x_node
-from upgrade_gate.model import Bdf, Gpu, Nic, NicPort, NodeInfo, PcieLink, ProbeStatus, Snapshot, Software
+from upgrade_gate.model import Bdf, Gpu, Nic, NicPort, NodeInfo, PcieLink, ProbeStatus, Snapshot, Software, replace
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.validate.config import CvfConfig, parse_cvf_config
 from upgrade_gate.validate.launcher import LocalLauncher

@@ -1,4 +1,4 @@
-"""Generic JSON codec for the frozen dataclasses of `upgrade_gate.model`.
+"""Generic JSON codec for the records of `upgrade_gate.model` (frozen msgspec Structs; dataclasses too).
 
 Driven by the type annotations, so a field added to the model needs no codec change. Decoding is
 strict: an unknown key or a wrong type raises `SchemaError` naming the path. Documents are validated
@@ -14,7 +14,7 @@ same annotations, so they too need no change when the model grows:
   Structs with `forbid_unknown_fields`, so an unknown key, a missing required field, a wrong type or an
   enum value outside the model is a `SchemaError` naming the path (fields marked `ALWAYS` are required
   here too, as in the generated schema); the mirror is then converted to
-  the model's dataclasses (C as well), which checks the value constraints the model's annotations
+  the model's records (C as well), which checks the value constraints the model's annotations
   carry (BDF and node-name patterns, lengths, minimums and maxima: the same `msgspec.Meta` the schemas
   are generated from). Not checked here: `date-time` formats and enums on fields typed `str` (a
   kernel event's severity, a checklist row's status); `load_snapshot` still does the full check.
@@ -30,12 +30,12 @@ import enum
 import functools
 import types
 import typing
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, NamedTuple, TypeVar, Union, get_args, get_origin
 
 import msgspec
 
 from upgrade_gate.errors import InputError, SchemaError
-from upgrade_gate.model.types import always
+from upgrade_gate.model.types import always, is_record
 
 T = TypeVar("T")
 
@@ -58,8 +58,8 @@ def _listed(value: Any) -> Any:
 
 
 def _to_jsonable(obj: object) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in _fields(type(obj))}
+    if is_record(obj) and not isinstance(obj, type):
+        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in _fields(typing.cast(type, type(obj)))}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, tuple | list):
@@ -110,7 +110,7 @@ def _mirror(tp: Any) -> Any:
     if origin is dict:
         key, value = get_args(tp)
         return dict[_mirror(key), _mirror(value)]  # type: ignore[misc]
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and is_record(tp):
         hints = _hints(tp)
         marked = typing.get_type_hints(tp, include_extras=True)
         required: list[Any] = []
@@ -119,9 +119,9 @@ def _mirror(tp: Any) -> Any:
             kind = _mirror(hints[f.name])
             if always(marked[f.name]):  # documents must carry it, as the generated schema says
                 required.append((f.name, kind))
-            elif f.default is not dataclasses.MISSING:
+            elif f.default is not _MISSING:
                 optional.append((f.name, kind, f.default))
-            elif f.default_factory is not dataclasses.MISSING:
+            elif f.default_factory is not _MISSING:
                 optional.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
             else:
                 required.append((f.name, kind))
@@ -137,9 +137,36 @@ def _retired(cls: type) -> frozenset[str]:
     return frozenset(getattr(cls, "RETIRED_FIELDS", ()))
 
 
+_MISSING: Any = object()
+
+
+class _Field(NamedTuple):
+    """A record's field: its name and default (`_MISSING` where it has none), from a Struct or a dataclass."""
+
+    name: str
+    default: Any
+    default_factory: Any
+
+
 @functools.cache
-def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
-    return dataclasses.fields(cls)
+def _fields(cls: type) -> tuple[_Field, ...]:
+    if issubclass(cls, msgspec.Struct):
+        return tuple(
+            _Field(
+                f.name,
+                _MISSING if f.default is msgspec.NODEFAULT else f.default,
+                _MISSING if f.default_factory is msgspec.NODEFAULT else f.default_factory,
+            )
+            for f in msgspec.structs.fields(cls)
+        )
+    return tuple(
+        _Field(
+            f.name,
+            _MISSING if f.default is dataclasses.MISSING else f.default,
+            _MISSING if f.default_factory is dataclasses.MISSING else f.default_factory,
+        )
+        for f in dataclasses.fields(typing.cast(Any, cls))
+    )
 
 
 @functools.cache
@@ -185,7 +212,7 @@ def _decoder(tp: Any) -> Decoder:
         return _tuple_decoder(_decoder(get_args(tp)[0]))
     if origin is dict:
         return _dict_decoder(_decoder(get_args(tp)[1]))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and is_record(tp):
         return _dataclass_decoder(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_decoder(tp)

@@ -22,7 +22,6 @@ dataclasses here; their schemas stay hand-written (jsonschema's messages serve t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import sys
@@ -36,7 +35,7 @@ from upgrade_gate.model import ClassReference, GateReport, Snapshot
 from upgrade_gate.model import reference as _reference
 from upgrade_gate.model import report as _report
 from upgrade_gate.model import snapshot as _snapshot
-from upgrade_gate.model.types import always
+from upgrade_gate.model.types import always, is_record
 
 DOCUMENTS: dict[str, tuple[type, str]] = {
     "snapshot": (Snapshot, "upgrade-gate node snapshot"),
@@ -62,22 +61,20 @@ def _classes() -> dict[str, type]:
     out: dict[str, type] = {}
     for module in (_snapshot, _reference, _report):
         for value in vars(module).values():
-            if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == module.__name__:
+            if isinstance(value, type) and is_record(value) and value.__module__ == module.__name__:
                 out[value.__name__] = value
     return out
 
 
-def _required(field: dataclasses.Field[Any], hints: dict[str, Any]) -> bool:
+def _required(field: msgspec.structs.FieldInfo, hints: dict[str, Any]) -> bool:
     """No default, or marked `ALWAYS`."""
-    if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-        return True
-    return always(hints[field.name])
+    return field.required or always(hints[field.name])
 
 
 def _shape(cls: type, generated: dict[str, Any]) -> dict[str, Any]:
     """One class's object schema: closed, properties in field order, required as documents need them."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    fields = dataclasses.fields(cls)
+    fields = msgspec.structs.fields(cls)
     properties = {f.name: _without_default(generated["properties"][f.name]) for f in fields}
     for name in getattr(cls, "RETIRED_FIELDS", ()):
         properties[name] = dict(_RETIRED)

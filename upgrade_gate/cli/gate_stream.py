@@ -41,11 +41,12 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.errors import InputError, NotFoundError, UsageError
+from upgrade_gate.model import replace
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.plan import ChangePlan

@@ -210,12 +210,11 @@ def gate_cmd(
     summary: bool = typer.Option(False, "--summary", help="Console: the verdict and one line per node (CI logs)."),
 ) -> ExitCode:
     """Judge candidates against their baselines under a plan and a policy: exit 0 PASS, 1 BLOCK."""
-    from dataclasses import replace
-
     from upgrade_gate.judge.checklist import load_checklists
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.plan import load_plan
     from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.model import replace
     from upgrade_gate.report.interface import ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
 

@@ -28,13 +28,13 @@ import json
 import re
 import socket
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
 from upgrade_gate.errors import EnvironmentFailure, ExitCode, UsageError
+from upgrade_gate.model import replace
 
 if TYPE_CHECKING:
     from rich.console import Console

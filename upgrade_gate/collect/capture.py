@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from upgrade_gate.collect.bundle import Bundle, ProbeRecord
 from upgrade_gate.collect.probes import Probe, probe_catalogue
 from upgrade_gate.collect.runner import CommandResult, CommandRunner
 from upgrade_gate.errors import InputError
-from upgrade_gate.model import NodeName
+from upgrade_gate.model import NodeName, replace
 
 OutputCheck = Callable[[Probe, CommandResult], str | None]
 """Returns why a successful probe's output is unusable (e.g. a ParseError message), or None."""

@@ -36,8 +36,10 @@ Dated notes:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
+
+from upgrade_gate.model import replace
 
 DEFAULT_TIMEOUT_S = 30.0
 """Seconds a probe may run unless the catalogue or `--timeout` says otherwise."""

@@ -26,14 +26,14 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from upgrade_gate.collect.bundle import write_bundle
 from upgrade_gate.collect.capture import OutputCheck, capture
 from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.fakenode import FakeNode, NodeSpec, build_fake_node, mi300x_node
-from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
+from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot, replace
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.validate.config import CvfConfig

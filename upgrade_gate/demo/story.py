@@ -28,7 +28,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +43,7 @@ from upgrade_gate.fakenode import NodeSpec, faults
 from upgrade_gate.judge.checklist import load_checklist
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.plan import CanarySettings
-from upgrade_gate.model import GateReport, NodeName, Snapshot, Verdict
+from upgrade_gate.model import GateReport, NodeName, Snapshot, Verdict, replace
 from upgrade_gate.report.interface import ReportContext, ReportFormat
 from upgrade_gate.report.registry import render
 from upgrade_gate.store.inputs import load_judge_inputs

@@ -17,11 +17,12 @@ under load.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
 from upgrade_gate.fakenode.spec import NodeSpec, PcieLinkSpec
+from upgrade_gate.model import replace
 
 
 class FaultKind(StrEnum):
@@ -174,5 +175,5 @@ def _downgrade(link: PcieLinkSpec, width: int, speed_gts: float | None) -> PcieL
 def _replace_nic(spec: NodeSpec, nic: int, **changes: object) -> NodeSpec:
     if not 0 <= nic < len(spec.nics):
         raise ValueError(f"node {spec.name} has no NIC {nic}")
-    nics = tuple(replace(n, **changes) if i == nic else n for i, n in enumerate(spec.nics))  # type: ignore[arg-type]
+    nics = tuple(replace(n, **changes) if i == nic else n for i, n in enumerate(spec.nics))
     return replace(spec, nics=nics)

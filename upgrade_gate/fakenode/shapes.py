@@ -28,9 +28,9 @@ Every shape is a `NodeSpec`, so every fake tool prints a consistent picture of i
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 from upgrade_gate.fakenode.spec import GpuSpec, NodeSpec, PcieLinkSpec, ionic_nics, mi300x_node
+from upgrade_gate.model import replace
 from upgrade_gate.parse.bdf import PciAddress
 
 MI300X_CPX_PARTITIONS = 8

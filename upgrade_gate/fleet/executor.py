@@ -43,7 +43,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,7 +64,7 @@ from upgrade_gate.fleet.labels import (
 from upgrade_gate.fleet.launcher import VANISHED, ExecutorSettings, KubeLauncher
 from upgrade_gate.fleet.manifests import HOST_ROOT, JobSpec, capture_access
 from upgrade_gate.fleet.objects import JobPhase, KubeNode
-from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
+from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot, replace
 from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_config
 from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX, failure_reason_key
 from upgrade_gate.validate.phase import GroupPhase, NodePhase

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, fatal, run_job, ru
 from upgrade_gate.fleet.manifests import HostAccess, JobSettings, JobSpec, MpiJobSpec
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.fleet.resultframe import BEGIN, END, EXEC_FAILED, PREFIX
-from upgrade_gate.model import NodeName
+from upgrade_gate.model import NodeName, replace
 from upgrade_gate.validate.launcher import LauncherError
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ drain), so the same validate -> soak -> promote cycle runs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from upgrade_gate.fleet.rollout import (
 )
 from upgrade_gate.fleet.window_state import State, WindowRecord, WindowStateError, event, list_windows, load_window
 from upgrade_gate.fleet.window_state import save_window as _save
-from upgrade_gate.model import GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of
+from upgrade_gate.model import GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of, replace
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.executor import ExecutorSettings

@@ -9,7 +9,7 @@ see the `fleet.window` docstring.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from upgrade_gate.fleet.cronjobs import soak_cronjob
@@ -37,6 +37,7 @@ from upgrade_gate.model import (
     Severity,
     Snapshot,
     Verdict,
+    replace,
 )
 from upgrade_gate.validate.phases import default_phases
 from upgrade_gate.validate.pipeline import Progress

@@ -33,7 +33,6 @@ Design decisions:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 
 from upgrade_gate.judge.cause_groups import (
     RANK,
@@ -55,6 +54,7 @@ from upgrade_gate.model import (
     NodeReport,
     ProbeStatus,
     Snapshot,
+    replace,
 )
 
 _TOOL_VERSION_PATHS = {"amd-smi": "software.amdsmi_version"}

@@ -30,14 +30,13 @@ Design decisions:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from upgrade_gate import codec
 from upgrade_gate.judge.identity import GpuPair, match_gpus
 from upgrade_gate.judge.paths import render_path
 from upgrade_gate.judge.rules.facts import comparable_cmdline
-from upgrade_gate.model import Change, ChangeOp, Gpu, Measurement, Snapshot, measurements_of
+from upgrade_gate.model import Change, ChangeOp, Gpu, Measurement, Snapshot, measurements_of, replace
 
 _DIFF_DEEPER = 0.33  # deepdiff 9's default threshold_to_diff_deeper, applied to the pruned views as before
 

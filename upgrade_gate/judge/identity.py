@@ -37,11 +37,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from upgrade_gate.judge.idcache import IdCache
-from upgrade_gate.model import Gpu
+from upgrade_gate.model import Gpu, replace
 from upgrade_gate.parse.bdf import address_of
 
 PLACEHOLDER_IDS = frozenset(

@@ -34,7 +34,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from upgrade_gate import __version__
@@ -62,6 +62,7 @@ from upgrade_gate.model import (
     Severity,
     Snapshot,
     Verdict,
+    replace,
 )
 
 _SEVERITY_ORDER = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}

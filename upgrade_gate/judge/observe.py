@@ -18,10 +18,8 @@ Design decisions
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from upgrade_gate.judge.policy import Policy
-from upgrade_gate.model import Snapshot
+from upgrade_gate.model import Snapshot, replace
 
 MESH_PHASE = 2
 INVASIVE_PHASES = (1, 2, 4, 5)

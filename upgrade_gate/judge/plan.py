@@ -33,13 +33,13 @@ import functools
 import itertools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
-from upgrade_gate.model import Change, NodeName
+from upgrade_gate.model import Change, NodeName, replace
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,12 +1,12 @@
 """The domain model shared by every stage: snapshots, class references, findings and reports.
 
-All types are frozen, slotted, keyword-only dataclasses with tuples instead of lists, so a value that
-was validated once cannot drift. Identifiers are `NewType`s. One module per document kind:
-`model.snapshot`, `model.reference`, `model.report`; `model.types` holds the identifiers and the value
-constraints (msgspec `Meta` in `Annotated`) that the annotations carry. The JSON Schemas of these
-documents are generated from the classes (`upgrade_gate.schemagen`, `python -m upgrade_gate.schemas
---write`), so the model, the codec (`upgrade_gate.codec`, driven by the annotations) and the schemas
-cannot drift apart. Import from here: `from upgrade_gate.model import Snapshot`.
+All types are frozen, keyword-only msgspec Structs (`model.types.Record`; copy one with `replace`) with
+tuples instead of lists, so a value that was validated once cannot drift. Identifiers are `NewType`s. One
+module per document kind: `model.snapshot`, `model.reference`, `model.report`; `model.types` holds the
+identifiers and the value constraints (msgspec `Meta` in `Annotated`) that the annotations carry. The JSON
+Schemas of these documents are generated from the classes (`upgrade_gate.schemagen`, `python -m
+upgrade_gate.schemas --write`), so the model, the codec (`upgrade_gate.codec`, driven by the annotations)
+and the schemas cannot drift apart. Import from here: `from upgrade_gate.model import Snapshot`.
 """
 
 from upgrade_gate.model.reference import ClassReference, MetricSummary
@@ -45,7 +45,7 @@ from upgrade_gate.model.snapshot import (
     SriovFunction,
     measurements_of,
 )
-from upgrade_gate.model.types import Bdf, GpuSerial, NodeName, RuleId
+from upgrade_gate.model.types import Bdf, GpuSerial, NodeName, Record, RuleId, is_record, replace
 
 __all__ = [
     "SNAPSHOT_SCHEMA_VERSION",
@@ -77,6 +77,7 @@ __all__ = [
     "PhaseResult",
     "PhaseStatus",
     "ProbeStatus",
+    "Record",
     "RocmLibrary",
     "RuleId",
     "Severity",
@@ -84,5 +85,7 @@ __all__ = [
     "Software",
     "SriovFunction",
     "Verdict",
+    "is_record",
     "measurements_of",
+    "replace",
 ]

@@ -6,16 +6,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated
 
-from msgspec import Meta
+from msgspec import Meta, field
 
-from upgrade_gate.model.types import ALWAYS, Count, Name, NodeName
+from upgrade_gate.model.types import ALWAYS, Count, Name, NodeName, Record
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MetricSummary:
+class MetricSummary(Record, frozen=True, kw_only=True):
     """One metric across the nodes of a class: median and spread of the per-node medians."""
 
     key: Name
@@ -26,8 +24,7 @@ class MetricSummary:
     settings: Annotated[dict[str, str], ALWAYS] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClassReference:
+class ClassReference(Record, frozen=True, kw_only=True):
     """The prevailing state of a node class (baseline aggregate): GPU BDF order, firmware, software, VF
     counts per PF, and median / median absolute deviation of each metric's per-node medians. For nodes
     without a baseline and the odd node out."""

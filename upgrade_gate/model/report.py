@@ -5,13 +5,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
 from msgspec import Meta
 
-from upgrade_gate.model.types import ALWAYS, Count, DateTime, Name, NodeName, RuleId, RuleIdText, const, one_of
+from upgrade_gate.model.types import ALWAYS, Count, DateTime, Name, NodeName, Record, RuleId, RuleIdText, const, one_of
 
 REPORT_SCHEMA_VERSION = "1"
 
@@ -39,8 +38,7 @@ class ChangeOp(StrEnum):
     CHANGED = "changed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Change:
+class Change(Record, frozen=True, kw_only=True):
     """One difference at a JSON path (`gpus[serial=X].firmware.SMC`), owned by us, not deepdiff."""
 
     op: ChangeOp
@@ -51,8 +49,7 @@ class Change:
     expected_by: Annotated[str | None, Meta(description="which plan entry explained it")] = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
+class Finding(Record, frozen=True, kw_only=True):
     """One judged difference or failure."""
 
     rule: RuleIdText
@@ -74,8 +71,7 @@ class Finding:
 CHECKLIST_STATUSES = ("pass", "fail", "unattested", "attested", "n/a", "warn")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChecklistRow:
+class ChecklistRow(Record, frozen=True, kw_only=True):
     """One checklist item as reported: item, pass criterion, actual result, owner."""
 
     checklist: str
@@ -99,8 +95,7 @@ class CauseCategory(StrEnum):
     EVIDENCE = "evidence/tooling"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cause:
+class Cause(Record, frozen=True, kw_only=True):
     """A root cause: findings of one node (or the fleet) that one fault explains, under one headline.
 
     Causes change what is shown, never what blocks: the verdict is computed from the findings, and a
@@ -121,8 +116,7 @@ class Cause:
     details: Annotated[tuple[str, ...], Meta(description="extra lines a person needs at once")] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NodeReport:
+class NodeReport(Record, frozen=True, kw_only=True):
     """The judge's answer for one node."""
 
     node: NodeName
@@ -132,8 +126,7 @@ class NodeReport:
     causes: Annotated[tuple[Cause, ...], Meta(description="the findings grouped by root cause")] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GateReport:
+class GateReport(Record, frozen=True, kw_only=True):
     """The judge's answer: verdict, per-node findings and changes, fleet findings, checklist rows."""
 
     schema_version: Annotated[str, const(REPORT_SCHEMA_VERSION), ALWAYS] = REPORT_SCHEMA_VERSION

@@ -7,11 +7,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from msgspec import Meta
+from msgspec import Meta, field
 
 from upgrade_gate.model.types import (
     ALWAYS,
@@ -24,6 +23,7 @@ from upgrade_gate.model.types import (
     NodeNameText,
     OptText,
     Reasons,
+    Record,
     Sha256,
     StrMap,
     Text,
@@ -34,8 +34,7 @@ from upgrade_gate.model.types import (
 SNAPSHOT_SCHEMA_VERSION = "1"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NodeInfo:
+class NodeInfo(Record, frozen=True, kw_only=True):
     """Who the snapshot is of."""
 
     name: NodeNameText
@@ -44,8 +43,7 @@ class NodeInfo:
     labels: StrMap = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Software:
+class Software(Record, frozen=True, kw_only=True):
     """Versions of the software stack; null where no probe could tell (see the probes)."""
 
     RETIRED_FIELDS: ClassVar[tuple[str, ...]] = ("hip_runtime_version",)  # no probe ever filled it
@@ -61,8 +59,7 @@ class Software:
     na_reasons: Reasons = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Host:
+class Host(Record, frozen=True, kw_only=True):
     """Host facts the incident names as causes: firmware (BIOS), kernel command line, OS release.
 
     Absent from snapshots saved before they were captured (read back with `captured` false).
@@ -79,8 +76,7 @@ class Host:
     na_reasons: Reasons = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Gpu:
+class Gpu(Record, frozen=True, kw_only=True):
     """One GPU (or one compute partition of one) as the node enumerates it."""
 
     index: Annotated[int, Meta(ge=0, le=4095, description="enumeration order as HIP sees it (rocminfo)")]
@@ -108,8 +104,7 @@ class LinkType(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GpuLink:
+class GpuLink(Record, frozen=True, kw_only=True):
     """One GPU pair of the topology matrix (a < b by BDF)."""
 
     a: BdfText
@@ -119,8 +114,7 @@ class GpuLink:
     weight: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PcieLink:
+class PcieLink(Record, frozen=True, kw_only=True):
     """Current and maximum PCIe link of one device (from lspci LnkSta / LnkCap)."""
 
     bdf: BdfText
@@ -132,8 +126,7 @@ class PcieLink:
     downgraded: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NicPort:
+class NicPort(Record, frozen=True, kw_only=True):
     """One port of an RDMA device."""
 
     port: Annotated[int, Meta(ge=0, le=255)]
@@ -147,8 +140,7 @@ class NicPort:
     netdev: OptText = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Nic:
+class Nic(Record, frozen=True, kw_only=True):
     """One RDMA device (HCA / RNIC) with its ports and SR-IOV state."""
 
     name: Annotated[Name, Meta(description='RDMA device name, "mlx5_0", "ionic_3"')]
@@ -175,8 +167,7 @@ class Nic:
         return any(flags) if flags else None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SriovFunction:
+class SriovFunction(Record, frozen=True, kw_only=True):
     """SR-IOV state of one physical function (GPU or NIC)."""
 
     bdf: BdfText
@@ -184,8 +175,7 @@ class SriovFunction:
     totalvfs: int | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KernelEvent:
+class KernelEvent(Record, frozen=True, kw_only=True):
     """One classified dmesg event (RAS/ECC, ring timeout, reset, link degradation)."""
 
     kind: Annotated[str, Meta(description='pattern id from the data file, e.g. "amdgpu.gpu_reset"')]
@@ -195,8 +185,7 @@ class KernelEvent:
     text: Text
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RocmLibrary:
+class RocmLibrary(Record, frozen=True, kw_only=True):
     """One shared library of the node's ROCm tree (probe `rocm_libs`), keyed by soname."""
 
     soname: Name
@@ -206,8 +195,7 @@ class RocmLibrary:
     file_sha256: Sha256
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Measurement:
+class Measurement(Record, frozen=True, kw_only=True):
     """A metric with its samples and the settings that produced it.
 
     `key` is flat and namespaced so it diffs well: `mesh/all_reduce/busbw/1048576`,
@@ -223,8 +211,7 @@ class Measurement:
     higher_is_better: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProbeStatus:
+class ProbeStatus(Record, frozen=True, kw_only=True):
     """What happened to one probe: the evidence trail that makes fail-closed possible."""
 
     name: str
@@ -249,8 +236,7 @@ class IssueKind(StrEnum):
     ABSENT_IN_SOURCE = "absent-in-source"  # one source reports a device or port another does not
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EvidenceIssue:
+class EvidenceIssue(Record, frozen=True, kw_only=True):
     """A fact the snapshot builder could not trust: the judge blocks on every one (evidence.missing)."""
 
     kind: IssueKind
@@ -269,8 +255,7 @@ class PhaseStatus(StrEnum):
     NOT_RUN = "not-run"  # an earlier phase did not pass
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PhaseResult:
+class PhaseResult(Record, frozen=True, kw_only=True):
     """Result of one phase on one node, with the CVF label/annotations it implies."""
 
     phase: Annotated[int, Meta(ge=0, le=5)]
@@ -290,8 +275,7 @@ def _most(n: int) -> Meta:
     return Meta(max_length=n)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Snapshot:
+class Snapshot(Record, frozen=True, kw_only=True):
     """One node at one time: identity, software, GPUs, links, NICs, measurements, phase results and probe
     health. Values a tool printed as N/A are null, with the reason in na_reasons."""
 

@@ -8,9 +8,38 @@ sizes are there for hostile input (issue 12): a snapshot may not carry 10,000 GP
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NewType
+import dataclasses
+from typing import Annotated, Any, NewType, TypeVar, cast
 
+import msgspec
 from msgspec import Meta
+
+T = TypeVar("T")
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The base of every model class: a frozen, keyword-only msgspec Struct (each subclass repeats
+    `kw_only=True`: msgspec does not inherit it).
+
+    Structs rather than dataclasses (issue 14): msgspec decodes a document into Structs about twice as
+    fast (a 132 KB snapshot: ~0.6 ms against ~1.3 ms into frozen dataclasses) and encodes and converts
+    them faster too. `gc=False`: a model value is a tree of immutable records, tuples and dicts that never
+    refers back to itself, so the cyclic collector need not track the ~10^4 records of each snapshot.
+    """
+
+
+def replace(obj: T, /, **changes: Any) -> T:
+    """A copy of a model record (or of any dataclass) with `changes`: `dataclasses.replace` for both."""
+    if isinstance(obj, msgspec.Struct):
+        return msgspec.structs.replace(obj, **changes)
+    return cast(T, dataclasses.replace(cast(Any, obj), **changes))
+
+
+def is_record(value: object) -> bool:
+    """True for a model record class or instance (what the codec and the schema generator walk)."""
+    kind = value if isinstance(value, type) else type(value)
+    return issubclass(kind, msgspec.Struct) or dataclasses.is_dataclass(kind)
+
 
 NodeName = NewType("NodeName", str)
 Bdf = NewType("Bdf", str)  # lower-case dddd:bb:dd.f

@@ -13,9 +13,9 @@ Tool quirks (dated notes):
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.model import replace
 from upgrade_gate.parse.amdsmi_text import Line, numbered_lines, table_body, titled_sections
 from upgrade_gate.parse.amdsmi_types import (
     AmdSmiXgmi,

@@ -34,11 +34,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Measurement
+from upgrade_gate.model import Measurement, replace
 from upgrade_gate.parse.common import is_na, normalize_bdf
 from upgrade_gate.parse.preamble import parse_after_preamble, split_preamble
 from upgrade_gate.parse.rccl_tests_json import merge_json, parse_rccl_tests_json

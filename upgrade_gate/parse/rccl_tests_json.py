@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from typing import Any
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.model import replace
 from upgrade_gate.parse.common import is_na
 from upgrade_gate.parse.rccl_tests_types import TOOL, RcclRow, RcclSample, RcclTestsResult
 

@@ -13,10 +13,9 @@ import html
 import io
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 
 from upgrade_gate.judge.order_table import OrderRow, OrderSide, rows_of
-from upgrade_gate.model import Finding, GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of
+from upgrade_gate.model import Finding, GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of, replace
 from upgrade_gate.report.interface import ReportContext
 from upgrade_gate.report.text import show_value, sorted_findings
 

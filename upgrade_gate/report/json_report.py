@@ -26,7 +26,6 @@ say) ever appears under `NodeReport` in it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ import msgspec
 
 from upgrade_gate import codec, docio, schemas
 from upgrade_gate.errors import SchemaError
-from upgrade_gate.model import GateReport, NodeReport
+from upgrade_gate.model import GateReport, NodeReport, replace
 from upgrade_gate.report.interface import ReportContext
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
@@ -66,7 +65,7 @@ def _chunks(ctx: ReportContext) -> Iterator[bytes]:
     from upgrade_gate.judge.causes import ensure_causes
 
     report = ensure_causes(ctx.report, baselines=ctx.baselines, candidates=ctx.candidates)
-    skeleton = report_to_dict(dataclasses.replace(report, nodes=()))
+    skeleton = report_to_dict(replace(report, nodes=()))
     text = msgspec.json.format(_ENCODER.encode(skeleton), indent=2)
     head, found, tail = text.partition(_NODES)
     if not found or not report.nodes:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -39,6 +39,7 @@ from upgrade_gate.model import (
     ProbeStatus,
     Snapshot,
     Software,
+    replace,
 )
 from upgrade_gate.parse import amdsmi, dmesg, lspci, preamble, rdma, rocminfo, rocmsmi, sysfs
 from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiVersion

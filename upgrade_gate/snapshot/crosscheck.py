@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from upgrade_gate.model import EvidenceIssue, Gpu, IssueKind, Nic, NicPort
+from upgrade_gate.model import EvidenceIssue, Gpu, IssueKind, Nic, NicPort, replace
 from upgrade_gate.parse import rdma
 from upgrade_gate.parse.sanity import error_text
 
@@ -137,7 +137,7 @@ def sanitize_gpus(gpus: Sequence[Gpu], issues: Issues, *, cause: str | None) -> 
                     {block: version},
                 )
         if changes or firmware != gpu.firmware:
-            gpu = replace(gpu, **changes, firmware=firmware, na_reasons=reasons)  # type: ignore[arg-type]
+            gpu = replace(gpu, **changes, firmware=firmware, na_reasons=reasons)
         out.append(gpu)
     return tuple(out)
 

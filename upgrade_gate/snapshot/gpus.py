@@ -16,9 +16,9 @@ apart by (ids, function)) instead of all losing their BDF.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from upgrade_gate.model import Bdf, Gpu, GpuSerial
+from upgrade_gate.model import Bdf, Gpu, GpuSerial, replace
 from upgrade_gate.parse import lspci, rocminfo
 from upgrade_gate.parse.amdsmi_types import AmdSmiFirmware, AmdSmiList, AmdSmiStatic, AmdSmiStaticGpu
 from upgrade_gate.parse.bdf import PciAddress

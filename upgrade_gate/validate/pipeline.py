@@ -35,11 +35,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
 from upgrade_gate.errors import EnvironmentFailure
-from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot
+from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot, replace
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import Launcher, LauncherError
 from upgrade_gate.validate.phase import GroupContext, GroupPhase, NodePhase, PhaseContext, ToolClock, make_result

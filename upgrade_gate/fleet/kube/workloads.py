@@ -23,7 +23,6 @@ Design decisions
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
 from typing import Any
 
 from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError, one_line
@@ -40,6 +39,7 @@ from upgrade_gate.fleet.objects import (
     mpijob_from_api,
     pod_from_api,
 )
+from upgrade_gate.model import replace
 
 MPI_GROUP, MPI_VERSION, MPI_PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 _ENDED = ("Succeeded", "Failed")

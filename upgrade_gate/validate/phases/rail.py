@@ -33,11 +33,11 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Measurement, NodeName, PhaseResult, PhaseStatus
+from upgrade_gate.model import Measurement, NodeName, PhaseResult, PhaseStatus, replace
 from upgrade_gate.parse.perftest import parse_ib_write_bw, to_measurement
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig

@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Measurement, NodeName
+from upgrade_gate.model import Measurement, NodeName, replace
 from upgrade_gate.parse.rccl_tests import RcclTestsResult, SweepSettings, parse_rccl_tests, to_measurements
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner
