@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.judge_scenarios import mi300x_snapshot, set_firmware, upgraded
+import pytest
+
+from tests.judge_scenarios import mi300x_snapshot, set_firmware, upgrade_plan, upgraded
 from upgrade_gate.cli.gate_stream import gate_streaming
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import replace
+from upgrade_gate.model import Snapshot, Verdict, replace
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.gitstore import BaselineStore
 
@@ -96,3 +98,92 @@ def test_gate_stream_ends_its_workers_without_signalling_them(tmp_path: Path) ->
         signal.signal(signal.SIGTERM, previous)
     assert [n.node for n in report.nodes] == names
     assert not marker.exists(), f"a worker was sent SIGTERM: {marker.read_text(encoding='utf-8')}"
+
+
+def _small_fleet(tmp_path: Path, count: int) -> tuple[list[Snapshot], list[Path]]:
+    names = [f"node-{i:02d}" for i in range(count)]
+    bases = [
+        replace(mi300x_snapshot(seed=i + 1), node=replace(mi300x_snapshot().node, name=n)) for i, n in enumerate(names)
+    ]
+    paths = []
+    for i, base in enumerate(bases):
+        cand = replace(upgraded(seed=i + 7), node=base.node)
+        if i % 3 == 1:
+            cand = set_firmware(cand, "PLDM_BUNDLE", "01.25.17.07")  # nodes with a blocking finding
+        path = tmp_path / f"{base.node.name}.json"
+        write_snapshot(cand, path)
+        paths.append(path)
+    return bases, paths
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_gate_spooled_writes_the_report_gate_streaming_writes_byte_for_byte(tmp_path: Path, workers: int) -> None:
+    """The spooled gate (the nodes' JSON texts made in the workers, kept in a temporary file, the parent
+    holding a summary line per node) writes the same JSON report and the same console summary as the
+    in-memory one, a plan canary that sent no candidate included."""
+    from upgrade_gate.cli.gate_stream import Spool, console_summary, gate_spooled, summary_text
+    from upgrade_gate.report.interface import ReportContext
+    from upgrade_gate.report.json_report import write_json, write_json_texts
+
+    bases, paths = _small_fleet(tmp_path, 7)
+    plan = upgrade_plan(canaries={"nodes": ["node-00", "node-06"]})
+    kept = paths[:6]  # node-06, a canary with a baseline, sent nothing: evidence.missing
+    with BaselineStore(tmp_path / "store") as st:
+        st.save(bases, message="baselines")
+        policy = load_policy()
+        whole = gate_streaming(st, None, kept, plan=plan, policy=policy, now="2026-12-01T00:00:00Z", workers=workers)
+        with Spool() as spool:
+            spooled = gate_spooled(
+                st, None, kept, spool, plan=plan, policy=policy, now="2026-12-01T00:00:00Z", workers=workers
+            )
+            write_json_texts(spooled.report, spooled.texts(), tmp_path / "spooled.json")
+            summary = summary_text(spooled.report, [line for line, _ in spooled.lines], reports=["json:x"])
+    write_json(ReportContext(report=whole), tmp_path / "whole.json")
+    assert (tmp_path / "spooled.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+    assert summary == console_summary(whole, reports=["json:x"])
+    assert spooled.report.verdict is whole.verdict is Verdict.BLOCK
+    assert (
+        [line.node for line, _ in spooled.lines] == [n.node for n in whole.nodes] == [f"node-{i:02d}" for i in range(7)]
+    )
+    assert spooled.report.rules_evaluated == whole.rules_evaluated and "evidence.missing" in whole.rules_evaluated
+    assert spooled.report.nodes == ()
+
+
+def test_gate_cli_fleet_with_json_reports_spools_and_other_formats_do_not(tmp_path: Path) -> None:
+    """`gate` over more than SUMMARY_FROM_NODES candidates with only JSON reports takes the spooled path;
+    a report in another format needs the nodes in memory (the in-memory path): the same JSON either way."""
+    from unittest import mock
+
+    from upgrade_gate.cli import gate_stream
+    from upgrade_gate.cli.main import run
+
+    bases, paths = _small_fleet(tmp_path, 4)
+    with BaselineStore(tmp_path / "store") as st:
+        st.save(bases, message="baselines")
+    argv = ["gate", "--store", str(tmp_path / "store"), "--now", "2026-12-01T00:00:00Z"]
+    argv += [a for p in paths for a in ("--candidate", str(p))]
+    with mock.patch.object(gate_stream, "SUMMARY_FROM_NODES", 2):  # read by the command when it runs
+        spy = mock.patch.object(gate_stream, "gate_spooled", wraps=gate_stream.gate_spooled)
+        with spy as spooled:
+            assert run([*argv, "--report", f"json:{tmp_path / 'a.json'}"]) == 1
+            assert spooled.call_count == 1
+            assert (
+                run([*argv, "--report", f"json:{tmp_path / 'b.json'}", "--report", f"junit:{tmp_path / 'b.xml'}"]) == 1
+            )
+            assert spooled.call_count == 1
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_gate_stream_plan_canaries_that_reported_are_judged_once_not_also_missing(tmp_path: Path) -> None:
+    """Regression: a plan naming its canaries made the streaming gate report every canary that DID send a
+    candidate a second time, as `evidence.missing` (the judge was handed the whole canary list for the
+    absent ones), so a clean change window blocked. Only a canary without a candidate is missing."""
+    bases, paths = _small_fleet(tmp_path, 3)
+    clean = [paths[0], paths[2]]  # node-01 (the one with unplanned firmware) sends nothing
+    plan = upgrade_plan(canaries={"nodes": ["node-00", "node-01", "node-02"]})
+    with BaselineStore(tmp_path / "store") as st:
+        st.save(bases, message="baselines")
+        report = gate_streaming(st, None, clean, plan=plan, policy=load_policy(), now="2026-12-01T00:00:00Z")
+    assert [n.node for n in report.nodes] == ["node-00", "node-02", "node-01"]  # the judged, then the missing
+    assert [n.verdict for n in report.nodes[:2]] == [Verdict.PASS, Verdict.PASS]
+    assert [f.rule for f in report.nodes[2].findings] == ["evidence.missing"]

@@ -40,7 +40,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,12 +135,92 @@ class _Job:
     references: Mapping[str, ClassReference]
     denylist: Mapping[GpuSerial, str]
     patterns: PatternTable | None = None
+    spooled: bool = False  # workers send back each node's JSON report text and its summary line
 
 
 _JOB: _Job | None = None
 _WORKER_STORE: BaselineStore | None = None
 
 Judged = tuple["NodeReport", "frozenset[RuleId]", str, "str | None", bool]  # report, rules, path, class, had ref
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeLine:
+    """What the console summary says of a node: all a spooled gate keeps of a node report in memory."""
+
+    node: str
+    warned: bool  # a WARN finding
+    blocks: int  # BLOCK findings
+    block_rules: tuple[str, ...]  # the rules of those, each once
+    first_block: str  # "rule: message" of the first (the report's order), "" when none
+
+
+def node_line(report: NodeReport) -> NodeLine:
+    """The summary line of a node report (`console_summary`)."""
+    from upgrade_gate.model import Severity
+
+    blocking = [f for f in report.findings if f.severity is Severity.BLOCK]
+    return NodeLine(
+        node=report.node,
+        warned=any(f.severity is Severity.WARN for f in report.findings),
+        blocks=len(blocking),
+        block_rules=tuple(dict.fromkeys(f.rule for f in blocking)),
+        first_block=f"{blocking[0].rule}: {blocking[0].message[:140]}" if blocking else "",
+    )
+
+
+# a spooled node: line, rules, path, class, had ref, and its JSON text (then its place in the spool)
+Spooled = tuple[NodeLine, "frozenset[RuleId]", str, "str | None", bool, bytes]
+
+
+class Spool:
+    """An unnamed temporary file holding the nodes' JSON texts until the report is written (bounded
+    memory at any fleet size; ~12 KB a node on disk). Removed when closed, or when the process ends."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self._file = tempfile.TemporaryFile(prefix="upgrade-gate-spool-")  # noqa: SIM115 - closed by close()
+        self._end = 0
+
+    def put(self, text: bytes) -> tuple[int, int]:
+        """Append `text`; its (offset, length)."""
+        self._file.seek(self._end)
+        self._file.write(text)
+        where = (self._end, len(text))
+        self._end += len(text)
+        return where
+
+    def texts(self, places: Iterable[tuple[int, int]]) -> Iterator[bytes]:
+        """The texts at `places`, in that order, one at a time."""
+        for offset, length in places:
+            self._file.seek(offset)
+            text = self._file.read(length)
+            if len(text) != length:
+                raise OSError(f"gate spool: {length} bytes at {offset} could not be read back")
+            yield text
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpooledReport:
+    """A fleet's gate report without its nodes (`report.nodes` is empty), the nodes' summary lines in
+    the report's order with the places of their JSON texts in `spool`."""
+
+    report: GateReport
+    lines: tuple[tuple[NodeLine, tuple[int, int]], ...]
+    spool: Spool
+
+    def texts(self) -> Iterator[bytes]:
+        return self.spool.texts(where for _, where in self.lines)
 
 
 def _store() -> BaselineStore:
@@ -185,30 +265,51 @@ def _judge_paths(paths: Sequence[str]) -> list[Judged]:
 
 
 def _judge_encoded(paths: Sequence[str]) -> bytes:
-    """`_judge_paths` in a worker, its results as msgpack (the model's types; ~4x cheaper than pickle)."""
+    """`_judge_paths` in a worker, its results as msgpack (the model's types; ~4x cheaper than pickle);
+    for a spooled gate, each node as its summary line and its JSON report text (`_spooled`)."""
     import msgspec
 
-    return msgspec.msgpack.encode(_judge_paths(paths))
+    judged = _judge_paths(paths)
+    assert _JOB is not None
+    return msgspec.msgpack.encode(_spooled(judged) if _JOB.spooled else judged)
 
 
-def _decoder() -> Any:
+def _spooled(judged: Sequence[Judged]) -> list[Spooled]:
+    """Each node report as its console line, rules, path, class, reference flag and its text in the JSON
+    report (encoded, checked and indented here, in the worker: `report.json_report.node_body`)."""
+    from upgrade_gate.report.json_report import node_body
+
+    return [(node_line(report), ran, path, cls, had, node_body(report)) for report, ran, path, cls, had in judged]
+
+
+def _same(item: Any) -> Any:
+    return item
+
+
+def _decoder(spooled: bool) -> Any:
     import msgspec
 
     from upgrade_gate.model import NodeReport, RuleId
 
+    if spooled:
+        return msgspec.msgpack.Decoder(list[tuple[NodeLine, frozenset[RuleId], str, str | None, bool, bytes]])
     return msgspec.msgpack.Decoder(list[tuple[NodeReport, frozenset[RuleId], str, str | None, bool]])
 
 
-def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
+def _run(job: _Job, paths: Sequence[str], workers: int, keep: Callable[[Any], Any] = _same) -> list[Any]:
+    """Judge `paths`, forked workers where worth it: `Judged` items, or for a spooled job `Spooled` ones,
+    each passed through `keep` as it arrives (the spooled gate writes its text out there)."""
     global _JOB, _WORKER_STORE
     _JOB, _WORKER_STORE = job, None
     try:
-        first = _judge_paths(paths[:1])  # warms every lazy import and decoder before the fork
+        first: list[Any] = _judge_paths(paths[:1])  # warms every lazy import and decoder before the fork
+        first = [keep(item) for item in (_spooled(first) if job.spooled else first)]
         rest = paths[1:]
         if not rest:
             return first
         if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            return first + _judge_paths(rest)
+            more = _judge_paths(rest)
+            return first + [keep(item) for item in (_spooled(more) if job.spooled else more)]
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()  # the children open their own
             _WORKER_STORE = None
@@ -216,13 +317,13 @@ def _run(job: _Job, paths: Sequence[str], workers: int) -> list[Judged]:
 
         chunk = max(8, min(BATCH, len(rest) // (workers * 8)))  # a judge batch, or less: no core idles long
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
-        decoder = _decoder()
+        decoder = _decoder(job.spooled)
         ctx: Any = multiprocessing.get_context("fork")
         with fleet_gc():  # the workers inherit the frozen heap
             pool = ctx.Pool(processes=workers, initializer=worker_signals)
             try:
                 parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
-                judged = first + [tuple(item) for part in parts for item in decoder.decode(part)]
+                judged = first + [keep(tuple(item)) for part in parts for item in decoder.decode(part)]
                 pool.close()  # every result is in: the workers leave on the pool's sentinel, no signal sent
             except BaseException:
                 pool.terminate()
@@ -255,6 +356,67 @@ def gate_streaming(
     The store is read by the rules of `store.inputs` (the in-memory path's `load_judge_inputs`): one
     pinned commit, saved class references else aggregated ones, the denylist at HEAD.
     """
+    judged, rest = _judge_fleet(st, ref, paths, plan=plan, policy=policy, now=now, workers=workers, patterns=patterns)
+    by_node: dict[str, tuple[NodeReport, frozenset[RuleId]]] = {}
+    for report, ran, path, _, _ in judged:
+        if report.node in by_node:
+            raise InputError(f"two candidate snapshots for node {report.node} (the second: {path})")
+        by_node[report.node] = (report, ran)
+    return _assemble(rest, by_node, have_candidates=bool(by_node))
+
+
+def gate_spooled(
+    st: BaselineStore,
+    ref: str | None,
+    paths: Sequence[Path],
+    spool: Spool,
+    *,
+    plan: ChangePlan | None,
+    policy: Policy,
+    now: str,
+    workers: int | None = None,
+    patterns: PatternTable | None = None,
+) -> SpooledReport:
+    """`gate_streaming` for a fleet whose only outputs are the JSON report and the console summary: the
+    workers return each node's text in the JSON report, which goes to `spool` (a temporary file) as it
+    arrives; the parent keeps a summary line per node, so its memory does not grow with the fleet's
+    findings. The report written from it is the one `gate_streaming`'s report gives, byte for byte."""
+    judged, rest = _judge_fleet(
+        st, ref, paths, plan=plan, policy=policy, now=now, workers=workers, patterns=patterns, spool=spool
+    )
+    by_node: dict[str, tuple[NodeLine, frozenset[RuleId], tuple[int, int]]] = {}
+    for line, ran, path, _, _, where in judged:
+        if line.node in by_node:
+            raise InputError(f"two candidate snapshots for node {line.node} (the second: {path})")
+        by_node[line.node] = (line, ran, where)
+    from upgrade_gate.model import Verdict
+    from upgrade_gate.report.json_report import node_body
+
+    absent = [(node_line(n), spool.put(node_body(n))) for n in rest.nodes]  # the canaries that sent nothing
+    report = _assemble(rest, {}, have_candidates=bool(by_node), extra_rules=by_node.values())
+    lines = [(by_node[n][0], by_node[n][2]) for n in sorted(by_node)] + absent
+    blocked = report.verdict is Verdict.BLOCK or any(line.blocks for line, _ in lines)
+    return SpooledReport(
+        report=replace(report, verdict=Verdict.BLOCK if blocked else Verdict.PASS, nodes=()),
+        lines=tuple(lines),
+        spool=spool,
+    )
+
+
+def _judge_fleet(
+    st: BaselineStore,
+    ref: str | None,
+    paths: Sequence[Path],
+    *,
+    plan: ChangePlan | None,
+    policy: Policy,
+    now: str,
+    workers: int | None,
+    patterns: PatternTable | None,
+    spool: Spool | None = None,
+) -> tuple[list[Any], GateReport]:
+    """Every candidate judged (`Judged` items, or `Spooled` ones with their text in `spool` and its
+    place instead), and the judge's report on the plan's canaries that sent no candidate."""
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.store.inputs import aggregate_references, current_denylist, saved_references
 
@@ -271,11 +433,13 @@ def gate_streaming(
         references=references,
         denylist=denylist,
         patterns=patterns,
+        spooled=spool is not None,
     )
+    keep: Callable[[Any], Any] = _same if spool is None else (lambda item: (*item[:5], spool.put(item[5])))
     count = workers if workers is not None else (os.cpu_count() or 1)
     raw = [str(p) for p in paths]
-    judged = _run(job, raw, count)
-    unreferenced = sorted({cls for _, _, _, cls, had in judged if not had and cls is not None})
+    judged = _run(job, raw, count, keep)
+    unreferenced = sorted({item[3] for item in judged if not item[4] and item[3] is not None})
     if unreferenced:
         print(
             f"gate: no saved class reference for {', '.join(unreferenced)} at {pin[:12]}: aggregating the "
@@ -284,31 +448,34 @@ def gate_streaming(
         )
         extra = aggregate_references(st, pin, unreferenced)
         if extra:
-            again = [p for _, _, p, cls, had in judged if not had and cls in extra]
+            again = [item[2] for item in judged if not item[4] and item[3] in extra]
             job = replace(job, references={**references, **extra})
-            redone = {r[2]: r for r in _run(job, again, count)}
+            redone = {r[2]: r for r in _run(job, again, count, keep)}
             judged = [redone.get(item[2], item) for item in judged]
-    by_node: dict[str, tuple[NodeReport, frozenset[RuleId]]] = {}
-    for report, ran, path, _, _ in judged:
-        if report.node in by_node:
-            raise InputError(f"two candidate snapshots for node {report.node} (the second: {path})")
-        by_node[report.node] = (report, ran)
+    judged_nodes = {item[0].node for item in judged}
     canaries = set(plan.canaries.nodes) if plan is not None else set()
-    absent = sorted(canaries - set(by_node))
+    absent = sorted(canaries - judged_nodes)
+    # the judge reports every plan canary without a candidate as missing: give it only the absent ones
+    # (with the whole list, each canary judged above was reported missing as well, and blocked)
+    only_absent = replace(plan, canaries=replace(plan.canaries, nodes=tuple(absent))) if plan is not None else None
     rest = judge(
         baselines={n: st.load_trusted(n, pin) for n in absent if n in stored},
         candidates=[],
-        plan=plan,
+        plan=only_absent,
         policy=policy,
         references=references,
         denylist=denylist,
         now=now,
     )
-    return _assemble(rest, by_node, have_candidates=bool(by_node))
+    return judged, rest
 
 
 def _assemble(
-    rest: GateReport, judged: Mapping[str, tuple[NodeReport, frozenset[RuleId]]], *, have_candidates: bool
+    rest: GateReport,
+    judged: Mapping[str, tuple[NodeReport, frozenset[RuleId]]],
+    *,
+    have_candidates: bool,
+    extra_rules: Iterable[tuple[Any, frozenset[RuleId], Any]] = (),
 ) -> GateReport:
     from upgrade_gate.judge.causes import fleet_causes
     from upgrade_gate.model import Severity, Verdict
@@ -318,6 +485,7 @@ def _assemble(
         f for f in rest.fleet_findings if not (have_candidates and f.message.startswith("no candidate snapshots"))
     )
     ran: set[RuleId] = {rule for _, rules in judged.values() for rule in rules}
+    ran.update(rule for _, rules, _ in extra_rules for rule in rules)
     ran |= set(rest.rules_evaluated) if (rest.nodes or fleet) else set()
     blocked = any(f.severity is Severity.BLOCK for n in nodes for f in n.findings) or any(
         f.severity is Severity.BLOCK for f in fleet
@@ -334,18 +502,21 @@ def _assemble(
 
 def console_summary(report: GateReport, *, reports: Sequence[str], limit: int = 20) -> str:
     """A fleet-sized console report: verdict, counts, blocking rules by node count, the first blocked nodes."""
+    return summary_text(report, [node_line(n) for n in report.nodes], reports=reports, limit=limit)
+
+
+def summary_text(report: GateReport, nodes: Sequence[NodeLine], *, reports: Sequence[str], limit: int = 20) -> str:
+    """`console_summary` from the nodes' summary lines (a spooled gate's report holds no nodes)."""
     from collections import Counter
 
-    from upgrade_gate.model import Severity, Verdict
-
-    blocked = [n for n in report.nodes if n.verdict is Verdict.BLOCK]
+    blocked = [n for n in nodes if n.blocks]
     rules: Counter[str] = Counter()
     warned = 0
-    for n in report.nodes:
-        rules.update({f.rule for f in n.findings if f.severity is Severity.BLOCK})
-        warned += any(f.severity is Severity.WARN for f in n.findings)
+    for n in nodes:
+        rules.update(n.block_rules)
+        warned += n.warned
     lines = [
-        f"{report.verdict.value}: {len(report.nodes)} node(s), {len(blocked)} blocked, {warned} with warnings"
+        f"{report.verdict.value}: {len(nodes)} node(s), {len(blocked)} blocked, {warned} with warnings"
         + (f", plan {report.plan_id}" if report.plan_id else ""),
     ]
     for f in report.fleet_findings:
@@ -354,11 +525,10 @@ def console_summary(report: GateReport, *, reports: Sequence[str], limit: int = 
         lines.append("blocking rules (nodes):")
         lines.extend(f"  {rule}: {count}" for rule, count in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0])))
     for n in blocked[:limit]:
-        first = next(f for f in n.findings if f.severity is Severity.BLOCK)
-        more = sum(f.severity is Severity.BLOCK for f in n.findings) - 1
-        lines.append(f"  {n.node}: {first.rule}: {first.message[:140]}" + (f" (+{more} more)" if more else ""))
+        more = n.blocks - 1
+        lines.append(f"  {n.node}: {n.first_block}" + (f" (+{more} more)" if more else ""))
     if len(blocked) > limit:
         lines.append(f"  ... and {len(blocked) - limit} more blocked node(s)")
     where = ", ".join(reports) if reports else "add --report json:PATH for every finding"
-    lines.append(f"(a summary: {len(report.nodes)} nodes is more than {SUMMARY_FROM_NODES}; {where})")
+    lines.append(f"(a summary: {len(nodes)} nodes is more than {SUMMARY_FROM_NODES}; {where})")
     return "\n".join(lines) + "\n"

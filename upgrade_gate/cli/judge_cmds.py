@@ -39,6 +39,8 @@ from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError,
 from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
 
 if TYPE_CHECKING:
+    from upgrade_gate.judge.plan import ChangePlan
+    from upgrade_gate.judge.policy import Policy
     from upgrade_gate.model import GateReport, NodeName, Snapshot
     from upgrade_gate.parse.dmesg import PatternTable
     from upgrade_gate.report.interface import ConsoleDetail, ReportFormat
@@ -232,6 +234,9 @@ def gate_cmd(
     patterns = loaded_policy.kernel_events.table
     baselines: Mapping[NodeName, Snapshot] = {}
     by_name: Mapping[NodeName, Snapshot] = {}
+    spoolable = all(fmt is ReportFormat.JSON for fmt, _ in outputs)
+    if not loaded_checklists and not verbose and len(paths) > SUMMARY_FROM_NODES and spoolable:
+        return _gate_spooled(store, ref, paths, outputs, plan=loaded_plan, policy=loaded_policy, now=timestamp)
     if not loaded_checklists:  # streaming: a node is loaded, judged and released (cli.gate_stream)
         with _open_store(store) as st:
             report = gate_streaming(
@@ -268,6 +273,35 @@ def gate_cmd(
         typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
     write_reports(outputs, report, baselines=baselines, candidates=by_name)
     return _exit(report)
+
+
+def _gate_spooled(
+    store: Path,
+    ref: str | None,
+    paths: Sequence[Path],
+    outputs: Sequence[tuple[ReportFormat, Path]],
+    *,
+    plan: ChangePlan | None,
+    policy: Policy,
+    now: str,
+) -> ExitCode:
+    """A fleet whose outputs are the console summary and JSON reports: the nodes' texts are spooled to a
+    temporary file as the workers send them and the reports written from it (`gate_stream.gate_spooled`):
+    the parent holds a summary line per node, not the fleet's node reports."""
+    from upgrade_gate.cli.gate_stream import Spool, gate_spooled, summary_text
+    from upgrade_gate.model import Verdict
+    from upgrade_gate.report.json_report import write_json_texts
+
+    with _open_store(store) as st, Spool() as spool:
+        fleet = gate_spooled(
+            st, ref, paths, spool, plan=plan, policy=policy, now=now, patterns=policy.kernel_events.table
+        )
+        lines = [line for line, _ in fleet.lines]
+        typer.echo(summary_text(fleet.report, lines, reports=[f"{f.value}:{p}" for f, p in outputs]), nl=False)
+        for fmt, path in outputs:
+            write_json_texts(fleet.report, fleet.texts(), path)
+            typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+    return ExitCode.BLOCK if fleet.report.verdict is Verdict.BLOCK else ExitCode.PASS
 
 
 def write_reports(

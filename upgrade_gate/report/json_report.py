@@ -26,7 +26,7 @@ say) ever appears under `NodeReport` in it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,21 +65,40 @@ def _chunks(ctx: ReportContext) -> Iterator[bytes]:
     from upgrade_gate.judge.causes import ensure_causes
 
     report = ensure_causes(ctx.report, baselines=ctx.baselines, candidates=ctx.candidates)
-    skeleton = report_to_dict(replace(report, nodes=()))
+    return _framed(replace(report, nodes=()), (node_body(node) for node in report.nodes))
+
+
+def write_json_texts(report: GateReport, texts: Iterable[bytes], path: Path) -> None:
+    """`write_json` for a report whose nodes come as their texts (`node_body`, made elsewhere: the
+    spooled `gate`'s workers), in order, after `report` (its own `nodes` empty): the same document."""
+    if report.nodes:
+        raise ValueError("write_json_texts: the report's nodes come as texts")
+    docio.write_atomic(path, _framed(report, texts))
+
+
+def _framed(skeleton_report: GateReport, texts: Iterable[bytes]) -> Iterator[bytes]:
+    skeleton = report_to_dict(skeleton_report)
     text = msgspec.json.format(_ENCODER.encode(skeleton), indent=2)
     head, found, tail = text.partition(_NODES)
-    if not found or not report.nodes:
-        yield text + b"\n"
-        return
-    yield head + b'\n  "nodes": [\n    '
-    for i, node in enumerate(report.nodes):
-        encoded = encode_node(node)
-        if i == 0:  # the whole schema once, on the parsed text
-            schemas.validate("report", {**skeleton, "nodes": [msgspec.json.decode(encoded)]}, source=_where(node))
-        check_node(encoded, source=_where(node))
-        body = msgspec.json.format(encoded, indent=2).replace(b"\n", b"\n    ")
-        yield (b",\n    " if i else b"") + body
-    yield b"\n  ]" + tail + b"\n"
+    started = False
+    for body in texts:
+        if not found:
+            raise ValueError("the report's skeleton has no nodes array")
+        if not started:  # the whole schema once, on the parsed text of the first node
+            node = msgspec.json.decode(body)
+            schemas.validate("report", {**skeleton, "nodes": [node]}, source=f"gate report, node {node.get('node')}")
+            yield head + b'\n  "nodes": [\n    ' + body
+            started = True
+        else:
+            yield b",\n    " + body
+    yield (b"\n  ]" + tail + b"\n") if started else (text + b"\n")
+
+
+def node_body(node: NodeReport) -> bytes:
+    """A node report's text in the JSON report: encoded, checked (`check_node`), indented in place."""
+    encoded = encode_node(node)
+    check_node(encoded, source=_where(node))
+    return msgspec.json.format(encoded, indent=2).replace(b"\n", b"\n    ")
 
 
 def encode_node(node: NodeReport) -> bytes:
