@@ -323,7 +323,15 @@ def _run(job: _Job, paths: Sequence[str], workers: int, keep: Callable[[Any], An
             pool = ctx.Pool(processes=workers, initializer=worker_signals)
             try:
                 parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
-                judged = first + [keep(tuple(item)) for part in parts for item in decoder.decode(part)]
+                shared: dict[frozenset[RuleId], frozenset[RuleId]] = {}  # nodes mostly ran the same rules:
+                judged = (
+                    first
+                    + [  # one set for them all, not ~5 KB of set and strings per node
+                        keep((item[0], shared.setdefault(item[1], item[1]), *item[2:]))
+                        for part in parts
+                        for item in decoder.decode(part)
+                    ]
+                )
                 pool.close()  # every result is in: the workers leave on the pool's sentinel, no signal sent
             except BaseException:
                 pool.terminate()

@@ -88,7 +88,7 @@ class _Work:
 _INHERITED: _Work | None = None  # set in the parent just before forking; read by the children
 
 
-BATCH = 64  # nodes whose bandwidth statistics are computed together (judge.curve_batch)
+BATCH = 16  # nodes whose bandwidth statistics are computed together (judge.curve_batch)
 
 
 @contextlib.contextmanager
