@@ -1,4 +1,4 @@
-"""`gate` at fleet scale: candidates streamed through forked workers, nothing held but node reports.
+"""`gate` at fleet scale: candidates streamed through forked workers; a fleet's node reports spooled.
 
 Issue 14 measured `gate` on 8,192 nodes at 70 s and 2.9 GiB: the parent read 16,384 documents one
 by one (schema walk, generic decode), resolved HEAD per node, re-aggregated the class reference, and
@@ -17,7 +17,7 @@ held every snapshot at once. Here:
 - The fleet-level part (plan canaries without a candidate, "no candidates at all", the verdict) is
   the judge's: `judge(...)` is called once more with only the absent canaries' baselines.
 - Node reports come back msgpack-encoded (msgspec, typed on both sides), not pickled: the parent
-  decodes 8,192 of them serially, and pickling frozen slotted dataclasses costs ~4x more.
+  decodes 8,192 of them serially, and pickling the model's records costs ~4x more.
 - The first candidate is judged in the parent before forking, so every lazily imported module
   (numpy, deepdiff, the msgspec decoders) is loaded once and shared by the workers through fork.
 - Garbage collection: the pool runs inside the judge's `fleet_gc` (the parent's heap frozen before
@@ -31,6 +31,15 @@ held every snapshot at once. Here:
   SIGTERM to its default and ignore SIGINT: they inherit the CLI's Python handlers, and a worker
   that ran one when `Pool.terminate` signalled it could stay blocked on the task queue's lock, which
   terminate holds, so `gate` hung after its last node (seen once in ~10 runs of 1,024 nodes).
+- Spooled (`gate_spooled`; the CLI's path for more than `SUMMARY_FROM_NODES` candidates whose only
+  outputs are the console summary and JSON reports): a worker also turns each node report into its
+  text in the JSON report (encoded, checked, indented: `report.json_report.node_body`) and sends that
+  with a summary line (`NodeLine`). The parent appends the text to an unnamed temporary file (`Spool`)
+  as it arrives and keeps the line, so it holds ~1 KB per node instead of the node report (~25 KB as
+  objects); the report is then written from the spool in the report's order, byte for byte the one the
+  in-memory path writes (tests/test_gate_stream.py). 8,192 nodes: 323 -> 104 MiB for the whole tree,
+  with the judge's batches of 16 nodes. Other report formats need every node report at once and keep
+  the in-memory path.
 - With `--checklist` (which reads every candidate at once) or where fork is unavailable, `gate`
   keeps its in-memory path.
 """
