@@ -187,3 +187,23 @@ def test_gate_stream_plan_canaries_that_reported_are_judged_once_not_also_missin
     assert [n.node for n in report.nodes] == ["node-00", "node-02", "node-01"]  # the judged, then the missing
     assert [n.verdict for n in report.nodes[:2]] == [Verdict.PASS, Verdict.PASS]
     assert [f.rule for f in report.nodes[2].findings] == ["evidence.missing"]
+
+
+def test_gate_spool_that_runs_out_of_disk_is_an_environment_failure_naming_the_folder(tmp_path: Path) -> None:
+    """A full temporary folder while a fleet's report texts are spooled: exit 4 (environment) with a line
+    that says where and what to do, not a raw OSError and never a verdict."""
+    import errno
+    from unittest import mock
+
+    from upgrade_gate.cli.gate_stream import Spool
+    from upgrade_gate.errors import EnvironmentFailure, ExitCode
+
+    with Spool() as spool:
+        assert spool.put(b"abc") == (0, 3)
+        full = OSError(errno.ENOSPC, "No space left on device")
+        with mock.patch.object(spool._file, "write", side_effect=full), pytest.raises(EnvironmentFailure) as caught:
+            spool.put(b"more")
+        assert list(spool.texts([(0, 3)])) == [b"abc"]
+    assert caught.value.exit_code is ExitCode.ENVIRONMENT
+    message = str(caught.value)
+    assert "No space left on device" in message and "TMPDIR" in message and "\n" not in message

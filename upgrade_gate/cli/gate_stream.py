@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from upgrade_gate.errors import InputError, NotFoundError, UsageError
+from upgrade_gate.errors import EnvironmentFailure, InputError, NotFoundError, UsageError
 from upgrade_gate.model import replace
 
 if TYPE_CHECKING:
@@ -189,13 +189,20 @@ class Spool:
     def __init__(self) -> None:
         import tempfile
 
-        self._file = tempfile.TemporaryFile(prefix="upgrade-gate-spool-")  # noqa: SIM115 - closed by close()
+        self._where = tempfile.gettempdir()
+        try:
+            self._file = tempfile.TemporaryFile(prefix="upgrade-gate-spool-")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise self._failure("create", exc) from exc
         self._end = 0
 
     def put(self, text: bytes) -> tuple[int, int]:
         """Append `text`; its (offset, length)."""
-        self._file.seek(self._end)
-        self._file.write(text)
+        try:
+            self._file.seek(self._end)
+            self._file.write(text)
+        except OSError as exc:  # a full disk: the report is not written, and gate says where it ran out
+            raise self._failure("write", exc) from exc
         where = (self._end, len(text))
         self._end += len(text)
         return where
@@ -203,11 +210,20 @@ class Spool:
     def texts(self, places: Iterable[tuple[int, int]]) -> Iterator[bytes]:
         """The texts at `places`, in that order, one at a time."""
         for offset, length in places:
-            self._file.seek(offset)
-            text = self._file.read(length)
+            try:
+                self._file.seek(offset)
+                text = self._file.read(length)
+            except OSError as exc:
+                raise self._failure("read", exc) from exc
             if len(text) != length:
-                raise OSError(f"gate spool: {length} bytes at {offset} could not be read back")
+                raise self._failure("read", OSError(f"{length} bytes at {offset}: only {len(text)} came back"))
             yield text
+
+    def _failure(self, what: str, exc: OSError) -> EnvironmentFailure:
+        return EnvironmentFailure(
+            f"gate: cannot {what} the temporary file that holds the nodes' report texts in {self._where} "
+            f"(~12 KB a node): {exc}; set TMPDIR to a folder with room"
+        )
 
     def close(self) -> None:
         self._file.close()
