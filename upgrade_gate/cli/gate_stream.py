@@ -390,12 +390,19 @@ def gate_streaming(
     pinned commit, saved class references else aggregated ones, the denylist at HEAD.
     """
     judged, rest = _judge_fleet(st, ref, paths, plan=plan, policy=policy, now=now, workers=workers, patterns=patterns)
-    by_node: dict[str, tuple[NodeReport, frozenset[RuleId]]] = {}
-    for report, ran, path, _, _ in judged:
-        if report.node in by_node:
-            raise InputError(f"two candidate snapshots for node {report.node} (the second: {path})")
-        by_node[report.node] = (report, ran)
+    by_node = {node: (item[0], item[1]) for node, item in _by_node(judged).items()}
     return _assemble(rest, by_node, have_candidates=bool(by_node))
+
+
+def _by_node(judged: Sequence[Any]) -> dict[str, Any]:
+    """Judged (or spooled) items by node name; a node judged twice is bad input naming the second path."""
+    out: dict[str, Any] = {}
+    for item in judged:
+        node = item[0].node
+        if node in out:
+            raise InputError(f"two candidate snapshots for node {node} (the second: {item[2]})")
+        out[node] = item
+    return out
 
 
 def gate_spooled(
@@ -417,11 +424,7 @@ def gate_spooled(
     judged, rest = _judge_fleet(
         st, ref, paths, plan=plan, policy=policy, now=now, workers=workers, patterns=patterns, spool=spool
     )
-    by_node: dict[str, tuple[NodeLine, frozenset[RuleId], tuple[int, int]]] = {}
-    for line, ran, path, _, _, where in judged:
-        if line.node in by_node:
-            raise InputError(f"two candidate snapshots for node {line.node} (the second: {path})")
-        by_node[line.node] = (line, ran, where)
+    by_node = {node: (item[0], item[1], item[5]) for node, item in _by_node(judged).items()}
     from upgrade_gate.model import Verdict
     from upgrade_gate.report.json_report import node_body
 
