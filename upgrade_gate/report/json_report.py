@@ -12,6 +12,8 @@ is the same JSON number.
 `write_json` streams the same text node by node: the report without its nodes is validated and
 formatted once, then each node is encoded, checked and written, so a fleet's report is never held
 whole - as a dict or as text - in memory (8,192 nodes: a 68 MB document, ~400 MB as Python objects).
+`write_json_texts` writes the same document from the nodes' texts made elsewhere (`node_body`: the
+spooled `gate`'s workers make them, and the parent never holds the node reports).
 
 How a node is checked (issue 14: a JSON Schema walk per node was ~0.2 ms, ~1.8 s serial in the
 parent at 8,192 nodes, more than everything else the parent does): the first node is validated
