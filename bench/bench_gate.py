@@ -140,6 +140,7 @@ def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, ob
     argv += ["--plan", str(root / "plan.json"), "--report", f"json:{out}", "--now", NOW]
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine_before = _machine_ticks()
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0, 0, 0]
@@ -159,6 +160,9 @@ def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, ob
     wall = time.perf_counter() - start
     sampler.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ticks: list[int] = [b - a for a, b in zip(machine_before, _machine_ticks(), strict=True)]
+    # the share of the machine's CPU time the hypervisor gave to other guests while this ran
+    steal = 100.0 * ticks[7] / sum(ticks) if len(ticks) > 7 and sum(ticks) > 0 else 0.0
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"gate exited {proc.returncode}: {stderr[-2000:]}")
@@ -182,7 +186,17 @@ def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, ob
         "blocked": dict(blocked),
         "console_bytes": len(stdout),
         "report_mib": out.stat().st_size / 2**20,
+        "steal_pct": steal,
     }
+
+
+def _machine_ticks() -> list[int]:
+    """/proc/stat's first line: user, nice, system, idle, iowait, irq, softirq, steal, ... (all CPUs)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            return [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return []
 
 
 def worker_profile(root: Path, count: int = 200, top: int = 25) -> str:
@@ -250,6 +264,7 @@ def combined(runs: list[dict[str, object]]) -> dict[str, object]:
     ordered = sorted(runs, key=lambda r: float(str(r["wall_s"])))
     out = dict(ordered[len(ordered) // 2])
     out["wall_runs"] = [float(str(r["wall_s"])) for r in ordered]
+    out["steal_runs"] = [float(str(r.get("steal_pct", 0.0))) for r in ordered]
     out["cpu_s"] = statistics.median(float(str(r["cpu_s"])) for r in runs)
     for key in ("peak_rss_mib", "peak_rss_sum_mib", "peak_rss_largest_mib"):
         out[key] = max(float(str(r[key])) for r in runs)
@@ -258,7 +273,9 @@ def combined(runs: list[dict[str, object]]) -> dict[str, object]:
 
 def _spread(r: dict[str, object]) -> str:
     walls = cast(list[float], r.get("wall_runs", []))
-    return f" (median of {len(walls)}: {walls[0]:.2f}-{walls[-1]:.2f})" if len(walls) > 1 else ""
+    steals = cast(list[float], r.get("steal_runs", []))
+    stolen = f"; CPU steal {min(steals):.0f}-{max(steals):.0f}%" if steals else ""
+    return f" (median of {len(walls)}: {walls[0]:.2f}-{walls[-1]:.2f}{stolen})" if len(walls) > 1 else ""
 
 
 def section(results: list[dict[str, object]], load: tuple[float, ...], root: Path, *, quick: bool) -> Section:
@@ -309,6 +326,9 @@ def section(results: list[dict[str, object]], load: tuple[float, ...], root: Pat
     body = "\n".join(
         [
             f"Load average when the run started: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 cores, shared).",
+            "",
+            "CPU steal is the share of the machine's CPU time its hypervisor gave to other guests during a run "
+            "(/proc/stat): a run with high steal was slow for reasons outside this repository.",
             "",
             table(
                 (
