@@ -35,11 +35,11 @@ held every snapshot at once. Here:
   outputs are the console summary and JSON reports): a worker also turns each node report into its
   text in the JSON report (encoded, checked, indented: `report.json_report.node_body`) and sends that
   with a summary line (`NodeLine`). The parent appends the text to an unnamed temporary file (`Spool`)
-  as it arrives and keeps the line, so it holds ~1 KB per node instead of the node report (~25 KB as
-  objects); the report is then written from the spool in the report's order, byte for byte the one the
-  in-memory path writes (tests/test_gate_stream.py). 8,192 nodes: 323 -> 104 MiB for the whole tree,
-  with the judge's batches of 16 nodes. Other report formats need every node report at once and keep
-  the in-memory path.
+  as it arrives and keeps the line: ~2 KB a node in memory instead of the node report, ~23 KB as
+  objects (both from the tree's peak memory at 1,024 and 8,192 nodes). The report is then written from
+  the spool in the report's order, byte for byte the one the in-memory path writes
+  (tests/test_gate_stream.py). 8,192 nodes: 323 -> 104 MiB for the whole tree, with the judge's
+  batches of 16 nodes. Other report formats need every node report at once and keep the in-memory path.
 - With `--checklist` (which reads every candidate at once) or where fork is unavailable, `gate`
   keeps its in-memory path.
 """
@@ -326,44 +326,37 @@ def _run(job: _Job, paths: Sequence[str], workers: int, keep: Callable[[Any], An
     each passed through `keep` as it arrives (the spooled gate writes its text out there)."""
     global _JOB, _WORKER_STORE
     _JOB, _WORKER_STORE = job, None
+
+    def here(some: Sequence[str]) -> list[Any]:  # judged in this process
+        judged = _judge_paths(some)
+        return [keep(item) for item in (_spooled(judged) if job.spooled else judged)]
+
     try:
-        first: list[Any] = _judge_paths(paths[:1])  # warms every lazy import and decoder before the fork
-        first = [keep(item) for item in (_spooled(first) if job.spooled else first)]
+        first = here(paths[:1])  # warms every lazy import and decoder before the fork
         rest = paths[1:]
         if not rest:
             return first
         if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            more = _judge_paths(rest)
-            return first + [keep(item) for item in (_spooled(more) if job.spooled else more)]
+            return first + here(rest)
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()  # the children open their own
             _WORKER_STORE = None
-        from upgrade_gate.judge.judge import BATCH, fleet_gc, worker_signals
+        from upgrade_gate.judge.judge import BATCH, fleet_gc, forked_pool
 
         chunk = max(8, min(BATCH, len(rest) // (workers * 8)))  # a judge batch, or less: no core idles long
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
         decoder = _decoder(job.spooled)
-        ctx: Any = multiprocessing.get_context("fork")
-        with fleet_gc():  # the workers inherit the frozen heap
-            pool = ctx.Pool(processes=workers, initializer=worker_signals)
-            try:
-                parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
-                shared: dict[frozenset[RuleId], frozenset[RuleId]] = {}  # nodes mostly ran the same rules:
-                judged = (
-                    first
-                    + [  # one set for them all, not ~5 KB of set and strings per node
-                        keep((item[0], shared.setdefault(item[1], item[1]), *item[2:]))
-                        for part in parts
-                        for item in decoder.decode(part)
-                    ]
-                )
-                pool.close()  # every result is in: the workers leave on the pool's sentinel, no signal sent
-            except BaseException:
-                pool.terminate()
-                raise
-            finally:
-                pool.join()
-        return judged
+        shared: dict[frozenset[RuleId], frozenset[RuleId]] = {}  # nodes mostly ran the same rules: one set
+        with fleet_gc(), forked_pool(workers) as pool:  # the workers inherit the frozen heap
+            parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
+            return (
+                first
+                + [  # ... for them all, not ~5 KB of set and strings per node
+                    keep((item[0], shared.setdefault(item[1], item[1]), *item[2:]))
+                    for part in parts
+                    for item in decoder.decode(part)
+                ]
+            )
     finally:
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()
@@ -429,7 +422,7 @@ def gate_spooled(
     from upgrade_gate.report.json_report import node_body
 
     absent = [(node_line(n), spool.put(node_body(n))) for n in rest.nodes]  # the canaries that sent nothing
-    report = _assemble(rest, {}, have_candidates=bool(by_node), extra_rules=by_node.values())
+    report = _assemble(rest, {}, have_candidates=bool(by_node), ran_elsewhere=(ran for _, ran, _ in by_node.values()))
     lines = [(by_node[n][0], by_node[n][2]) for n in sorted(by_node)] + absent
     blocked = report.verdict is Verdict.BLOCK or any(line.blocks for line, _ in lines)
     return SpooledReport(
@@ -511,7 +504,7 @@ def _assemble(
     judged: Mapping[str, tuple[NodeReport, frozenset[RuleId]]],
     *,
     have_candidates: bool,
-    extra_rules: Iterable[tuple[Any, frozenset[RuleId], Any]] = (),
+    ran_elsewhere: Iterable[frozenset[RuleId]] = (),  # the rules of nodes not in `judged` (spooled ones)
 ) -> GateReport:
     from upgrade_gate.judge.causes import fleet_causes
     from upgrade_gate.model import Severity, Verdict
@@ -521,7 +514,7 @@ def _assemble(
         f for f in rest.fleet_findings if not (have_candidates and f.message.startswith("no candidate snapshots"))
     )
     ran: set[RuleId] = {rule for _, rules in judged.values() for rule in rules}
-    ran.update(rule for _, rules, _ in extra_rules for rule in rules)
+    ran.update(rule for rules in ran_elsewhere for rule in rules)
     ran |= set(rest.rules_evaluated) if (rest.nodes or fleet) else set()
     blocked = any(f.severity is Severity.BLOCK for n in nodes for f in n.findings) or any(
         f.severity is Severity.BLOCK for f in fleet

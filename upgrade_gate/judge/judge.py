@@ -140,19 +140,28 @@ def _judge_all(work: _Work, workers: int) -> list[tuple[NodeReport, frozenset[Ru
     slices = [(i, min(i + chunk, count)) for i in range(0, count, chunk)]
     _INHERITED = work
     try:
-        ctx: Any = multiprocessing.get_context("fork")
-        pool = ctx.Pool(processes=workers, initializer=worker_signals)
-        try:
+        with forked_pool(workers) as pool:
             parts = pool.map(_judge_slice, slices)
-            pool.close()  # every result is in: the workers leave on the pool's sentinel, no signal sent
-        except BaseException:
-            pool.terminate()
-            raise
-        finally:
-            pool.join()
     finally:
         _INHERITED = None
     return [item for part in parts for item in part]
+
+
+@contextlib.contextmanager
+def forked_pool(workers: int) -> Iterator[Any]:
+    """A pool of `workers` forked processes (`worker_signals` in each). When the block completes, every
+    result is in: the pool is closed and its workers leave on its sentinel, no signal sent. When the
+    block raises (the parent failed or was interrupted), the pool is terminated. Joined either way."""
+    ctx: Any = multiprocessing.get_context("fork")
+    pool = ctx.Pool(processes=workers, initializer=worker_signals)
+    try:
+        yield pool
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
 
 
 def worker_signals() -> None:
