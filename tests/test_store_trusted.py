@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import zlib
 from pathlib import Path
@@ -93,9 +94,15 @@ def test_store_load_trusted_is_the_schema_checked_load(store: BaselineStore) -> 
         assert store.load_trusted(node, pin) == store.load(node, pin)
 
 
+def _without_decoded_cache(store: BaselineStore) -> None:
+    """Reads go to git: the store as cloned elsewhere (the decoded cache is not cloned; store.decoded)."""
+    shutil.rmtree(Path(store._open().git_dir) / "upgrade-gate")
+
+
 def test_store_load_trusted_refuses_a_blob_whose_content_was_changed(store: BaselineStore) -> None:
     pin = store.pin()
     repo = store._open()
+    _without_decoded_cache(store)
     blob = repo.commit(pin).tree / "nodes" / "node-1.json"
     path = Path(repo.git_dir) / "objects" / blob.hexsha[:2] / blob.hexsha[2:]
     raw = zlib.decompress(path.read_bytes())
@@ -110,6 +117,7 @@ def test_store_load_trusted_refuses_a_blob_whose_content_was_changed(store: Base
 def test_store_load_trusted_refuses_an_object_that_is_not_a_blob(store: BaselineStore) -> None:
     pin = store.pin()
     repo = store._open()
+    _without_decoded_cache(store)
     blob = repo.commit(pin).tree / "nodes" / "node-2.json"
     path = Path(repo.git_dir) / "objects" / blob.hexsha[:2] / blob.hexsha[2:]
     body = zlib.decompress(path.read_bytes()).partition(b"\0")[2]
@@ -122,6 +130,7 @@ def test_store_load_trusted_refuses_an_object_that_is_not_a_blob(store: Baseline
 def test_store_load_trusted_reads_packed_objects_after_git_gc(store: BaselineStore) -> None:
     pin = store.pin()
     expected = store.load("node-0", pin)
+    _without_decoded_cache(store)
     store.close()
     subprocess.run(["git", "-C", str(store.path), "gc", "-q", "--prune=now"], check=True)
     loose = list((store.path / ".git" / "objects").glob("??/*"))

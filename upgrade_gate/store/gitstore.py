@@ -60,6 +60,7 @@ from upgrade_gate.errors import (
 from upgrade_gate.model import NodeName, Snapshot
 from upgrade_gate.snapshot.io import canonical_json, dumps_snapshot, loads_snapshot
 from upgrade_gate.store import gittags, layout, locking
+from upgrade_gate.store.decoded import DecodedCache, blob_id
 from upgrade_gate.store.documents import Build, Hook, StoreDocuments
 from upgrade_gate.store.gitobjects import (
     DEFAULT_IDENTITY,
@@ -96,6 +97,7 @@ class BaselineStore(StoreDocuments):
         self._repo: git.Repo | None = None
         self._objects: GitObjects | None = None
         self._pinned: dict[str, git.Commit] = {}
+        self._decoded: DecodedCache | None = None
 
     def __enter__(self) -> BaselineStore:
         return self
@@ -109,6 +111,7 @@ class BaselineStore(StoreDocuments):
             self._repo.close()
             self._repo = None
             self._objects = None
+            self._decoded = None
 
     # ------------------------------------------------------------------ opening
 
@@ -155,6 +158,13 @@ class BaselineStore(StoreDocuments):
         if self._objects is None:
             self._objects = GitObjects(self._open())
         return self._objects
+
+    @property
+    def _cache(self) -> DecodedCache:
+        """The decoded-baseline cache in the repository's git folder (`store.decoded`)."""
+        if self._decoded is None:
+            self._decoded = DecodedCache(Path(self._open().git_dir))
+        return self._decoded
 
     def _commit_of(self, repo: git.Repo, ref: str | None) -> git.Commit | None:
         if ref is None:
@@ -246,7 +256,23 @@ class BaselineStore(StoreDocuments):
         _fire(_hook, "validated")
         sha = self._write(lambda: files, text, tag=tag, hook=_hook)
         assert sha is not None
+        self._remember([files[layout.node_path(snap.node.name)] for snap in snapshots])
         return sha
+
+    def _remember(self, documents: Sequence[bytes]) -> None:
+        """Put the baselines just committed into the decoded cache (decoded from the very bytes committed,
+        as a gate's miss would), so the first gate after a save reads them fast too. The save has landed:
+        an entry that cannot be written is a later miss, and one that cannot be decoded is a warning."""
+        from upgrade_gate import codec
+
+        cache = self._cache
+        for data in documents:
+            try:
+                decoded = codec.decode_json(Snapshot, data, trusted=True, source="saved baseline")
+            except (InputError, SchemaError) as exc:  # the bytes were just encoded from a valid snapshot
+                self.warnings.append(f"saved, but the decoded cache skipped a baseline: {first_line(exc)}")
+                continue
+            cache.put(Snapshot, blob_id(data), decoded)
 
     def _write(self, build: Build, message: str, *, tag: str | None = None, hook: Hook | None = None) -> str | None:
         self.init()
@@ -380,9 +406,14 @@ class BaselineStore(StoreDocuments):
             found = self._objs.lookup(commit, path) if commit is not None else None
             if found is None or not is_file(found):
                 raise NotFoundError(f"{self.path}: no {what} at {pinned[:12]}")
+            hit = self._cache.get(cls, found[0])
+            if hit is not None:
+                return hit
             source = f"{self.path}/{path}@{pinned[:12]}"
             data = self._objs.verified_blob(found[0], source=source)
-            return codec.decode_json(cls, data, trusted=True, source=source)
+            value = codec.decode_json(cls, data, trusted=True, source=source)
+            self._cache.put(cls, found[0], value)
+            return value
 
     def log(self, node: str) -> tuple[LogEntry, ...]:
         """Every commit that changed `node`'s baseline, newest first, with the tags on each."""

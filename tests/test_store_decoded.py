@@ -1,0 +1,153 @@
+"""The decoded-baseline cache beside the store's git objects (store.decoded): a read from it is the saved
+baseline, and anything wrong with an entry is a miss that reads git (checked by object id) instead."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import zlib
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from tests.judge_scenarios import mi300x_snapshot
+from upgrade_gate.model import ClassReference, Snapshot, replace
+from upgrade_gate.store import decoded
+from upgrade_gate.store.decoded import DecodedCache
+from upgrade_gate.store.gitstore import BaselineStore
+
+
+def _snap(name: str, seed: int = 1) -> Snapshot:
+    base = mi300x_snapshot(seed=seed)
+    return replace(base, node=replace(base.node, name=name))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BaselineStore:
+    st = BaselineStore(tmp_path / "store")
+    st.save([_snap(f"node-{i}", seed=i + 1) for i in range(3)], message="three")
+    return st
+
+
+def _blob(store: BaselineStore, node: str, pin: str) -> bytes:
+    return store._open().commit(pin).tree["nodes"][f"{node}.json"].binsha  # type: ignore[no-any-return]
+
+
+def _cache(store: BaselineStore) -> DecodedCache:
+    return DecodedCache(Path(store._open().git_dir))
+
+
+def test_save_fills_the_cache_and_a_read_from_it_is_the_schema_checked_load(store: BaselineStore) -> None:
+    pin = store.pin()
+    cache = _cache(store)
+    for node in store.nodes(pin):
+        entry = cache.entry(Snapshot, _blob(store, node, pin))
+        assert entry.is_file() and entry.stat().st_size < 20_000  # ~8.6 KB against a ~130 KB document
+        assert cache.get(Snapshot, _blob(store, node, pin)) == store.load(node, pin)
+        assert BaselineStore(store.path).load_trusted(node, pin) == store.load(node, pin)
+    assert not store.warnings
+
+
+def test_the_cache_lives_in_the_git_folder_never_in_the_working_tree_or_a_commit(store: BaselineStore) -> None:
+    repo = store._open()
+    assert _cache(store).root.is_relative_to(Path(repo.git_dir))
+    assert not repo.git.status("--porcelain", "--ignored")
+    assert all(not p.startswith("upgrade-gate") for p in repo.git.ls_files().splitlines())
+
+
+def test_a_gate_without_a_cache_reads_git_and_fills_it(store: BaselineStore) -> None:
+    pin = store.pin()
+    shutil.rmtree(_cache(store).root)
+    fresh = BaselineStore(store.path)
+    assert fresh.load_trusted("node-1", pin) == store.load("node-1", pin)
+    assert _cache(store).get(Snapshot, _blob(store, "node-1", pin)) == store.load("node-1", pin)
+
+
+def test_a_cached_read_is_the_saved_baseline_even_when_its_git_object_was_damaged_since(
+    store: BaselineStore,
+) -> None:
+    """The entry was decoded from the bytes saved (named by their object id), so a later change of the
+    loose object cannot change what a gate reads; `git fsck` is what finds a damaged object."""
+    pin = store.pin()
+    expected = store.load("node-1", pin)
+    repo = store._open()
+    blob = repo.commit(pin).tree / "nodes" / "node-1.json"
+    path = Path(repo.git_dir) / "objects" / blob.hexsha[:2] / blob.hexsha[2:]
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(zlib.decompress(path.read_bytes()).replace(b'"node-1"', b'"node-9"', 1)))
+    assert BaselineStore(store.path).load_trusted("node-1", pin) == expected
+
+
+def _other_record() -> bytes:
+    return msgspec.msgpack.encode({"node": {"name": 7}})
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: b"", id="empty"),
+        pytest.param(lambda data: data[: len(data) // 2], id="truncated"),
+        pytest.param(lambda data: data[:100] + bytes([data[100] ^ 0x40]) + data[101:], id="one-bit-flipped"),
+        pytest.param(lambda data: b"not zlib at all", id="not-zlib"),
+        pytest.param(lambda data: zlib.compress(b"\xc1garbage"), id="not-msgpack"),
+        pytest.param(lambda data: zlib.compress(_other_record()), id="another-record"),
+        pytest.param(lambda data: zlib.compress(zlib.decompress(data)[:-1]), id="decoded-short-by-a-byte"),
+    ],
+)
+def test_a_damaged_entry_is_a_miss_read_from_git_and_written_again(store: BaselineStore, damage) -> None:  # type: ignore[no-untyped-def]
+    pin = store.pin()
+    expected = store.load("node-2", pin)
+    entry = _cache(store).entry(Snapshot, _blob(store, "node-2", pin))
+    entry.write_bytes(damage(entry.read_bytes()))
+    assert _cache(store).get(Snapshot, _blob(store, "node-2", pin)) is None
+    assert BaselineStore(store.path).load_trusted("node-2", pin) == expected
+    assert _cache(store).get(Snapshot, _blob(store, "node-2", pin)) == expected  # written again
+
+
+def test_a_cache_that_cannot_be_written_only_makes_misses(store: BaselineStore) -> None:
+    root = _cache(store).root
+    shutil.rmtree(root.parent)
+    root.parent.write_text("in the way\n", encoding="utf-8")  # no folder can be made under it
+    sha = store.save([_snap("node-7", seed=7)], message="one more")
+    assert not store.warnings  # the save landed; a cache miss later loses nothing
+    again = BaselineStore(store.path)
+    assert again.load_trusted("node-7", sha) == store.load("node-7", sha)
+    assert root.parent.read_text(encoding="utf-8") == "in the way\n"
+
+
+def test_concurrent_writers_of_one_entry_leave_it_whole(store: BaselineStore) -> None:
+    pin = store.pin()
+    value = store.load("node-0", pin)
+    blob = _blob(store, "node-0", pin)
+    shutil.rmtree(_cache(store).root)
+    caches = [_cache(store) for _ in range(8)]
+    threads = [threading.Thread(target=c.put, args=(Snapshot, blob, value)) for c in caches for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    entry = _cache(store).entry(Snapshot, blob)
+    assert _cache(store).get(Snapshot, blob) == value
+    assert [p.name for p in entry.parent.iterdir()] == [entry.name]  # no temporary file left behind
+
+
+def test_the_fingerprint_names_the_record_and_the_package_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    import upgrade_gate
+
+    snapshot = decoded.fingerprint(Snapshot)
+    assert snapshot != decoded.fingerprint(ClassReference)
+    assert snapshot.startswith("snapshot-")
+    decoded.fingerprint.cache_clear()
+    monkeypatch.setattr(upgrade_gate, "__version__", "0.0.0-other")
+    try:
+        assert decoded.fingerprint(Snapshot) != snapshot  # another release never reads this one's entries
+    finally:
+        decoded.fingerprint.cache_clear()
+
+
+def test_the_blob_id_is_gits(store: BaselineStore) -> None:
+    pin = store.pin()
+    repo = store._open()
+    blob = repo.commit(pin).tree / "nodes" / "node-0.json"
+    assert decoded.blob_id(blob.data_stream.read()) == blob.binsha
