@@ -384,7 +384,8 @@ class BaselineStore(StoreDocuments):
 
         The store validated the document against the schema when it saved it; git names the blob
         by the hash of its content, and that hash is checked here, so the bytes are the ones saved.
-        Decoding is still typed and strict about types (codec.decode_json, trusted).
+        Decoding is still typed and strict about types (codec.decode_json, trusted). The decoded copy
+        named by that hash (`store.decoded`, written at save) is read instead when it is whole.
         """
         path = layout.node_path(node)
         snap = self._trusted(Snapshot, path, pinned, what=f"baseline for node {node!r}")
