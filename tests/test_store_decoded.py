@@ -93,6 +93,8 @@ def _other_record() -> bytes:
         pytest.param(lambda data: zlib.compress(b"\xc1garbage"), id="not-msgpack"),
         pytest.param(lambda data: zlib.compress(_other_record()), id="another-record"),
         pytest.param(lambda data: zlib.compress(zlib.decompress(data)[:-1]), id="decoded-short-by-a-byte"),
+        pytest.param(lambda data: data + b"\0", id="trailing-byte"),
+        pytest.param(lambda data: data + data, id="two-streams"),
     ],
 )
 def test_a_damaged_entry_is_a_miss_read_from_git_and_written_again(store: BaselineStore, damage) -> None:  # type: ignore[no-untyped-def]
@@ -103,6 +105,16 @@ def test_a_damaged_entry_is_a_miss_read_from_git_and_written_again(store: Baseli
     assert _cache(store).get(Snapshot, _blob(store, "node-2", pin)) is None
     assert BaselineStore(store.path).load_trusted("node-2", pin) == expected
     assert _cache(store).get(Snapshot, _blob(store, "node-2", pin)) == expected  # written again
+
+
+@pytest.mark.parametrize(("bound", "limit"), [("MAX_ENTRY_BYTES", 1000), ("MAX_DECODED_BYTES", 10_000)])
+def test_an_entry_beyond_the_read_bounds_is_a_miss(
+    store: BaselineStore, monkeypatch: pytest.MonkeyPatch, bound: str, limit: int
+) -> None:
+    pin = store.pin()
+    monkeypatch.setattr(decoded, bound, limit)  # an 8.6 KB entry inflating to ~62 KB, over both
+    assert _cache(store).get(Snapshot, _blob(store, "node-0", pin)) is None
+    assert BaselineStore(store.path).load_trusted("node-0", pin) == store.load("node-0", pin)
 
 
 def test_a_cache_that_cannot_be_written_only_makes_misses(store: BaselineStore) -> None:

@@ -11,8 +11,10 @@ Design decisions:
   zlib level 1 (~8.6 KB for a 132 KB 8-GPU snapshot document; measured in bench/ANALYSIS.md).
 - Trust: an entry is written only by this module, from a document that was schema-valid when the store
   saved it (`baseline save`) or whose blob's object id was just checked (`gate`, on a miss). zlib checks
-  the entry's length and Adler-32 when it inflates it, and the decode is typed. Anything wrong with an
-  entry (absent, unreadable, truncated, corrupt, of another model) is a miss: the baseline is read from
+  the entry's Adler-32 when it inflates it, the inflated stream must end exactly where the file does,
+  and the decode is typed. Reads are bounded: an entry over 16 MiB, or inflating beyond 256 MiB, is not
+  read further. Anything wrong with an entry (absent, unreadable, truncated, corrupt, oversized, of
+  another model) is a miss: the baseline is read from
   git and checked against its object id as before. So the cache can only make a read faster, never
   change what is read; a gate never fails because of it.
 - Writes are atomic (a temporary file in the entry's folder, renamed over the name), so concurrent
@@ -39,6 +41,8 @@ import msgspec
 T = TypeVar("T")
 
 FOLDER = ("upgrade-gate", "decoded")
+MAX_ENTRY_BYTES = 16 * 1024 * 1024  # an entry read at all (8.6 KB for an 8-GPU node); larger is a miss
+MAX_DECODED_BYTES = 256 * 1024 * 1024  # what an entry may inflate to (62 KB for an 8-GPU node)
 LEVEL = 1  # zlib level: inflate time is what a read pays; level 1 compresses these documents ~8x already
 
 
@@ -76,9 +80,15 @@ class DecodedCache:
         """The decoded record of `blob`, or None on any miss (absent, unreadable, corrupt, other model)."""
         try:
             with open(self.entry(cls, blob), "rb") as f:
-                packed = f.read()
+                packed = f.read(MAX_ENTRY_BYTES + 1)
+            if len(packed) > MAX_ENTRY_BYTES:
+                return None
+            inflater = zlib.decompressobj()
+            raw = inflater.decompress(packed, MAX_DECODED_BYTES)
+            if not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
+                return None  # truncated, inflating beyond the bound, or followed by something else
             kind: Any = cls
-            decoded: T = _decoder(kind).decode(zlib.decompress(packed))
+            decoded: T = _decoder(kind).decode(raw)
         except (OSError, zlib.error, msgspec.DecodeError):  # ValidationError is a DecodeError
             return None
         return decoded
