@@ -36,6 +36,8 @@ from upgrade_gate.judge.rules.measured import THERMAL_PREFIX as THERMAL_PREFIX
 from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
 from upgrade_gate.judge.rules.measured import (
     bandwidth_keys,
+    comparable_keys,
+    comparable_set,
     regression_entry,
     settings_diff,
     usable_keys,
@@ -60,18 +62,14 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
     for key, why in sorted({**base_broken, **cand_broken}.items()):
         if pick(key):
             yield finding(ctx, entry, f"{key}: {why}", device=key, path=f"measurements[key={key}]")
-    for key in bandwidth_keys(ctx.baseline):
+    comparable = comparable_set(ctx.baseline, ctx.candidate, ignore)
+    keys = bandwidth_keys(ctx.baseline)
+    if len(comparable) == len(keys):  # the usual node: everything compares
+        return
+    for key in keys:
+        if key in comparable or not pick(key) or key in base_broken or key in cand_broken:
+            continue
         b, c = base[key], cand.get(key)
-        if (  # the common case first: comparable (same unit and settings, usable samples on both sides)
-            c is not None
-            and b.unit == c.unit
-            and b.settings == c.settings
-            and key in base_usable
-            and key in cand_usable
-        ) or not pick(key):
-            continue
-        if key in base_broken or key in cand_broken:
-            continue
         path = f"measurements[key={key}]"
         expected: object
         actual: object
@@ -110,18 +108,14 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     pick = _selector(entry)
     every = pick is _every
     accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
-    base, base_broken = merged_measurements(ctx.baseline)
-    cand, cand_broken = merged_measurements(ctx.candidate)
-    usable = usable_keys(ctx.baseline) & usable_keys(ctx.candidate)
-    broken = base_broken.keys() | cand_broken.keys()
+    base = merged_measurements(ctx.baseline)[0]
+    cand = merged_measurements(ctx.candidate)[0]
     rows = []
     row = curves.Row
-    for key in bandwidth_keys(ctx.baseline):  # sorted
-        if key not in usable or (broken and key in broken) or (not every and not pick(key)):
+    for key in comparable_keys(ctx.baseline, ctx.candidate, ignore):  # sorted
+        if not every and not pick(key):
             continue
         b, c = base[key], cand[key]
-        if b.unit != c.unit or (b.settings != c.settings and settings_diff(b.settings, c.settings, ignore)):
-            continue
         tolerance = next((t for g, t in overrides.items() if glob_match(g, key)), None) if overrides else None
         expectation = metric_expectation(ctx.plan, key) if accepts else None
         if expectation is not None:  # a planned shift is judged on its own, against the plan's tolerance
@@ -203,18 +197,18 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             path=f"measurements[key={group}]",
             severity=Severity.INFO,
         )
-    judged = [*assessment.groups, *(d for d in assessment.metrics if d.outcome != "not_comparable")]
-    if not judged:
+    judged = [d for d in (*assessment.groups, *assessment.metrics) if d.outcome not in ("pass", "not_comparable")]
+    if not judged:  # the usual node: every curve and metric passed
         return
-    units = {r.key: base[r.key].unit for r in rows}
-    sources = {r.key: base[r.key].source for r in rows}
+    measured = {r.key for r in rows}
     seen: set[str] = set()
     for d in judged:
-        if d.key in seen or d.outcome in ("pass", "not_comparable"):
+        if d.key in seen:
             continue
         seen.add(d.key)
-        unit = units.get(d.key, "")
-        where = "curve" if d.key not in units else "metric"
+        metric = base[d.key] if d.key in measured else None
+        unit = metric.unit if metric is not None else ""
+        where = "curve" if metric is None else "metric"
         what = (
             f"{d.key}: {where} {d.drop:.1%} worse than the baseline (bounds {d.low:.1%} .. {d.high:.1%}; "
             f"{d.n_baseline} vs {d.n_candidate} samples{', ' + unit if unit else ''})"
@@ -235,7 +229,7 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             # relative to the baseline (1.0), so the shift reads the same way
             expected=stats.median(base[d.key].samples) if d.key in base else 1.0,
             actual=stats.median(cand_m[d.key].samples) if d.key in cand_m else round(1.0 - d.drop, 4),
-            evidence=sources.get(d.key),
+            evidence=metric.source if metric is not None else None,
             severity=severity,
         )
 

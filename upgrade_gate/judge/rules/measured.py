@@ -34,9 +34,49 @@ _Entry = tuple[tuple[dict[str, Measurement], dict[str, str]], frozenset[str], tu
 _MERGED: IdCache[Snapshot, _Entry] = IdCache(256)  # a judge batch (judge.BATCH nodes): two snapshots a node
 
 
+# Two rules (`bandwidth.not_comparable`, `bandwidth.regression`) ask which keys of a (baseline, candidate)
+# pair compare; computed once per pair: candidate id -> (candidate, baseline, ignore, the keys, as a set).
+_PAIRS: dict[int, tuple[Snapshot, Snapshot, tuple[str, ...], tuple[str, ...], frozenset[str]]] = {}
+_PAIRS_KEPT = 128
+
+
 def forget() -> None:
     """Drop the cached merges (the judge calls it after each batch: the cache holds the snapshots)."""
     _MERGED.clear()
+    _PAIRS.clear()
+
+
+def comparable_keys(baseline: Snapshot, candidate: Snapshot, ignore: tuple[str, ...]) -> tuple[str, ...]:
+    """The bandwidth keys of `baseline` (sorted) that `candidate` compares on: usable samples on both sides,
+    merged on both sides, the same unit, and the same settings but for those in `ignore`."""
+    return _pair(baseline, candidate, ignore)[0]
+
+
+def comparable_set(baseline: Snapshot, candidate: Snapshot, ignore: tuple[str, ...]) -> frozenset[str]:
+    """`comparable_keys` as a set."""
+    return _pair(baseline, candidate, ignore)[1]
+
+
+def _pair(baseline: Snapshot, candidate: Snapshot, ignore: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[str]]:
+    hit = _PAIRS.get(id(candidate))
+    if hit is not None and hit[0] is candidate and hit[1] is baseline and hit[2] == ignore:
+        return hit[3], hit[4]
+    base, base_broken = merged_measurements(baseline)
+    cand, cand_broken = merged_measurements(candidate)
+    usable = usable_keys(baseline) & usable_keys(candidate)
+    broken = base_broken.keys() | cand_broken.keys()
+    keys = []
+    for key in bandwidth_keys(baseline):
+        if key not in usable or (broken and key in broken):
+            continue
+        b, c = base[key], cand[key]
+        if b.unit == c.unit and (b.settings == c.settings or not settings_diff(b.settings, c.settings, ignore)):
+            keys.append(key)
+    found = (tuple(keys), frozenset(keys))
+    if len(_PAIRS) >= _PAIRS_KEPT:
+        _PAIRS.clear()
+    _PAIRS[id(candidate)] = (candidate, baseline, ignore, *found)
+    return found
 
 
 def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
@@ -65,7 +105,8 @@ def _merged_entry(snapshot: Snapshot) -> _Entry:
 
 def _build_entry(snapshot: Snapshot) -> _Entry:
     merged = _merge(snapshot)
-    ok = frozenset([k for k, m in merged[0].items() if usable(m.samples)])
+    finite = math.isfinite  # `usable`, inlined: ~350 measurements a node pair
+    ok = frozenset([k for k, m in merged[0].items() if m.samples and finite(sum(m.samples))])
     thermal = [k for k in merged[0] if k.startswith(THERMAL_PREFIX)]
     bandwidth = sorted(merged[0].keys() - thermal) if thermal else sorted(merged[0])
     return (merged, ok, tuple(bandwidth), tuple(thermal))
