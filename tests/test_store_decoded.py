@@ -117,6 +117,25 @@ def test_an_entry_beyond_the_read_bounds_is_a_miss(
     assert BaselineStore(store.path).load_trusted("node-0", pin) == store.load("node-0", pin)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link", "folder"])
+def test_an_entry_that_is_not_a_regular_file_is_a_miss_without_waiting(store: BaselineStore, kind: str) -> None:
+    import os
+
+    pin = store.pin()
+    entry = _cache(store).entry(Snapshot, _blob(store, "node-0", pin))
+    saved = entry.read_bytes()
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)  # opening it for reading would wait for a writer: never opened that way
+    elif kind == "link":
+        (entry.parent / "elsewhere").write_bytes(saved)
+        entry.symlink_to(entry.parent / "elsewhere")
+    else:
+        entry.mkdir()
+    assert _cache(store).get(Snapshot, _blob(store, "node-0", pin)) is None
+    assert BaselineStore(store.path).load_trusted("node-0", pin) == store.load("node-0", pin)
+
+
 def test_a_cache_that_cannot_be_written_only_makes_misses(store: BaselineStore) -> None:
     root = _cache(store).root
     shutil.rmtree(root.parent)

@@ -12,10 +12,11 @@ Design decisions:
 - Trust: an entry is written only by this module, from a document that was schema-valid when the store
   saved it (`baseline save`) or whose blob's object id was just checked (`gate`, on a miss). zlib checks
   the entry's Adler-32 when it inflates it, the inflated stream must end exactly where the file does,
-  and the decode is typed. Reads are bounded: an entry over 16 MiB, or inflating beyond 256 MiB, is not
-  read further. Anything wrong with an entry (absent, unreadable, truncated, corrupt, oversized, of
-  another model) is a miss: the baseline is read from
-  git and checked against its object id as before. So the cache can only make a read faster, never
+  and the decode is typed. Reads are bounded: an entry that is not a regular file (a link is not
+  followed, a FIFO not waited on), is over 16 MiB, or inflates beyond 256 MiB, is not read further.
+  Anything wrong with an entry (absent, unreadable, truncated, corrupt, oversized, of another model) is
+  a miss: the baseline is read from git and checked against its object id as before. So the cache can
+  only make a read faster, never
   change what is read; a gate never fails because of it.
 - Writes are atomic (a temporary file in the entry's folder, renamed over the name), so concurrent
   workers writing the same entry both leave a whole one. A read-only store or a full disk only means
@@ -31,6 +32,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import stat
 import tempfile
 import zlib
 from pathlib import Path
@@ -79,9 +81,8 @@ class DecodedCache:
     def get(self, cls: type[T], blob: bytes) -> T | None:
         """The decoded record of `blob`, or None on any miss (absent, unreadable, corrupt, other model)."""
         try:
-            with open(self.entry(cls, blob), "rb") as f:
-                packed = f.read(MAX_ENTRY_BYTES + 1)
-            if len(packed) > MAX_ENTRY_BYTES:
+            packed = _read_entry(self.entry(cls, blob))
+            if packed is None:
                 return None
             inflater = zlib.decompressobj()
             raw = inflater.decompress(packed, MAX_DECODED_BYTES)
@@ -111,6 +112,28 @@ class DecodedCache:
         except (OSError, TypeError, msgspec.EncodeError):
             return False
         return True
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """An entry's bytes: a regular file (not followed through a link, never waited on like a FIFO) of at
+    most MAX_ENTRY_BYTES; None otherwise. OSError when it cannot be opened (absent)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+            return None
+        parts = []
+        left = info.st_size + 1  # one more: a file that grew since fstat shows as too long
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            parts.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(parts)
+    return data if len(data) <= info.st_size else None
 
 
 def blob_id(data: bytes) -> bytes:
