@@ -16,8 +16,7 @@ Design decisions:
   followed, a FIFO not waited on), is over 16 MiB, or inflates beyond 256 MiB, is not read further.
   Anything wrong with an entry (absent, unreadable, truncated, corrupt, oversized, of another model) is
   a miss: the baseline is read from git and checked against its object id as before. So the cache can
-  only make a read faster, never
-  change what is read; a gate never fails because of it.
+  only make a read faster, never change what is read; a gate never fails because of it.
 - Writes are atomic (a temporary file in the entry's folder, renamed over the name), so concurrent
   workers writing the same entry both leave a whole one. A read-only store or a full disk only means
   misses: a write that fails is dropped without a warning, because nothing is lost (the verified read
