@@ -83,28 +83,78 @@ def _other_record() -> bytes:
     return msgspec.msgpack.encode({"node": {"name": 7}})
 
 
+def _sealed(blob: bytes, body: bytes) -> bytes:
+    """An entry for `blob` around `body` with a header that checks out (so the checks after it run)."""
+    return decoded.MAGIC + blob + decoded._digest(body) + body
+
+
+def _body(entry: bytes) -> bytes:
+    return entry[decoded._HEADER :]
+
+
 @pytest.mark.parametrize(
     "damage",
     [
-        pytest.param(lambda data: b"", id="empty"),
-        pytest.param(lambda data: data[: len(data) // 2], id="truncated"),
-        pytest.param(lambda data: data[:100] + bytes([data[100] ^ 0x40]) + data[101:], id="one-bit-flipped"),
-        pytest.param(lambda data: b"not zlib at all", id="not-zlib"),
-        pytest.param(lambda data: zlib.compress(b"\xc1garbage"), id="not-msgpack"),
-        pytest.param(lambda data: zlib.compress(_other_record()), id="another-record"),
-        pytest.param(lambda data: zlib.compress(zlib.decompress(data)[:-1]), id="decoded-short-by-a-byte"),
-        pytest.param(lambda data: data + b"\0", id="trailing-byte"),
-        pytest.param(lambda data: data + data, id="two-streams"),
+        pytest.param(lambda blob, data: b"", id="empty"),
+        pytest.param(lambda blob, data: data[: len(data) // 2], id="truncated"),
+        pytest.param(lambda blob, data: data[:100] + bytes([data[100] ^ 0x40]) + data[101:], id="one-bit-flipped"),
+        pytest.param(lambda blob, data: data[:30] + bytes([data[30] ^ 1]) + data[31:], id="digest-changed"),
+        pytest.param(lambda blob, data: b"XXXX" + data[4:], id="not-an-entry"),
+        pytest.param(lambda blob, data: _sealed(b"\1" * 20, _body(data)), id="written-for-another-blob"),
+        pytest.param(lambda blob, data: _sealed(blob, b"not zlib at all"), id="not-zlib"),
+        pytest.param(lambda blob, data: _sealed(blob, zlib.compress(b"\xc1garbage")), id="not-msgpack"),
+        pytest.param(lambda blob, data: _sealed(blob, zlib.compress(_other_record())), id="another-record"),
+        pytest.param(
+            lambda blob, data: _sealed(blob, zlib.compress(zlib.decompress(_body(data))[:-1])),
+            id="decoded-short-by-a-byte",
+        ),
+        pytest.param(lambda blob, data: _sealed(blob, _body(data) + b"\0"), id="trailing-byte"),
+        pytest.param(lambda blob, data: _sealed(blob, _body(data) + _body(data)), id="two-streams"),
+        pytest.param(lambda blob, data: _sealed(blob, _body(data)[:-4]), id="stream-cut-short"),
     ],
 )
 def test_a_damaged_entry_is_a_miss_read_from_git_and_written_again(store: BaselineStore, damage) -> None:  # type: ignore[no-untyped-def]
     pin = store.pin()
     expected = store.load("node-2", pin)
-    entry = _cache(store).entry(Snapshot, _blob(store, "node-2", pin))
-    entry.write_bytes(damage(entry.read_bytes()))
-    assert _cache(store).get(Snapshot, _blob(store, "node-2", pin)) is None
+    blob = _blob(store, "node-2", pin)
+    entry = _cache(store).entry(Snapshot, blob)
+    entry.chmod(0o644)
+    entry.write_bytes(damage(blob, entry.read_bytes()))
+    assert _cache(store).get(Snapshot, blob) is None
     assert BaselineStore(store.path).load_trusted("node-2", pin) == expected
-    assert _cache(store).get(Snapshot, _blob(store, "node-2", pin)) == expected  # written again
+    assert _cache(store).get(Snapshot, blob) == expected  # written again
+
+
+def test_an_entry_holds_its_blob_id_and_a_digest_and_is_read_only(store: BaselineStore) -> None:
+    pin = store.pin()
+    blob = _blob(store, "node-0", pin)
+    entry = _cache(store).entry(Snapshot, blob)
+    data = entry.read_bytes()
+    assert data[:4] == decoded.MAGIC and data[4:24] == blob and data == _sealed(blob, _body(data))
+    assert entry.stat().st_mode & 0o777 == 0o444
+
+
+def test_a_baseline_msgpack_cannot_hold_is_not_cached_and_still_saved_and_read(tmp_path: Path) -> None:
+    """An integer beyond 64 bits is valid JSON and valid for the schema; msgpack cannot encode it."""
+    snap = _snap("node-big")
+    snap = replace(snap, gpus=(replace(snap.gpus[0], vram_total_mib=2**70), *snap.gpus[1:]))
+    store = BaselineStore(tmp_path / "store")
+    sha = store.save([snap], message="big")
+    assert not store.warnings
+    assert _cache(store).get(Snapshot, _blob(store, "node-big", sha)) is None
+    again = BaselineStore(store.path)
+    assert again.load_trusted("node-big", sha) == store.load("node-big", sha)
+    assert again.load_trusted("node-big", sha).gpus[0].vram_total_mib == 2**70
+
+
+def test_a_save_drops_another_releases_entries(store: BaselineStore) -> None:
+    root = _cache(store).root
+    other = root / "snapshot-0123456789abcdef" / "ab"
+    other.mkdir(parents=True)
+    (other / "cd").write_bytes(b"an old release's entry")
+    mine = sorted(p.name for p in root.iterdir() if p.name != "snapshot-0123456789abcdef")
+    store.save([_snap("node-8", seed=8)], message="one more")
+    assert sorted(p.name for p in root.iterdir()) == mine
 
 
 @pytest.mark.parametrize(("bound", "limit"), [("MAX_ENTRY_BYTES", 1000), ("MAX_DECODED_BYTES", 10_000)])
@@ -124,7 +174,7 @@ def test_an_entry_that_is_not_a_regular_file_is_a_miss_without_waiting(store: Ba
     pin = store.pin()
     entry = _cache(store).entry(Snapshot, _blob(store, "node-0", pin))
     saved = entry.read_bytes()
-    entry.unlink()
+    entry.unlink()  # read-only, in a folder that is not
     if kind == "fifo":
         os.mkfifo(entry)  # opening it for reading would wait for a writer: never opened that way
     elif kind == "link":
@@ -163,18 +213,26 @@ def test_concurrent_writers_of_one_entry_leave_it_whole(store: BaselineStore) ->
     assert [p.name for p in entry.parent.iterdir()] == [entry.name]  # no temporary file left behind
 
 
-def test_the_fingerprint_names_the_record_and_the_package_version(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fingerprint_names_the_record_the_package_version_and_the_model_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import upgrade_gate
 
     snapshot = decoded.fingerprint(Snapshot)
     assert snapshot != decoded.fingerprint(ClassReference)
     assert snapshot.startswith("snapshot-")
-    decoded.fingerprint.cache_clear()
-    monkeypatch.setattr(upgrade_gate, "__version__", "0.0.0-other")
-    try:
-        assert decoded.fingerprint(Snapshot) != snapshot  # another release never reads this one's entries
-    finally:
+    for change in (
+        lambda: monkeypatch.setattr(upgrade_gate, "__version__", "0.0.0-other"),
+        lambda: monkeypatch.setattr(decoded, "_model_source", lambda: b"a default changed in the model"),
+    ):
         decoded.fingerprint.cache_clear()
+        change()
+        try:
+            assert decoded.fingerprint(Snapshot) != snapshot  # another model never reads this one's entries
+        finally:
+            monkeypatch.undo()
+            decoded.fingerprint.cache_clear()
+    assert decoded.fingerprint(Snapshot) == snapshot
 
 
 def test_the_blob_id_is_gits(store: BaselineStore) -> None:

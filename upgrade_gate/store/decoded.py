@@ -4,25 +4,34 @@ decode of a few kilobytes instead of inflating, hashing and parsing ~130 KB of i
 Design decisions:
 - Where: `<git dir>/upgrade-gate/decoded/<fingerprint>/<xx>/<blob id>`, inside the repository's git
   folder (never in the working tree, never committed, not cloned). An entry is named by the git blob it
-  was decoded from, so it is content-addressed: it cannot go stale for that blob. The fingerprint names
-  the decoded form (the class, its generated JSON Schema and the package version): a cache written by
-  another model is never read, only left behind.
-- What: the record as msgpack (msgspec, from the same annotations as the JSON codec), compressed with
-  zlib level 1 (~8.6 KB for a 132 KB 8-GPU snapshot document; measured in bench/ANALYSIS.md).
-- Trust: an entry is written only by this module, from a document that was schema-valid when the store
-  saved it (`baseline save`) or whose blob's object id was just checked (`gate`, on a miss). zlib checks
-  the entry's Adler-32 when it inflates it, the inflated stream must end exactly where the file does,
-  and the decode is typed. Reads are bounded: an entry that is not a regular file (a link is not
-  followed, a FIFO not waited on), is over 16 MiB, or inflates beyond 256 MiB, is not read further.
-  Anything wrong with an entry (absent, unreadable, truncated, corrupt, oversized, of another model) is
-  a miss: the baseline is read from git and checked against its object id as before. So the cache can
-  only make a read faster, never change what is read; a gate never fails because of it.
+  was decoded from, and carries that id inside, so it is content-addressed: it cannot go stale for that
+  blob, and an entry copied under another name is not read. The fingerprint names the decoded form: the
+  class, its msgspec JSON Schema, the package version and the source of `upgrade_gate/model/` (a default
+  changed in the model changes it too), hashed; a cache written by another model is never read.
+- What: a header (magic, the blob id, a BLAKE2b-256 digest of the rest) and the record as msgpack
+  (msgspec, from the same annotations as the JSON codec) compressed with zlib level 1: ~8.6 KB for the
+  bench fleet's 132 KB 8-GPU snapshot document (bench/ANALYSIS.md).
+- Trust, which is the store's own: an entry is written only by this module, from a document that was
+  schema-valid when the store saved it (`baseline save`) or whose blob was just checked against its
+  object id (`gate`, on a miss). On a read the digest is checked (as git checks an object against its
+  id), the inflated stream must end where the entry does, and the decode is typed. Anyone who can write
+  the git folder can forge an entry, as they can forge a commit and move the branch: the cache adds no
+  way in. A hit does not read the git object again, so a store whose object was damaged or lost after the
+  entry was written still reads the baseline saved under that id; `git fsck` is what finds the damage.
+- Anything wrong with an entry (absent, unreadable, not a regular file, oversized, truncated, a digest
+  or id that does not match, another model, an encode that fails) is a miss: the baseline is read from
+  git and checked against its object id, as without a cache, and the entry is written again. A gate
+  never fails because of the cache.
+- Bounded: an entry over 16 MiB is not read, and one that inflates beyond 16 MiB is not decoded (a
+  bench-fleet node is 62 KB of msgpack; msgpack can still grow ~40x into Python objects, so a forged
+  entry costs at most ~0.6 GiB, and the JSON read from git has no tighter bound).
 - Writes are atomic (a temporary file in the entry's folder, renamed over the name), so concurrent
-  workers writing the same entry both leave a whole one. A read-only store or a full disk only means
-  misses: a write that fails is dropped without a warning, because nothing is lost (the verified read
-  from git is still there, at its old speed).
-- Nothing prunes the folder: an entry per saved blob (~8.6 KB) stays until the folder is deleted, which
-  is safe at any time (`rm -rf <store>/.git/upgrade-gate/decoded`); the next gate rebuilds what it reads.
+  workers writing the same entry both leave a whole one; entries are read-only (0444) like git objects.
+  A read-only store or a full disk only means misses: a write that fails is dropped without a warning,
+  because nothing is lost (the verified read from git is still there, at its old speed).
+- `baseline save` removes the folders of other fingerprints (another release's entries) when it writes
+  its own. Nothing else prunes: an entry per saved blob (~8.6 KB, 12 KB on 4 KB blocks) stays until the
+  folder is deleted, which is safe at any time (`rm -rf <store>/.git/upgrade-gate/decoded`).
 """
 
 from __future__ import annotations
@@ -31,9 +40,11 @@ import contextlib
 import functools
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,19 +54,35 @@ T = TypeVar("T")
 
 FOLDER = ("upgrade-gate", "decoded")
 MAX_ENTRY_BYTES = 16 * 1024 * 1024  # an entry read at all (8.6 KB for an 8-GPU node); larger is a miss
-MAX_DECODED_BYTES = 256 * 1024 * 1024  # what an entry may inflate to (62 KB for an 8-GPU node)
+MAX_DECODED_BYTES = 16 * 1024 * 1024  # what an entry may inflate to (62 KB for an 8-GPU node)
+MAGIC = b"UGD1"
+_ID, _DIGEST = 20, 32
+_HEADER = len(MAGIC) + _ID + _DIGEST
 LEVEL = 1  # zlib level: inflate time is what a read pays; level 1 compresses these documents ~8x already
 
 
 @functools.cache
 def fingerprint(cls: type) -> str:
     """A name for `cls`'s decoded form: its name, its JSON Schema (msgspec's, from the annotations the
-    decode follows) and the package version, hashed."""
+    decode follows), the package version and the model's source, hashed."""
     from upgrade_gate import __version__
 
     schema = msgspec.json.encode(msgspec.json.schema(cls), order="sorted")
-    digest = hashlib.sha256(b"%s\0%s\0%s" % (cls.__qualname__.encode(), __version__.encode(), schema))
+    digest = hashlib.sha256(
+        b"%s\0%s\0%s\0%s" % (cls.__qualname__.encode(), __version__.encode(), schema, _model_source())
+    )
     return f"{cls.__name__.lower()}-{digest.hexdigest()[:16]}"
+
+
+@functools.cache
+def _model_source() -> bytes:
+    """The text of `upgrade_gate/model/*.py`, hashed: defaults and factories are not in the schema."""
+    import upgrade_gate.model
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(upgrade_gate.model.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest().encode()
 
 
 @functools.cache
@@ -78,13 +105,16 @@ class DecodedCache:
         return self.root / fingerprint(cls) / hexsha[:2] / hexsha[2:]
 
     def get(self, cls: type[T], blob: bytes) -> T | None:
-        """The decoded record of `blob`, or None on any miss (absent, unreadable, corrupt, other model)."""
+        """The decoded record of `blob`, or None on any miss (module docstring)."""
         try:
             packed = _read_entry(self.entry(cls, blob))
-            if packed is None:
+            if packed is None or len(packed) < _HEADER or packed[: len(MAGIC)] != MAGIC:
                 return None
+            body = memoryview(packed)[_HEADER:]
+            if packed[len(MAGIC) : len(MAGIC) + _ID] != blob or _digest(body) != packed[len(MAGIC) + _ID : _HEADER]:
+                return None  # written for another blob, or damaged since
             inflater = zlib.decompressobj()
-            raw = inflater.decompress(packed, MAX_DECODED_BYTES)
+            raw = inflater.decompress(body, MAX_DECODED_BYTES)
             if not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
                 return None  # truncated, inflating beyond the bound, or followed by something else
             kind: Any = cls
@@ -97,10 +127,12 @@ class DecodedCache:
         """Write the decoded form of `blob` atomically; False when it could not be written (a miss later)."""
         path = self.entry(cls, blob)
         try:
-            data = zlib.compress(_ENCODER.encode(value), LEVEL)
+            body = zlib.compress(_ENCODER.encode(value), LEVEL)
+            data = MAGIC + blob + _digest(body) + body
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             try:
+                os.fchmod(fd, 0o444)  # content-addressed: never rewritten in place, like a git object
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                 os.replace(tmp, path)
@@ -108,9 +140,26 @@ class DecodedCache:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-        except (OSError, TypeError, msgspec.EncodeError):
+        # An encode can fail on a value msgpack cannot hold (an integer beyond 64 bits, which JSON and the
+        # schema allow): that baseline is simply not cached.
+        except (OSError, ValueError, TypeError, OverflowError, RecursionError, msgspec.EncodeError):
             return False
         return True
+
+    def prune(self, keep: Collection[type]) -> None:
+        """Remove the folders of every fingerprint but those of `keep` (another release's entries). Best
+        effort: a reader of a removed entry misses and reads git."""
+        wanted = {fingerprint(cls) for cls in keep}
+        try:
+            folders = [p for p in self.root.iterdir() if p.name not in wanted]
+        except OSError:
+            return
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _digest(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST).digest()
 
 
 def _read_entry(path: Path) -> bytes | None:

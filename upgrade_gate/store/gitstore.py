@@ -261,18 +261,20 @@ class BaselineStore(StoreDocuments):
 
     def _remember(self, documents: Sequence[bytes]) -> None:
         """Put the baselines just committed into the decoded cache (decoded from the very bytes committed,
-        as a gate's miss would), so the first gate after a save reads them fast too. The save has landed:
-        an entry that cannot be written is a later miss, and one that cannot be decoded is a warning."""
+        as a gate's miss would), so the first gate after a save reads them fast too; drop another
+        release's entries. The save has landed: nothing here may fail it. An entry that cannot be written
+        is a later miss; anything else is a warning."""
         from upgrade_gate import codec
+        from upgrade_gate.model import ClassReference
 
-        cache = self._cache
-        for data in documents:
-            try:
+        try:
+            cache = self._cache
+            cache.prune((Snapshot, ClassReference))
+            for data in documents:
                 decoded = codec.decode_json(Snapshot, data, trusted=True, source="saved baseline")
-            except (InputError, SchemaError) as exc:  # the bytes were just encoded from a valid snapshot
-                self.warnings.append(f"saved, but the decoded cache skipped a baseline: {first_line(exc)}")
-                continue
-            cache.put(Snapshot, blob_id(data), decoded)
+                cache.put(Snapshot, blob_id(data), decoded)
+        except Exception as exc:  # after the commit point a cache problem is a warning, never a failed save
+            self.warnings.append(f"saved, but the decoded-baseline cache was not written: {first_line(exc)}")
 
     def _write(self, build: Build, message: str, *, tag: str | None = None, hook: Hook | None = None) -> str | None:
         self.init()
