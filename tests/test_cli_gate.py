@@ -133,6 +133,57 @@ def test_cli_gate_store_problems_exit_4(tmp_path: Path, capsys: pytest.CaptureFi
     assert "not-a-store" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+def test_cli_gate_a_candidate_that_is_no_document_exits_3_without_waiting(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A FIFO nobody writes to once blocked `open` forever; /dev/zero was read until memory ran out."""
+    import os
+
+    bad = tmp_path / "cand.json"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "dev-zero":
+        bad.symlink_to("/dev/zero")
+    else:
+        bad.mkdir()
+    assert run(_gate(store, "--candidate", str(bad))) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert str(bad) in err and len(err.strip().splitlines()) == 1
+    if kind == "dev-zero":
+        assert "over the 64 MiB" in err
+
+
+def test_cli_gate_reads_a_plan_from_a_pipe(store: Path, tmp_path: Path) -> None:
+    """`--plan <(render-plan)`: a pipe with a writer is read to its end (opened without waiting is not
+    read as empty)."""
+    import subprocess
+    import sys
+
+    cand = _write(tmp_path, "cand.json", upgraded())
+    script = "\n".join(
+        [
+            "import os, sys",
+            "from upgrade_gate.cli.main import run",
+            "r, w = os.pipe()",
+            "data = open(sys.argv[1], 'rb').read()",
+            "if os.fork() == 0:",
+            "    os.close(r); os.write(w, data); os._exit(0)",
+            "os.close(w)",
+            "sys.exit(run(['gate', '--store', sys.argv[2], '--candidate', sys.argv[3], '--plan', f'/dev/fd/{r}']))",
+        ]
+    )
+    argv = [sys.executable, "-c", script, str(PLAN), str(store), str(cand)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == ExitCode.PASS, proc.stderr
+
+
+def test_cli_gate_attest_without_a_checklist_is_a_usage_error(store: Path, tmp_path: Path) -> None:
+    """Nothing would read the attestation: a silent no-op once, exit 0."""
+    cand = _write(tmp_path, "cand.json", upgraded())
+    assert run(_gate(store, "--candidate", str(cand), "--attest", "pre.rollback-plan=bob")) == ExitCode.USAGE
+
+
 @pytest.mark.parametrize(
     "extra",
     [["--attest", "pre.rollback-plan"], ["--report", "pdf:out.pdf"], ["--now", "yesterday"]],

@@ -20,6 +20,10 @@ table, manifests, snapshots, store documents) goes through this module, at two l
   those into "not YAML at line N").
 - YAML documents over `MAX_YAML_BYTES` (PyYAML's pure-Python parser takes seconds per MiB); nesting
   deeper than Python's recursion limit (refused, not a crash).
+- Files that are not documents: `read_bytes` never waits on a FIFO nobody writes to, refuses a
+  folder, and stops reading at `MAX_DOCUMENT_BYTES` (or the caller's limit: a snapshot's is
+  `snapshot.io.MAX_SNAPSHOT_BYTES`), so /dev/zero or a huge file is an error naming it, not a hang or
+  an out-of-memory kill.
 - Non-finite numbers: YAML's `.nan` / `.inf` and JSON's `NaN` / `Infinity` / `1e400`. A threshold of
   NaN compares false with everything, so a schema's `exclusiveMinimum` accepts it and a floor
   silently switches off. Refused as `ConfigError` (exit 3) naming the key path (`$.rules.x.min`).
@@ -45,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -57,6 +62,7 @@ from yaml.nodes import Node
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError
 
 MAX_YAML_BYTES = 1024 * 1024
+MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # any document read from a file (a gate report of 8,192 nodes is ~100 MB)
 """Largest YAML document read (plans, policies and ConfigMaps are a few KiB)."""
 FAST_YAML_DEPTH = 64
 """Deepest nesting libyaml loads (ours are under 10); deeper documents take the pure-Python path."""
@@ -176,14 +182,41 @@ def check_finite(data: Any, *, source: str) -> None:
 # --------------------------------------------------------------------------- files
 
 
-def read_bytes(path: Path) -> bytes:
-    """The bytes of `path`; NotFoundError or InputError naming it."""
+def read_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of `path`, at most `limit` of them; NotFoundError or InputError naming it.
+
+    Opened without waiting (a FIFO nobody writes to reads as empty instead of blocking `open` forever),
+    then read to its end; a pipe (`<(...)`, /dev/stdin) still works. A folder, or anything longer than
+    `limit` (a huge file, /dev/zero), is refused before or while it is read, never read whole."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise NotFoundError(f"{path}: no such file") from exc
     except OSError as exc:
         raise InputError(f"{path}: unreadable: {exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path}: is a folder, not a file")
+        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+            raise InputError(f"{path}: {info.st_size} bytes, over the {_size(limit)} a document may have; refused")
+        os.set_blocking(fd, True)  # a pipe with a writer is read to its end
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise InputError(f"{path}: over the {_size(limit)} a document may have; refused")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"{path}: unreadable: {exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
 
 
 def read_text(path: Path) -> str:

@@ -221,7 +221,7 @@ def window_validate_cmd(
     ),
 ) -> ExitCode:  # fmt: skip
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
-    from upgrade_gate.cli.judge_cmds import parse_attestations, parse_reports, write_reports
+    from upgrade_gate.cli.judge_cmds import attested_against, parse_attestations, parse_reports, write_reports
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window_state import load_window
     from upgrade_gate.fleet.window_validate import validate_window
@@ -231,6 +231,7 @@ def window_validate_cmd(
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
     loaded_checklists = load_checklists(checklists)
+    attested_against(attestations, loaded_checklists)
 
     with client_for(kubeconfig, context) as client, open_store(store) as st:
         namespace = str(load_window(st, window_id).doc["namespace"])

@@ -307,6 +307,10 @@ def _spooled(judged: Sequence[Judged]) -> list[Spooled]:
     return [(node_line(report), ran, path, cls, had, node_body(report)) for report, ran, path, cls, had in judged]
 
 
+def _described(paths: Sequence[str]) -> str:
+    return f"{len(paths)} candidate(s) from {paths[0]}" if len(paths) > 1 else f"candidate {paths[0]}"
+
+
 def _same(item: Any) -> Any:
     return item
 
@@ -341,14 +345,15 @@ def _run(job: _Job, paths: Sequence[str], workers: int, keep: Callable[[Any], An
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()  # the children open their own
             _WORKER_STORE = None
-        from upgrade_gate.judge.judge import BATCH, fleet_gc, forked_pool
+        from upgrade_gate.judge.forkpool import forked_pool
+        from upgrade_gate.judge.judge import BATCH, fleet_gc
 
         chunk = max(8, min(BATCH, len(rest) // (workers * 8)))  # a judge batch, or less: no core idles long
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]
         decoder = _decoder(job.spooled)
         shared: dict[frozenset[RuleId], frozenset[RuleId]] = {}  # nodes mostly ran the same rules: one set
         with fleet_gc(), forked_pool(workers) as pool:  # the workers inherit the frozen heap
-            parts = pool.imap(_judge_encoded, slices)  # decoded as they arrive, in order
+            parts = pool.imap(_judge_encoded, slices, describe=_described)  # decoded as they arrive, in order
             return (
                 first
                 + [  # ... for them all, not ~5 KB of set and strings per node
@@ -465,7 +470,9 @@ def _judge_fleet(
         spooled=spool is not None,
     )
     keep: Callable[[Any], Any] = _same if spool is None else (lambda item: (*item[:5], spool.put(item[5])))
-    count = workers if workers is not None else (os.cpu_count() or 1)
+    from upgrade_gate.judge.forkpool import usable_cpus
+
+    count = workers if workers is not None else usable_cpus()
     raw = [str(p) for p in paths]
     judged = _run(job, raw, count, keep)
     unreferenced = sorted({item[3] for item in judged if not item[4] and item[3] is not None})

@@ -82,6 +82,12 @@ def read_cvf_config(path: Path) -> dict[str, Any]:
     return read_cvf_values(path)
 
 
+def attested_against(attestations: Mapping[str, str], checklists: Sequence[object]) -> None:
+    """An attestation with no checklist to hold its item would be a silent no-op: a usage error."""
+    if attestations and not checklists:
+        raise UsageError("--attest needs a --checklist that holds the item; none was given")
+
+
 def parse_attestations(values: Sequence[str]) -> dict[str, str]:
     """`ITEM=NAME` pairs; a malformed one is a usage error."""
     out: dict[str, str] = {}
@@ -228,6 +234,7 @@ def gate_cmd(
     cvf = read_cvf_config(cvf_config) if cvf_config is not None else None
     loaded_policy = load_policy(policy, cvf, cvf_source=str(cvf_config))
     loaded_checklists = load_checklists(checklists)
+    attested_against(attestations, loaded_checklists)
     from upgrade_gate.cli.gate_stream import SUMMARY_FROM_NODES, candidate_paths, console_summary, gate_streaming
 
     paths = candidate_paths(candidates, candidate_sources)

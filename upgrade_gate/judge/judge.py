@@ -31,16 +31,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing
-import os
-import signal
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from upgrade_gate import __version__
 from upgrade_gate.errors import InputError
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.checklist import FLEET, Checklist, ChecklistInputs, evaluate_checklists
+from upgrade_gate.judge.forkpool import forked_pool, usable_cpus
 from upgrade_gate.judge.identity import forget as forget_identities
 from upgrade_gate.judge.identity import match_gpus
 from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected
@@ -130,6 +128,11 @@ def _judge_names(work: _Work, names: Sequence[NodeName]) -> list[tuple[NodeRepor
     return out
 
 
+def _described(names: Sequence[NodeName]) -> str:
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"node(s) {shown}"
+
+
 def _judge_all(work: _Work, workers: int) -> list[tuple[NodeReport, frozenset[RuleId]]]:
     global _INHERITED
     count = len(work.names)
@@ -141,35 +144,10 @@ def _judge_all(work: _Work, workers: int) -> list[tuple[NodeReport, frozenset[Ru
     _INHERITED = work
     try:
         with forked_pool(workers) as pool:
-            parts = pool.map(_judge_slice, slices)
+            parts = pool.map(_judge_slice, slices, describe=lambda b: _described(work.names[b[0] : b[1]]))
     finally:
         _INHERITED = None
     return [item for part in parts for item in part]
-
-
-@contextlib.contextmanager
-def forked_pool(workers: int) -> Iterator[Any]:
-    """A pool of `workers` forked processes (`worker_signals` in each). When the block completes, every
-    result is in: the pool is closed and its workers leave on its sentinel, no signal sent. When the
-    block raises (the parent failed or was interrupted), the pool is terminated. Joined either way."""
-    ctx: Any = multiprocessing.get_context("fork")
-    pool = ctx.Pool(processes=workers, initializer=worker_signals)
-    try:
-        yield pool
-        pool.close()
-    except BaseException:
-        pool.terminate()
-        raise
-    finally:
-        pool.join()
-
-
-def worker_signals() -> None:
-    """A forked judge worker's signals: SIGTERM kills it, SIGINT is the parent's to handle. A worker that
-    inherited the CLI's handlers (which raise) could be signalled by `Pool.terminate` while it held the
-    task queue's lock and leave the pool's other processes blocked on it: `gate` hung (cli.gate_stream)."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def judge(
@@ -207,7 +185,7 @@ def judge(
         denylist=denylist,
         include_changes=include_changes,
     )
-    for report, ran in _judge_all(work, workers if workers is not None else (os.cpu_count() or 1)):
+    for report, ran in _judge_all(work, workers if workers is not None else usable_cpus()):
         reports.append(report)
         evaluated[report.node] = ran
     expected = set(baselines) | set(plan.canaries.nodes if plan is not None else ())
