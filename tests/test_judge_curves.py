@@ -183,6 +183,9 @@ def test_cli_gate_candidates_directory_and_list_file_stream_like_single_candidat
     empty.mkdir()
     assert run(["gate", "--store", str(store), "--candidates", str(empty)]) == ExitCode.BAD_INPUT
     assert run(["gate", "--store", str(store)]) == ExitCode.USAGE
+    # a snapshot given as a list file by mistake is named as one
+    assert run(["gate", "--store", str(store), "--candidates", str(folder / "node.json")]) == ExitCode.BAD_INPUT
+    assert "not a list file; give a snapshot with --candidate" in capsys.readouterr().err
 
 
 def test_cli_baseline_save_directory_keeps_the_class_reference_in_the_same_tagged_commit(

@@ -68,6 +68,9 @@ BUNDLE_SUFFIXES = (".tar.gz", ".tgz")
 SUMMARY_FROM_NODES = 64  # above this many nodes the console prints a summary, not every finding
 
 
+MAX_LIST_BYTES = 64 * 1024 * 1024  # a `--candidates` list file: ~600,000 paths of ~100 bytes
+
+
 def candidate_paths(singles: Sequence[Path], sources: Sequence[Path]) -> list[Path]:
     """`--candidate` paths, then each `--candidates` directory (sorted) or list file, in order."""
     out = list(singles)
@@ -101,11 +104,18 @@ def _from_directory(folder: Path) -> list[Path]:
 
 
 def _from_list_file(path: Path) -> list[Path]:
-    """One path per line (relative ones to the list file's folder); blank lines and `#` comments skipped."""
+    """One path per line (relative ones to the list file's folder); blank lines and `#` comments skipped.
+    At most MAX_LIST_BYTES (~600,000 paths); a snapshot given here by mistake is named as one."""
+    from upgrade_gate.docio import read_bytes
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bytes(path, limit=MAX_LIST_BYTES).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(f"--candidates {path}: unreadable list file: {exc}") from exc
+    except InputError as exc:
+        raise InputError(f"--candidates {exc}") from None
+    if text.lstrip().startswith("{"):
+        raise InputError(f"--candidates {path}: a JSON document, not a list file; give a snapshot with --candidate")
     out = []
     for line in text.splitlines():
         entry = line.strip()
