@@ -18,6 +18,8 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.plan import ChangePlan, plan_from_dict
 from upgrade_gate.model import (
@@ -40,6 +42,9 @@ from upgrade_gate.model import (
     SriovFunction,
     replace,
 )
+
+if TYPE_CHECKING:
+    from upgrade_gate.store.gitstore import BaselineStore
 
 NODE = NodeName("mi300x-node-01")
 NODE_CLASS = "mi300x-8gpu"
@@ -320,3 +325,18 @@ def scale_metrics(snap: Snapshot, factor: float, match: Callable[[str], bool]) -
 def with_software(snap: Snapshot, **fields: str) -> Snapshot:
     """The snapshot with some software fields replaced."""
     return replace(snap, software=replace(snap.software, **fields))  # type: ignore[arg-type]
+
+
+def named_snapshot(name: str, seed: int = 1) -> Snapshot:
+    """`mi300x_snapshot(seed)` as node `name`."""
+    base = mi300x_snapshot(seed=seed)
+    return replace(base, node=replace(base.node, name=name))
+
+
+def three_node_store(path: Path) -> BaselineStore:
+    """A baseline store at `path` holding node-0..node-2 (seeds 1..3), saved in one commit."""
+    from upgrade_gate.store.gitstore import BaselineStore
+
+    st = BaselineStore(path)
+    st.save([named_snapshot(f"node-{i}", seed=i + 1) for i in range(3)], message="three")
+    return st

@@ -11,23 +11,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.judge_scenarios import mi300x_snapshot
+from tests.judge_scenarios import named_snapshot, three_node_store
 from upgrade_gate.model import ClassReference, Snapshot, replace
 from upgrade_gate.store import decoded
 from upgrade_gate.store.decoded import DecodedCache
 from upgrade_gate.store.gitstore import BaselineStore
 
 
-def _snap(name: str, seed: int = 1) -> Snapshot:
-    base = mi300x_snapshot(seed=seed)
-    return replace(base, node=replace(base.node, name=name))
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> BaselineStore:
-    st = BaselineStore(tmp_path / "store")
-    st.save([_snap(f"node-{i}", seed=i + 1) for i in range(3)], message="three")
-    return st
+    return three_node_store(tmp_path / "store")
 
 
 def _blob(store: BaselineStore, node: str, pin: str) -> bytes:
@@ -136,7 +129,7 @@ def test_an_entry_holds_its_blob_id_and_a_digest_and_is_read_only(store: Baselin
 
 def test_a_baseline_msgpack_cannot_hold_is_not_cached_and_still_saved_and_read(tmp_path: Path) -> None:
     """An integer beyond 64 bits is valid JSON and valid for the schema; msgpack cannot encode it."""
-    snap = _snap("node-big")
+    snap = named_snapshot("node-big")
     snap = replace(snap, gpus=(replace(snap.gpus[0], vram_total_mib=2**70), *snap.gpus[1:]))
     store = BaselineStore(tmp_path / "store")
     sha = store.save([snap], message="big")
@@ -153,7 +146,7 @@ def test_a_save_drops_another_releases_entries(store: BaselineStore) -> None:
     other.mkdir(parents=True)
     (other / "cd").write_bytes(b"an old release's entry")
     mine = sorted(p.name for p in root.iterdir() if p.name != "snapshot-0123456789abcdef")
-    store.save([_snap("node-8", seed=8)], message="one more")
+    store.save([named_snapshot("node-8", seed=8)], message="one more")
     assert sorted(p.name for p in root.iterdir()) == mine
 
 
@@ -190,7 +183,7 @@ def test_a_cache_that_cannot_be_written_only_makes_misses(store: BaselineStore) 
     root = _cache(store).root
     shutil.rmtree(root.parent)
     root.parent.write_text("in the way\n", encoding="utf-8")  # no folder can be made under it
-    sha = store.save([_snap("node-7", seed=7)], message="one more")
+    sha = store.save([named_snapshot("node-7", seed=7)], message="one more")
     assert not store.warnings  # the save landed; a cache miss later loses nothing
     again = BaselineStore(store.path)
     assert again.load_trusted("node-7", sha) == store.load("node-7", sha)

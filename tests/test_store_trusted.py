@@ -11,23 +11,15 @@ from pathlib import Path
 import pytest
 from git.objects.fun import tree_entries_from_data
 
-from tests.judge_scenarios import mi300x_snapshot
+from tests.judge_scenarios import named_snapshot, three_node_store
 from upgrade_gate.errors import InputError, StoreError
-from upgrade_gate.model import replace
 from upgrade_gate.store import gitobjects
 from upgrade_gate.store.gitstore import BaselineStore
 
 
-def _snap(name: str, seed: int = 1):  # type: ignore[no-untyped-def]
-    base = mi300x_snapshot(seed=seed)
-    return replace(base, node=replace(base.node, name=name))
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> BaselineStore:
-    st = BaselineStore(tmp_path / "store")
-    st.save([_snap(f"node-{i}", seed=i + 1) for i in range(3)], message="three")
-    return st
+    return three_node_store(tmp_path / "store")
 
 
 def _gitpython(data: bytes) -> dict[str, tuple[bytes, int]]:
@@ -187,7 +179,7 @@ def test_store_gate_starts_git_only_for_gitpythons_version_check(store: Baseline
     paths = []
     for i in range(3):
         path = tmp_path / f"node-{i}.json"
-        write_snapshot(_snap(f"node-{i}", seed=i + 1), path)
+        write_snapshot(named_snapshot(f"node-{i}", seed=i + 1), path)
         paths.append(path)
     store.close()
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
