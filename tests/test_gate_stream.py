@@ -207,3 +207,25 @@ def test_gate_spool_that_runs_out_of_disk_is_an_environment_failure_naming_the_f
     assert caught.value.exit_code is ExitCode.ENVIRONMENT
     message = str(caught.value)
     assert "No space left on device" in message and "TMPDIR" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_gate_stream_two_candidates_for_one_node_are_bad_input_naming_the_second(tmp_path: Path, workers: int) -> None:
+    """Found as the second one's result arrives, not after the whole fleet was judged."""
+    from upgrade_gate.errors import InputError
+
+    names = [f"node-{i:02d}" for i in range(5)]
+    paths = []
+    for i, name in enumerate(names):
+        path = tmp_path / f"{name}.json"
+        write_snapshot(replace(upgraded(seed=i + 1), node=replace(mi300x_snapshot().node, name=name)), path)
+        paths.append(path)
+    again = tmp_path / "copy-of-node-01.json"
+    again.write_bytes(paths[1].read_bytes())
+    with BaselineStore(tmp_path / "store") as st:
+        st.save([mi300x_snapshot()], message="a baseline")
+        with pytest.raises(InputError, match=rf"two candidate snapshots for node node-01 \(the second: {again}\)"):
+            gate_streaming(
+                st, None, [*paths[:3], again, *paths[3:]], plan=None, policy=load_policy(), now="2026-12-01T00:00:00Z",
+                workers=workers,
+            )  # fmt: skip

@@ -208,6 +208,8 @@ def read_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
             total += len(chunk)
             if total > limit:
                 raise InputError(f"{path}: over the {_size(limit)} a document may have; refused")
+        if not total and not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: nothing to read (a pipe or FIFO nobody wrote to)")
         return b"".join(chunks)
     except OSError as exc:
         raise InputError(f"{path}: unreadable: {exc}") from exc

@@ -484,7 +484,16 @@ def _judge_fleet(
 
     count = workers if workers is not None else usable_cpus()
     raw = [str(p) for p in paths]
-    judged = _run(job, raw, count, keep)
+    seen: set[str] = set()
+
+    def once(item: Any) -> Any:  # two candidates for one node: bad input as soon as the second arrives
+        node = item[0].node
+        if node in seen:
+            raise InputError(f"two candidate snapshots for node {node} (the second: {item[2]})")
+        seen.add(node)
+        return keep(item)
+
+    judged = _run(job, raw, count, once)
     unreferenced = sorted({item[3] for item in judged if not item[4] and item[3] is not None})
     if unreferenced:
         print(
