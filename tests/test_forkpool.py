@@ -79,6 +79,15 @@ def test_a_bug_in_a_worker_is_raised_in_the_parent() -> None:
         pool.map(_bug, [1, 2, 3])
 
 
+def _unsendable(x: int) -> object:
+    return (lambda: x) if x == 2 else x  # a lambda cannot be pickled
+
+
+def test_a_result_that_cannot_be_sent_is_an_internal_error_not_a_dead_worker() -> None:
+    with pytest.raises(RuntimeError, match="could not send its result"), forked_pool(2) as pool:
+        pool.map(_unsendable, [0, 1, 2, 3])
+
+
 _GROUP_SIGTERM = textwrap.dedent(
     """
     import os, signal, sys, time
@@ -139,3 +148,20 @@ def test_usable_cpus_follows_the_affinity_mask() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
     assert 1 <= usable_cpus() <= (os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cap"),
+    [("max 100000\n", None), ("50000 100000\n", 1), ("150000 100000\n", 2), ("not a quota\n", None), (None, None)],
+)
+def test_usable_cpus_is_capped_by_a_cgroup_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_max: str | None, cap: int | None
+) -> None:
+    import upgrade_gate.cpus as cpus
+
+    path = tmp_path / "cpu.max"
+    if cpu_max is not None:
+        path.write_text(cpu_max, encoding="ascii")
+    monkeypatch.setattr(cpus, "CPU_MAX", path)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert cpus.usable_cpus() == (4 if cap is None else cap)  # 1.5 CPUs of quota: two workers

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from upgrade_gate.abi.elf import ElfAbi, ElfError, Export, Import, is_elf, read_elf
+from upgrade_gate.cpus import usable_cpus
 from upgrade_gate.errors import EnvironmentFailure, InputError
 
 CACHE_FORMAT = "abi-2"
@@ -159,7 +160,7 @@ def scan(
         results = [_read_one(job) for job in jobs]
     else:
         try:
-            with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+            with ProcessPoolExecutor(max_workers=workers or usable_cpus()) as pool:
                 results = list(pool.map(_read_one, jobs, chunksize=max(1, len(jobs) // 64)))
         except BrokenProcessPool as exc:  # a reader killed (out of memory, a signal): nothing was judged
             raise EnvironmentFailure(f"ELF reader processes died: {exc}") from None

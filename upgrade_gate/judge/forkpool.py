@@ -25,15 +25,14 @@ This pool has no shared queue and no helper threads:
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import connection, get_context
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from upgrade_gate.cpus import usable_cpus as usable_cpus
 from upgrade_gate.errors import EnvironmentFailure, GateError
 
 T = TypeVar("T")
@@ -45,23 +44,6 @@ JOIN_TIMEOUT_S = 10.0  # a worker told to stop has finished its work: it leaves 
 
 class WorkerDied(EnvironmentFailure):
     """A worker process ended without answering for the item it was given."""
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on: its affinity mask, capped by a cgroup v2 CPU quota
-    (`/sys/fs/cgroup/cpu.max`) when one is set; `os.cpu_count()` counts the host's (a 2-CPU container on
-    a 128-core host would fork 128 workers)."""
-    try:
-        count = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        count = os.cpu_count() or 1
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text(encoding="ascii").split()[:2]
-        if quota != "max" and int(period) > 0:
-            count = min(count, max(1, -(-int(quota) // int(period))))
-    except (OSError, ValueError):
-        pass
-    return max(1, count)
 
 
 def worker_signals() -> None:
@@ -188,7 +170,10 @@ def _serve(conn: connection.Connection, fn: Callable[[Any], Any], items: Sequenc
             reply: tuple[int, bool, Any] = (index, True, fn(items[index]))
         except BaseException as exc:  # every error goes to the parent, which raises it
             reply = (index, False, _portable(exc))
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:  # a result that cannot travel
+            conn.send((index, False, RuntimeError(f"a judge worker could not send its result: {exc}")))
 
 
 def _portable(exc: BaseException) -> BaseException:
