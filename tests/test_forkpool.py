@@ -3,6 +3,7 @@ not survive a pickle, or SIGTERM to the whole process group ends the run with an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -139,6 +140,58 @@ def test_sigterm_to_the_process_group_with_an_idle_worker_ends_the_run(tmp_path:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True).returncode == 1  # none left
+
+
+_PARENT_KILLED = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from upgrade_gate.judge.forkpool import forked_pool
+
+    pids = Path(sys.argv[1])
+
+    def work(x):
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        time.sleep(0.5 if x else 6)  # one worker busy for a while, the others done and waiting
+        return x
+
+    with forked_pool(3) as pool:
+        list(pool.imap(work, list(range(4))))
+    """
+)
+
+
+def test_workers_leave_when_their_parent_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(_PARENT_KILLED, encoding="utf-8")
+    pids = tmp_path / "pids"
+    proc = subprocess.Popen([sys.executable, str(script), str(pids)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(set(pids.read_text().split()) if pids.exists() else ()) < 3:
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.05)
+        time.sleep(1.0)  # the quick items are done: two workers wait for a task
+        proc.kill()  # the parent only, as the OOM killer would
+        proc.wait()
+        workers = {int(p) for p in pids.read_text().split()}
+        deadline = time.monotonic() + 60  # the busy one finishes its item (6 s) and finds no parent
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [p for p in workers if _alive(p)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not left, f"workers outlived their parent: {left}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_usable_cpus_follows_the_affinity_mask() -> None:

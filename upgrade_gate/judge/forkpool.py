@@ -116,7 +116,7 @@ class ForkPool(Generic[T]):
     def _died(self, worker: _Worker, items: Sequence[T], describe: Callable[[T], str]) -> WorkerDied:
         worker.process.join(JOIN_TIMEOUT_S)
         code = worker.process.exitcode
-        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+        how = f"killed by {_signal_name(-code)}" if code is not None and code < 0 else f"exit status {code}"
         what = describe(items[worker.task]) if worker.task is not None else "nothing"
         return WorkerDied(
             f"a judge worker (pid {worker.process.pid}) died ({how}) while judging {what}; no verdict "
@@ -130,7 +130,8 @@ class ForkPool(Generic[T]):
                 stream.flush()
         for _ in range(count):
             mine, theirs = ctx.Pipe(duplex=True)
-            process = ctx.Process(target=_serve, args=(theirs, fn, items), daemon=True)
+            others = [w.conn for w in self._live] + [mine]  # the parent's ends (its own too): closed in the child
+            process = ctx.Process(target=_serve, args=(theirs, fn, items, others), daemon=True)
             process.start()
             theirs.close()
             self._live.append(_Worker(process, mine))
@@ -156,8 +157,24 @@ class ForkPool(Generic[T]):
         self._live.clear()
 
 
-def _serve(conn: connection.Connection, fn: Callable[[Any], Any], items: Sequence[Any]) -> None:
-    """A worker's loop: an index in, (index, True, result) or (index, False, error) out, until told to stop."""
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _serve(
+    conn: connection.Connection,
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    others: Sequence[connection.Connection] = (),
+) -> None:
+    """A worker's loop: an index in, (index, True, result) or (index, False, error) out, until told to stop.
+    `others` (the parent's ends of this worker's pipe and of those forked before it) are closed first, so
+    that when the parent is gone every worker reads the end of its pipe at once."""
+    for other in others:
+        other.close()
     worker_signals()
     while True:
         try:
