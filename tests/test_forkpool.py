@@ -10,10 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.test_cli_exit_codes import alive
 from upgrade_gate.errors import InputError, ParseError
 from upgrade_gate.judge.forkpool import ForkPool, WorkerDied, forked_pool, usable_cpus
 
@@ -122,16 +124,24 @@ _GROUP_SIGTERM = textwrap.dedent(
 )
 
 
-def test_sigterm_to_the_process_group_with_an_idle_worker_ends_the_run(tmp_path: Path) -> None:
+def _started(tmp_path: Path, text: str, out: Path, ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
+    """`text` run as a script in a session of its own (argument: `out`), once `ready()` says its workers run."""
     script = tmp_path / "run.py"
-    script.write_text(_GROUP_SIGTERM, encoding="utf-8")
+    script.write_text(text, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, str(script), str(out)], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not ready():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError("the workers never started")
+        time.sleep(0.05)
+    return proc
+
+
+def test_sigterm_to_the_process_group_with_an_idle_worker_ends_the_run(tmp_path: Path) -> None:
     marker = tmp_path / "started"
-    proc = subprocess.Popen([sys.executable, str(script), str(marker)], start_new_session=True)
+    proc = _started(tmp_path, _GROUP_SIGTERM, marker, marker.exists)
     try:
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert time.monotonic() < deadline, "the workers never started"
-            time.sleep(0.05)
         time.sleep(0.5)  # the fast items are done: one worker idles
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=30) == 143
@@ -163,35 +173,21 @@ _PARENT_KILLED = textwrap.dedent(
 
 
 def test_workers_leave_when_their_parent_is_killed(tmp_path: Path) -> None:
-    script = tmp_path / "run.py"
-    script.write_text(_PARENT_KILLED, encoding="utf-8")
     pids = tmp_path / "pids"
-    proc = subprocess.Popen([sys.executable, str(script), str(pids)], start_new_session=True)
+    proc = _started(tmp_path, _PARENT_KILLED, pids, lambda: pids.exists() and len(set(pids.read_text().split())) >= 3)
     try:
-        deadline = time.monotonic() + 30
-        while len(set(pids.read_text().split()) if pids.exists() else ()) < 3:
-            assert time.monotonic() < deadline, "the workers never started"
-            time.sleep(0.05)
         time.sleep(1.0)  # the quick items are done: two workers wait for a task
         proc.kill()  # the parent only, as the OOM killer would
         proc.wait()
         workers = {int(p) for p in pids.read_text().split()}
         deadline = time.monotonic() + 60  # the busy one finishes its item (6 s) and finds no parent
-        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        while any(alive(p) for p in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = [p for p in workers if _alive(p)]
+        left = [p for p in workers if alive(p)]
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"workers outlived their parent: {left}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_usable_cpus_follows_the_affinity_mask() -> None:
