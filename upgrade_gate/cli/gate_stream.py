@@ -26,11 +26,13 @@ held every snapshot at once. Here:
   the collector took ~1.4 ms of a ~7 ms node (measured with `gc.callbacks`).
 - Node reports are decoded as they arrive (`imap`, in order) while the workers judge later slices;
   a slice is at most one judge batch (`judge.BATCH`), so no core idles long at the end.
-- Ending the pool: once every result is in, the pool is closed and joined (the workers leave on its
-  sentinel); it is terminated (SIGTERM) only when the parent fails or is interrupted. Workers reset
-  SIGTERM to its default and ignore SIGINT: they inherit the CLI's Python handlers, and a worker
-  that ran one when `Pool.terminate` signalled it could stay blocked on the task queue's lock, which
-  terminate holds, so `gate` hung after its last node (seen once in ~10 runs of 1,024 nodes).
+- The workers are `judge.forkpool`'s (a pipe per worker, no shared queue): once every result is in
+  they are told to stop and joined; when the parent fails or is interrupted they are SIGKILLed and
+  reaped. A worker that dies (the OOM killer) is exit 4 naming the candidates it was judging. Workers
+  reset SIGTERM to its default and ignore SIGINT (the parent handles it). `multiprocessing.Pool` hung
+  `gate` when a worker died, when SIGTERM reached an idle worker holding its task queue's lock, and
+  on an error that could not be unpickled (session 6's review).
+- Two candidates for one node are bad input as soon as the second one's result arrives.
 - Spooled (`gate_spooled`; the CLI's path for more than `SUMMARY_FROM_NODES` candidates whose only
   outputs are the console summary and JSON reports): a worker also turns each node report into its
   text in the JSON report (encoded, checked, indented: `report.json_report.node_body`) and sends that

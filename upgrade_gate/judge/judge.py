@@ -20,8 +20,8 @@ Design decisions:
   `field.unplanned` (`rules.fields`) blocks on each unexpected change at a field the coverage table
   (`judge.coverage`) marks compared that no finding speaks for: the same table and the same diff
   `upgrade-gate diff` counts, so `diff` calling a change UNEXPECTED means `gate` blocks on it.
-- Nodes are independent, so a large fleet is judged by `workers` forked processes (default: one per
-  core, from `PARALLEL_MIN_NODES` candidates on). Each child inherits the inputs through fork (nothing
+- Nodes are independent, so a large fleet is judged by `workers` forked processes (`judge.forkpool`;
+  default: one per usable CPU, `upgrade_gate.cpus`, from `PARALLEL_MIN_NODES` candidates on). Each child inherits the inputs through fork (nothing
   is pickled on the way in) and returns its node reports; the result is identical to a serial run.
   Where fork is unavailable the judge runs serially.
 """
