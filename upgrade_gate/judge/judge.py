@@ -21,9 +21,9 @@ Design decisions:
   (`judge.coverage`) marks compared that no finding speaks for: the same table and the same diff
   `upgrade-gate diff` counts, so `diff` calling a change UNEXPECTED means `gate` blocks on it.
 - Nodes are independent, so a large fleet is judged by `workers` forked processes (`judge.forkpool`;
-  default: one per usable CPU, `upgrade_gate.cpus`, from `PARALLEL_MIN_NODES` candidates on). Each child inherits the inputs through fork (nothing
-  is pickled on the way in) and returns its node reports; the result is identical to a serial run.
-  Where fork is unavailable the judge runs serially.
+  default: one per usable CPU, `upgrade_gate.cpus`, from `PARALLEL_MIN_NODES` candidates on). Each
+  child inherits the inputs through fork (nothing is pickled on the way in) and returns its node
+  reports; the result is identical to a serial run. Where fork is unavailable the judge runs serially.
 """
 
 from __future__ import annotations
