@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli_exit_codes import alive
+from upgrade_gate.cpus import usable_cpus
 from upgrade_gate.errors import InputError, ParseError
-from upgrade_gate.judge.forkpool import ForkPool, WorkerDied, forked_pool, usable_cpus
+from upgrade_gate.judge.forkpool import ForkPool, WorkerDied, forked_pool
 
 
 def _square(x: int) -> int:
@@ -191,9 +192,7 @@ def test_workers_leave_when_their_parent_is_killed(tmp_path: Path) -> None:
 
 
 def test_usable_cpus_follows_the_affinity_mask() -> None:
-    code = (
-        "import os; os.sched_setaffinity(0, {0}); from upgrade_gate.judge.forkpool import usable_cpus as u; print(u())"
-    )
+    code = "import os; os.sched_setaffinity(0, {0}); from upgrade_gate.cpus import usable_cpus as u; print(u())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
     assert 1 <= usable_cpus() <= (os.cpu_count() or 1)

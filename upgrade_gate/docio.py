@@ -62,8 +62,9 @@ from yaml.nodes import Node
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError
 
 MAX_YAML_BYTES = 1024 * 1024
-MAX_DOCUMENT_BYTES = 512 * 1024 * 1024  # any document read from a file (a gate report of 8,192 nodes is ~100 MB)
 """Largest YAML document read (plans, policies and ConfigMaps are a few KiB)."""
+MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+"""Largest document read from a file by default (a gate report of 8,192 nodes is ~100 MB)."""
 FAST_YAML_DEPTH = 64
 """Deepest nesting libyaml loads (ours are under 10); deeper documents take the pure-Python path."""
 _CSafeLoader: type[Any] | None = getattr(yaml, "CSafeLoader", None) if yaml.__with_libyaml__ else None
@@ -182,14 +183,16 @@ def check_finite(data: Any, *, source: str) -> None:
 # --------------------------------------------------------------------------- files
 
 
-def read_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+def read_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, follow: bool = True) -> bytes:
     """The bytes of `path`, at most `limit` of them; NotFoundError or InputError naming it.
 
     Opened without waiting (a FIFO nobody writes to reads as empty instead of blocking `open` forever),
     then read to its end; a pipe (`<(...)`, /dev/stdin) still works. A folder, or anything longer than
-    `limit` (a huge file, /dev/zero), is refused before or while it is read, never read whole."""
+    `limit` (a huge file, /dev/zero), is refused before or while it is read, never read whole. With
+    `follow=False` a symbolic link at `path` is refused too (files only the tool writes)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except FileNotFoundError as exc:
         raise NotFoundError(f"{path}: no such file") from exc
     except OSError as exc:

@@ -405,14 +405,8 @@ def gate_streaming(
 
 
 def _by_node(judged: Sequence[Any]) -> dict[str, Any]:
-    """Judged (or spooled) items by node name; a node judged twice is bad input naming the second path."""
-    out: dict[str, Any] = {}
-    for item in judged:
-        node = item[0].node
-        if node in out:
-            raise InputError(f"two candidate snapshots for node {node} (the second: {item[2]})")
-        out[node] = item
-    return out
+    """Judged (or spooled) items by node name (`_judge_fleet` refused a node judged twice)."""
+    return {item[0].node: item for item in judged}
 
 
 def gate_spooled(
@@ -482,7 +476,7 @@ def _judge_fleet(
         spooled=spool is not None,
     )
     keep: Callable[[Any], Any] = _same if spool is None else (lambda item: (*item[:5], spool.put(item[5])))
-    from upgrade_gate.judge.forkpool import usable_cpus
+    from upgrade_gate.cpus import usable_cpus
 
     count = workers if workers is not None else usable_cpus()
     raw = [str(p) for p in paths]

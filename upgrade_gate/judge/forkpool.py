@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import connection, get_context
 from typing import Any, Generic, TypeVar
 
-from upgrade_gate.cpus import usable_cpus as usable_cpus
 from upgrade_gate.errors import EnvironmentFailure, GateError
 
 T = TypeVar("T")

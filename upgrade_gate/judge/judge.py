@@ -35,10 +35,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from upgrade_gate import __version__
+from upgrade_gate.cpus import usable_cpus
 from upgrade_gate.errors import InputError
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.checklist import FLEET, Checklist, ChecklistInputs, evaluate_checklists
-from upgrade_gate.judge.forkpool import forked_pool, usable_cpus
+from upgrade_gate.judge.forkpool import forked_pool
 from upgrade_gate.judge.identity import forget as forget_identities
 from upgrade_gate.judge.identity import match_gpus
 from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected

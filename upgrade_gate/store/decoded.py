@@ -18,11 +18,12 @@ Design decisions:
   the git folder can forge an entry, as they can forge a commit and move the branch: the cache adds no
   way in. A hit does not read the git object again, so a store whose object was damaged or lost after the
   entry was written still reads the baseline saved under that id; `git fsck` is what finds the damage.
-- Anything wrong with an entry (absent, unreadable, not a regular file, oversized, truncated, a digest
+- Anything wrong with an entry (absent, unreadable, a link, a folder, oversized, truncated, a digest
   or id that does not match, another model, an encode that fails) is a miss: the baseline is read from
   git and checked against its object id, as without a cache, and the entry is written again. A gate
   never fails because of the cache.
-- Bounded: an entry over 16 MiB is not read, and one that inflates beyond 16 MiB is not decoded (a
+- Bounded: an entry is read by `docio.read_bytes` (no link followed, no FIFO waited on, nothing read
+  past 16 MiB), and one that inflates beyond 16 MiB is not decoded (a
   bench-fleet node is 62 KB of msgpack; msgpack can still grow ~40x into Python objects, so a forged
   entry costs at most ~0.6 GiB, and the JSON read from git has no tighter bound).
 - Writes are atomic (a temporary file in the entry's folder, renamed over the name), so concurrent
@@ -41,7 +42,6 @@ import functools
 import hashlib
 import os
 import shutil
-import stat
 import tempfile
 import zlib
 from collections.abc import Collection
@@ -49,6 +49,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+
+from upgrade_gate.docio import read_bytes
+from upgrade_gate.errors import GateError
 
 T = TypeVar("T")
 
@@ -107,8 +110,8 @@ class DecodedCache:
     def get(self, cls: type[T], blob: bytes) -> T | None:
         """The decoded record of `blob`, or None on any miss (module docstring)."""
         try:
-            packed = _read_entry(self.entry(cls, blob))
-            if packed is None or len(packed) < _HEADER or packed[: len(MAGIC)] != MAGIC:
+            packed = read_bytes(self.entry(cls, blob), limit=MAX_ENTRY_BYTES, follow=False)
+            if len(packed) < _HEADER or packed[: len(MAGIC)] != MAGIC:
                 return None
             body = memoryview(packed)[_HEADER:]
             if packed[len(MAGIC) : len(MAGIC) + _ID] != blob or _digest(body) != packed[len(MAGIC) + _ID : _HEADER]:
@@ -119,7 +122,11 @@ class DecodedCache:
                 return None  # truncated, inflating beyond the bound, or followed by something else
             kind: Any = cls
             decoded: T = _decoder(kind).decode(raw)
-        except (OSError, zlib.error, msgspec.DecodeError):  # ValidationError is a DecodeError
+        except (
+            GateError,
+            zlib.error,
+            msgspec.DecodeError,
+        ):  # absent, not a file, oversized; ValidationError is a DecodeError
             return None
         return decoded
 
@@ -160,28 +167,6 @@ class DecodedCache:
 
 def _digest(data: bytes | memoryview) -> bytes:
     return hashlib.blake2b(data, digest_size=_DIGEST).digest()
-
-
-def _read_entry(path: Path) -> bytes | None:
-    """An entry's bytes: a regular file (not followed through a link, never waited on like a FIFO) of at
-    most MAX_ENTRY_BYTES; None otherwise. OSError when it cannot be opened (absent)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
-            return None
-        parts = []
-        left = info.st_size + 1  # one more: a file that grew since fstat shows as too long
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            parts.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    data = b"".join(parts)
-    return data if len(data) <= info.st_size else None
 
 
 def blob_id(data: bytes) -> bytes:
