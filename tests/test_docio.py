@@ -147,3 +147,53 @@ def test_docio_yaml_through_libyaml_reads_the_shipped_documents_identically() ->
         assert docio._load_yaml(text, source=str(path), fast=True) == docio._load_yaml(
             text, source=str(path), fast=False
         )
+
+
+def test_docio_read_bytes_reads_files_whose_size_is_not_their_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regular file is read in one call sized by fstat; one that says 0 bytes (/proc, sysfs) or grew
+    since is still read to its end, and the bound holds past the stated size."""
+    import os
+
+    status = Path("/proc/self/status")
+    assert status.stat().st_size == 0
+    assert b"Name:" in docio.read_bytes(status)
+    grown = tmp_path / "grown.json"
+    grown.write_bytes(b"x" * 200_000)
+    real_fstat = os.fstat
+    with grown.open("ab") as fh:
+
+        def stale(fd: int) -> os.stat_result:  # the file grows after its size is read
+            info = real_fstat(fd)
+            fh.write(b"y" * 100_000)
+            fh.flush()
+            return info
+
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "fstat", stale)
+            data = docio.read_bytes(grown)
+            assert len(data) == 300_000 and data.endswith(b"y")
+            with pytest.raises(InputError, match="over the 350000 bytes a document may have"):
+                docio.read_bytes(grown, limit=350_000)  # says 300,000, holds 400,000
+
+
+def test_docio_read_bytes_reads_a_pipe_longer_than_its_buffer() -> None:
+    """A pipe (`--plan <(...)`, /dev/fd/N) is read by 64 KiB to its end: 1 MiB from a writer thread."""
+    import os
+    import threading
+
+    payload = bytes(range(256)) * 4096
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(write_end, "wb") as fh:
+            fh.write(payload)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert docio.read_bytes(Path(f"/proc/self/fd/{read_end}")) == payload
+    finally:
+        writer.join(timeout=10)
+        os.close(read_end)
