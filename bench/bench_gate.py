@@ -126,18 +126,20 @@ def compile_package() -> None:
     compileall.compile_dir(REPO / "upgrade_gate", quiet=1)
 
 
-def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, object]:
-    """One end-to-end `gate` over the first n candidates; wall, CPU, peak tree RSS, verdict counts."""
+def run_gate(root: Path, n: int, *, profile: Path | None = None, floor: bool = False) -> dict[str, object]:
+    """One end-to-end `gate` over the first n candidates; wall, CPU, peak tree RSS, verdict counts. With
+    `floor`, the same command with every rule removed (`bench._gate_floor`): what loading, decoding and
+    reporting the documents cost before any rule runs."""
     compile_package()
     names = sorted(os.listdir(root / "candidates"))[:n]
     listing = root / f"candidates-{n}.txt"
     listing.write_text("".join(f"candidates/{x}\n" for x in names), encoding="utf-8")
-    out = root / f"report-{n}.json"
+    out = root / f"report-{n}{'-floor' if floor else ''}.json"
     argv = [PYTHON]
     if profile is not None:
         argv += ["-m", "cProfile", "-o", str(profile)]
-    argv += ["-m", "upgrade_gate", "gate", "--store", str(root / "store"), "--candidates", str(listing)]
-    argv += ["--plan", str(root / "plan.json"), "--report", f"json:{out}", "--now", NOW]
+    argv += ["-m", "bench._gate_floor" if floor else "upgrade_gate", "gate", "--store", str(root / "store")]
+    argv += ["--candidates", str(listing), "--plan", str(root / "plan.json"), "--report", f"json:{out}", "--now", NOW]
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     machine_before = _machine_ticks()
@@ -182,6 +184,7 @@ def run_gate(root: Path, n: int, *, profile: Path | None = None) -> dict[str, ob
         "peak_rss_sum_mib": peak[1] / 1024,  # summed RSS (shared pages counted per process)
         "peak_rss_largest_mib": peak[2] / 1024,
         "exit": proc.returncode,
+        "floor": floor,
         "total": dict(total),
         "blocked": dict(blocked),
         "console_bytes": len(stdout),
@@ -252,10 +255,15 @@ def run(*, quick: bool = False, workdir: Path, sizes: tuple[int, ...] = SIZES, r
     load = os.getloadavg()
     count = repeats if repeats is not None else 3  # `quick` shortens the profile, not this: one run is noise
     runs: dict[int, list[dict[str, object]]] = {n: [] for n in sizes}
+    floors: dict[int, list[dict[str, object]]] = {n: [] for n in sizes if n in TARGET_S}
     for _ in range(count):
         for n in sizes:
             runs[n].append(run_gate(root, n))
-    return section([combined(runs[n]) for n in sizes], load, root, quick=quick)
+            if n in floors:
+                floors[n].append(run_gate(root, n, floor=True))
+    return section(
+        [combined(runs[n]) for n in sizes], load, root, quick=quick, floors=[combined(f) for f in floors.values()]
+    )
 
 
 def combined(runs: list[dict[str, object]]) -> dict[str, object]:
@@ -278,8 +286,15 @@ def _spread(r: dict[str, object]) -> str:
     return f" (median of {len(walls)}: {walls[0]:.2f}-{walls[-1]:.2f}{stolen})" if len(walls) > 1 else ""
 
 
-def section(results: list[dict[str, object]], load: tuple[float, ...], root: Path, *, quick: bool) -> Section:
-    """The RESULTS.md section for measured `run_gate` results."""
+def section(
+    results: list[dict[str, object]],
+    load: tuple[float, ...],
+    root: Path,
+    *,
+    quick: bool,
+    floors: list[dict[str, object]] | None = None,
+) -> Section:
+    """The RESULTS.md section for measured `run_gate` results (and the rule-less `floors`, if run)."""
     rows = []
     targets = []
     for r in results:
@@ -348,10 +363,42 @@ def section(results: list[dict[str, object]], load: tuple[float, ...], root: Pat
             "The SuperBench column is issue 14's measurement of SuperBench 0.12.0 `sb result diagnosis` on the same "
             "fleet, taken outside this repository; this bench does not run SuperBench.",
             "",
+            *floor_text(results, floors or []),
             worker_profile(root, count=100 if quick else 300),
         ]
     )
-    return Section(title="gate end to end (issue 14)", body=body, targets=tuple(targets), numbers={"runs": results})
+    numbers = {"runs": results, "floors": floors or []}
+    return Section(title="gate end to end (issue 14)", body=body, targets=tuple(targets), numbers=numbers)
+
+
+def floor_text(results: list[dict[str, object]], floors: list[dict[str, object]]) -> list[str]:
+    """The rule-less runs beside the full ones: how much of each target the documents alone take."""
+    if not floors:
+        return []
+    full = {int(str(r["n"])): r for r in results}
+    rows = []
+    for f in floors:
+        n = int(str(f["n"]))
+        wall, cpu = float(str(f["wall_s"])), float(str(f["cpu_s"]))
+        whole = full.get(n)
+        rows.append(
+            (
+                f"{n:,}",
+                f"{TARGET_S[n]:g} s",
+                f"{wall:.2f} s{_spread(f)}",
+                f"{cpu:.1f} s ({cpu / n * 1e3:.2f} ms a node)",
+                f"{wall / TARGET_S[n]:.0%}",
+                f"{float(str(whole['wall_s'])):.2f} s" if whole else "",
+            )
+        )
+    return [
+        "The same `gate` with every rule removed (`bench._gate_floor`: each pair gets an empty PASS report), "
+        "run interleaved with the runs above: the cost of reading, decoding, releasing and reporting the two "
+        "documents of each node, before any rule runs.",
+        "",
+        table(("nodes", "target", "no rules: wall", "no rules: CPU (tree)", "of the target", "with the rules"), rows),
+        "",
+    ]
 
 
 def main() -> None:

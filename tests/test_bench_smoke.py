@@ -76,3 +76,34 @@ def test_bench_detect_judge_default_rule_blocks_a_large_drop() -> None:
     method = detect_judge.method_for(params)
     blocked = method.decide(np.array([base]), np.array([[x * 0.7 for x in base]]))
     assert blocked.tolist() == [True]
+
+
+def test_bench_gate_floor_runs_the_real_gate_with_no_rule(tmp_path: Path) -> None:
+    """`bench._gate_floor` (the rule-less gate of bench_gate's floor rows) reads and reports every node,
+    and judges nothing: a candidate that lost a GPU still passes there, and blocks in `gate`."""
+    import json
+
+    from bench import _gate_floor
+    from tests.judge_scenarios import named_snapshot, three_node_store
+    from upgrade_gate.cli.main import run
+    from upgrade_gate.model import replace
+    from upgrade_gate.snapshot.io import write_snapshot
+
+    store = three_node_store(tmp_path / "store")
+    store.close()
+    folder = tmp_path / "candidates"
+    folder.mkdir()
+    for i in range(3):
+        snap = named_snapshot(f"node-{i}", seed=i + 1)
+        if i == 1:
+            snap = replace(snap, gpus=snap.gpus[:-1])
+        write_snapshot(snap, folder / f"node-{i}.json")
+    args = ["gate", "--store", str(tmp_path / "store"), "--candidates", str(folder), "--now", "2025-06-08T12:00:00Z"]
+    assert _gate_floor.main([*args, "--report", f"json:{tmp_path / 'floor.json'}"]) == 0
+    floor = json.loads((tmp_path / "floor.json").read_text())
+    assert [(n["node"], n["verdict"], n["findings"]) for n in floor["nodes"]] == [
+        (f"node-{i}", "PASS", []) for i in range(3)
+    ]
+    assert run([*args, "--report", f"json:{tmp_path / 'gate.json'}"]) == 1  # the driver put the judge back
+    gate = json.loads((tmp_path / "gate.json").read_text())
+    assert [n["verdict"] for n in gate["nodes"]] == ["PASS", "BLOCK", "PASS"]
