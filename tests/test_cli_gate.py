@@ -125,6 +125,38 @@ def test_cli_gate_bad_candidate_exits_3(store: Path, tmp_path: Path, capsys: pyt
     assert run(_gate(store, "--candidate", str(tmp_path / "nope.tar.gz"))) == ExitCode.BAD_INPUT
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("severity", "FATAL", "Invalid enum value 'FATAL' - at `$.events[0].severity`"),
+        ("schema_version", "2", "Invalid enum value '2' - at `$.schema_version`"),
+        ("taken_at", "yesterday", "Expected an RFC 3339 date-time (2025-06-08T10:00:00Z) - at `$.taken_at`"),
+    ],
+)
+def test_cli_gate_candidate_outside_the_schema_exits_3_not_pass(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: str, says: str
+) -> None:
+    """What the schema alone constrains (a `str` enum, a const, a date-time) is refused in a candidate too:
+    a fatal kernel event spelled "FATAL" was read as no fatal event, and the node passed."""
+    from upgrade_gate import codec
+
+    data = codec.to_jsonable(upgraded())
+    data["events"] = [{"kind": "amdgpu.gpu_reset", "severity": "fatal", "bdf": None, "line_no": 1, "text": "reset"}]
+    folder = tmp_path / "candidates"
+    folder.mkdir()
+    (folder / "fine.json").write_text(json.dumps(data), encoding="utf-8")
+    assert run(_gate(store, "--candidates", str(folder), "--plan", str(PLAN))) == ExitCode.BLOCK  # dmesg.fatal
+    capsys.readouterr()
+    if field == "severity":
+        data["events"][0]["severity"] = value
+    else:
+        data[field] = value
+    (folder / "fine.json").write_text(json.dumps(data), encoding="utf-8")
+    assert run(_gate(store, "--candidates", str(folder), "--plan", str(PLAN))) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.strip() == f"upgrade-gate: error: {folder / 'fine.json'}: {says}"
+
+
 def test_cli_gate_store_problems_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cand = _write(tmp_path, "cand.json", upgraded())
     assert run(_gate(tmp_path / "no-store", "--candidate", str(cand))) == ExitCode.ENVIRONMENT

@@ -4,7 +4,9 @@ CVF config entry points (`validate --config`, `gate --cvf-config`) unwrap a Conf
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,3 +199,86 @@ def test_docio_read_bytes_reads_a_pipe_longer_than_its_buffer() -> None:
     finally:
         writer.join(timeout=10)
         os.close(read_end)
+
+
+def _leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """Every leaf of a JSON document, the first two items of each array only."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from _leaves(sub, (*path, key))
+    elif isinstance(value, list):
+        for i, sub in enumerate(value[:2]):
+            yield from _leaves(sub, (*path, i))
+    else:
+        yield path, value
+
+
+def _edits(value: Any) -> list[Any]:
+    if isinstance(value, bool):
+        return [None, "true", 1]
+    if isinstance(value, str):
+        return [value.upper() + "X", "", None, 7, "x" * 5000, "2025-06-08 10:00:00"]
+    if isinstance(value, int):
+        return [-1, 2**40, None, "1", 1.5]
+    if isinstance(value, float):
+        return [-1.0, None, "1.0"]
+    return ["x", 1]
+
+
+def test_docio_fast_snapshot_reader_refuses_every_one_field_edit_the_schema_refuses() -> None:
+    """`gate` reads candidates with `load_snapshot_fast` (strict typed decode, no schema walk). One edit at
+    a time to every field of a snapshot with a kernel event, a library and an evidence issue: whatever the
+    schema path refuses (schema, then the model's constraints), the fast reader refuses too, and what both
+    accept decodes the same. It once accepted a kernel event of severity "FATAL" (not an enum value: the
+    judge saw no fatal event and passed the node), schema_version "2" and taken_at "not a time"."""
+    import copy
+
+    from upgrade_gate import codec, schemas
+    from upgrade_gate.errors import GateError
+    from upgrade_gate.model import EvidenceIssue, IssueKind, KernelEvent, RocmLibrary, Snapshot, replace
+
+    snap = replace(
+        mi300x_snapshot(),
+        events=(KernelEvent(kind="amdgpu.gpu_reset", severity="fatal", bdf=None, line_no=3, text="GPU reset begin!"),),
+        libraries=(
+            RocmLibrary(
+                soname="libamdhip64.so.6",
+                path="/opt/rocm/lib/libamdhip64.so.6.2.60200",
+                symbols_sha256="a" * 64,
+                symbol_count=10,
+                file_sha256="b" * 64,
+            ),
+        ),
+        evidence_issues=(EvidenceIssue(kind=IssueKind.CONFLICT, subject="software.driver_version", message="m"),),
+    )
+    document = codec.to_jsonable(snap)
+    validate = schemas._fast_validator("snapshot")  # the schema path's verdict, without its slower message
+
+    def schema_path(data: Any) -> Snapshot | None:
+        try:
+            validate(data)
+            return codec.from_jsonable(Snapshot, data)
+        except Exception:
+            return None
+
+    def fast(raw: bytes) -> Snapshot | None:
+        try:
+            return codec.decode_json(Snapshot, raw, source="candidate.json")
+        except GateError:
+            return None
+
+    differ = []
+    cases = 0
+    for path, value in _leaves(document):
+        for edit in _edits(value):
+            data = copy.deepcopy(document)
+            place: Any = data
+            for step in path[:-1]:
+                place = place[step]
+            place[path[-1]] = edit
+            raw = json.dumps(data).encode()
+            cases += 1
+            if schema_path(json.loads(raw)) != fast(raw):
+                differ.append(f"{'.'.join(map(str, path))} = {str(edit)[:24]!r}")
+    assert cases > 1000
+    assert not differ, f"the readers disagree on {len(differ)} edit(s): {differ[:12]}"

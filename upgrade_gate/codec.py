@@ -16,8 +16,10 @@ same annotations, so they too need no change when the model grows:
   here too, as in the generated schema); the mirror is then converted to
   the model's records (C as well), which checks the value constraints the model's annotations
   carry (BDF and node-name patterns, lengths, minimums and maxima: the same `msgspec.Meta` the schemas
-  are generated from). Not checked here: `date-time` formats and enums on fields typed `str` (a
-  kernel event's severity, a checklist row's status); `load_snapshot` still does the full check.
+  are generated from). What only the schema says of a `str` field is checked in the mirror as well
+  (`_schema_only`): an enum (`one_of`: a kernel event's severity) and a `const` (`schema_version`) as a
+  Literal, `format: date-time` by the schema validator's own regex. `uniqueItems` is the one keyword left
+  to the callers (`report.json_report.check_node`); a new schema-only keyword fails the mirror's build.
 
 A class's `RETIRED_FIELDS` (a field removed from the model) are accepted as null in documents written
 before the removal and dropped; the generated schemas accept them the same way.
@@ -30,7 +32,7 @@ import enum
 import functools
 import types
 import typing
-from typing import Any, NamedTuple, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar, Union, get_args, get_origin
 
 import msgspec
 
@@ -80,7 +82,7 @@ def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, sourc
         converted: T = msgspec.convert(mirrored, cls, from_attributes=True)
         return converted
     except msgspec.ValidationError as exc:
-        raise SchemaError(f"{source}: {exc}") from None
+        raise SchemaError(f"{source}: {_friendly(str(exc))}") from None
     except msgspec.DecodeError as exc:
         raise InputError(f"{source}: not JSON: {exc}") from None
 
@@ -116,7 +118,7 @@ def _mirror(tp: Any) -> Any:
         required: list[Any] = []
         optional: list[Any] = [(name, None, None) for name in _retired(tp)]
         for f in _fields(tp):
-            kind = _mirror(hints[f.name])
+            kind = _schema_only(_mirror(hints[f.name]), marked[f.name])
             if always(marked[f.name]):  # documents must carry it, as the generated schema says
                 required.append((f.name, kind))
             elif f.default is not _MISSING:
@@ -130,6 +132,49 @@ def _mirror(tp: Any) -> Any:
         fields = [*required, *optional]
         return msgspec.defstruct(tp.__name__, fields, forbid_unknown_fields=True, kw_only=True, gc=False)
     return tp
+
+
+DATE_TIME_PATTERN = (
+    r"^(?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8]))"
+    r"|(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)(t|T)(?:[01]\d|2[0-3]):[0-5]\d:"
+    r"(?:[0-5]\d|60)(?:\.\d+)?(?:[+-](?:[01]\d|2[0-3]):[0-5]\d|[+-](?:[01]\d|2[0-3])[0-5]\d|z|Z)\Z"
+)
+"""RFC 3339 date-time as the schema validator (fastjsonschema) checks `format: date-time`: the same regex."""
+
+
+def _schema_only(kind: Any, annotation: Any) -> Any:
+    """`kind` with the constraints `annotation` gives only the JSON Schema made checks of the mirror:
+    `one_of` and `const` (a `str` in the model) as a Literal, `format: date-time` as a pattern. Without
+    them a candidate's kernel event of severity "FATAL" was decoded, and judged as no event at all."""
+    for meta in getattr(annotation, "__metadata__", ()):
+        extra = meta.extra_json_schema if isinstance(meta, msgspec.Meta) else None
+        if not extra:
+            continue
+        if "enum" in extra:
+            return _narrowed(kind, Literal[tuple(extra["enum"])])
+        if "const" in extra:
+            return _narrowed(kind, Literal[extra["const"]])
+        if extra.get("format") == "date-time":
+            return _narrowed(kind, Annotated[str, msgspec.Meta(pattern=DATE_TIME_PATTERN)])
+        if set(extra) - {"uniqueItems"}:  # uniqueItems: checked where a document has it (json_report)
+            raise TypeError(f"codec: no strict check for the schema keywords {sorted(extra)}")
+    return kind
+
+
+def _narrowed(kind: Any, strict: Any) -> Any:
+    if kind is str:
+        return strict
+    if get_origin(kind) in (Union, types.UnionType) and str in get_args(kind):
+        return Union[tuple(strict if a is str else a for a in get_args(kind))]  # noqa: UP007 - runtime tuple
+    raise TypeError(f"codec: a schema-only constraint on {kind!r}, not on a str")
+
+
+def _friendly(message: str) -> str:
+    """msgspec's message for a date-time that does not match, without the 300-character regex."""
+    return message.replace(f"`str` matching regex {DATE_TIME_PATTERN!r}", _DATE_TIME_WORDS)
+
+
+_DATE_TIME_WORDS = "an RFC 3339 date-time (2025-06-08T10:00:00Z)"
 
 
 @functools.cache

@@ -82,7 +82,8 @@ Reasons = Annotated[dict[str, Text], Meta(max_length=1024, description="field na
 
 
 def one_of(*values: str) -> Any:
-    """A JSON Schema enum on a `str` field whose type stays `str` in code (decoding does not check it)."""
+    """A JSON Schema enum on a `str` field whose type stays `str` in code (the strict decode of untrusted
+    documents checks it too: `codec._schema_only`)."""
     return Meta(extra_json_schema={"enum": list(values)})
 
 

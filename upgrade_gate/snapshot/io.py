@@ -59,7 +59,8 @@ def load_snapshot(path: Path) -> Snapshot:
 def load_snapshot_fast(path: Path) -> Snapshot:
     """A snapshot file by strict typed decode (msgspec, C) instead of a JSON Schema walk: `gate`'s
     candidates at fleet scale. Unknown keys, wrong types and the model's value constraints are
-    refused (`codec.decode_json`); date-time formats and `str` enums are left to `load_snapshot`."""
+    refused (`codec.decode_json`), as are what only the schema says (enums, const, date-time): a one-field
+    edit that `load_snapshot` refuses is refused here too (tests/test_docio.py)."""
     return codec.decode_json(Snapshot, docio.read_bytes(path, limit=MAX_SNAPSHOT_BYTES), source=str(path))
 
 
