@@ -229,3 +229,29 @@ def test_gate_stream_two_candidates_for_one_node_are_bad_input_naming_the_second
                 st, None, [*paths[:3], again, *paths[3:]], plan=None, policy=load_policy(), now="2026-12-01T00:00:00Z",
                 workers=workers,
             )  # fmt: skip
+
+
+def test_gate_candidates_directory_refuses_what_it_cannot_read_instead_of_skipping_it(tmp_path: Path) -> None:
+    """A `--candidates` folder: `.json` in any case and bundles are read, hidden entries passed over, and
+    anything else is exit 3 naming it; it used to be skipped, so that node went unjudged with nothing said."""
+    from upgrade_gate.cli.gate_stream import candidate_paths
+    from upgrade_gate.errors import InputError
+
+    folder = tmp_path / "cands"
+    folder.mkdir()
+    write_snapshot(upgraded(), folder / "a.json")
+    write_snapshot(upgraded(), folder / "b.JSON")
+    (folder / ".seen").write_text("x", encoding="utf-8")
+    (folder / "c.tgz").write_bytes(b"")
+    bundle = folder / "d"
+    bundle.mkdir()
+    (bundle / "manifest.json").write_text("{}", encoding="utf-8")
+    assert [p.name for p in candidate_paths([], [folder])] == ["a.json", "b.JSON", "c.tgz", "d"]
+    (folder / "e.json.bak").write_text("{}", encoding="utf-8")
+    (folder / "f").mkdir()  # a bundle directory that lost its manifest
+    with pytest.raises(InputError) as err:
+        candidate_paths([], [folder])
+    assert str(err.value) == (
+        f"--candidates {folder}: 2 entries are neither a snapshot (.json) nor a capture bundle (.tar.gz, .tgz, "
+        "a directory with manifest.json): e.json.bak, f/; move them out, or list the candidates in a file"
+    )

@@ -89,17 +89,32 @@ def candidate_paths(singles: Sequence[Path], sources: Sequence[Path]) -> list[Pa
 
 
 def _from_directory(folder: Path) -> list[Path]:
-    """Snapshots (`*.json`), bundle archives and bundle directories (with a manifest.json) in one folder."""
-    found = []
+    """Snapshots (`*.json`), bundle archives and bundle directories (with a manifest.json) in one folder;
+    hidden entries (`.name`) are passed over. Anything else is refused, not skipped: a node whose
+    capture was named `node.JSON.bak`, or a bundle directory that lost its manifest, would otherwise go
+    unjudged (or unsaved, `baseline save --snapshots`) with nothing said."""
+    found: list[Path] = []
+    other: list[Path] = []
     with os.scandir(folder) as entries:
         for entry in entries:
             name = entry.name
             if name.startswith("."):
                 continue
-            if (entry.is_file() and (name.endswith(".json") or name.endswith(BUNDLE_SUFFIXES))) or (
-                entry.is_dir() and (Path(entry.path) / "manifest.json").is_file()
-            ):
+            lower = name.lower()
+            if entry.is_dir():
+                (found if (Path(entry.path) / "manifest.json").is_file() else other).append(Path(entry.path))
+            elif entry.is_file() and (lower.endswith(".json") or lower.endswith(BUNDLE_SUFFIXES)):
                 found.append(Path(entry.path))
+            else:
+                other.append(Path(entry.path))
+    if other:
+        named = ", ".join(p.name + ("/" if p.is_dir() else "") for p in sorted(other)[:5])
+        more = f" and {len(other) - 5} more" if len(other) > 5 else ""
+        raise InputError(
+            f"--candidates {folder}: {len(other)} entr{'y is' if len(other) == 1 else 'ies are'} neither a snapshot "
+            f"(.json) nor a capture bundle (.tar.gz, .tgz, a directory with manifest.json): {named}{more}; "
+            "move them out, or list the candidates in a file"
+        )
     if not found:
         raise InputError(f"--candidates {folder}: no snapshot (.json) or capture bundle in this directory")
     return sorted(found)
