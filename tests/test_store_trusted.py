@@ -106,6 +106,78 @@ def test_store_load_trusted_refuses_a_blob_whose_content_was_changed(store: Base
         BaselineStore(store.path).load_trusted("node-1", pin)
 
 
+def _commit_by_hand(path: Path) -> None:
+    subprocess.run(
+        ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "by hand"], check=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ("unknown", r"unknown field `surprise` - at `\$.gpus\[0\]`"),
+        ("missing", r"missing required field `serial` - at `\$.gpus\[1\]`"),
+        ("severity", r"Invalid enum value 'FATAL' - at `\$.events\[0\].severity`"),
+    ],
+)
+def test_store_load_trusted_checks_a_baseline_committed_by_hand_as_the_schema_path_does(
+    store: BaselineStore, edit: str, says: str
+) -> None:
+    """A commit need not come from `save` (an edit committed by hand, a pull from a shared remote): `gate`'s
+    read refuses what `baseline show` refuses. It used to decode such a blob leniently: an unknown field
+    dropped, a required one defaulted, a severity outside the enum kept (and the result cached)."""
+    import json
+
+    from upgrade_gate.errors import SchemaError
+
+    pin = store.pin()
+    assert store.load_trusted("node-1", pin) is not None  # a cached entry for the saved blob: not reused below
+    path = store.path / "nodes" / "node-1.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if edit == "unknown":
+        data["gpus"][0]["surprise"] = 1
+    elif edit == "missing":
+        del data["gpus"][1]["serial"]
+    else:
+        data["events"] = [{"kind": "amdgpu.gpu_reset", "severity": "FATAL", "bdf": None, "line_no": 1, "text": "x"}]
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    subprocess.run(
+        ["git", "-C", str(store.path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "by hand"],
+        check=True,
+    )
+    with BaselineStore(store.path) as again:
+        edited = again.pin()
+        with pytest.raises(SchemaError, match=says):
+            again.load_trusted("node-1", edited)
+        with pytest.raises(SchemaError, match=r"node-1\.json"):
+            again.load("node-1", edited)  # `baseline show`'s read, for comparison
+        assert again.load_trusted("node-1", pin) == store.load("node-1", pin)  # the saved one is still fine
+
+
+def test_store_load_trusted_reads_a_valid_baseline_committed_by_hand(store: BaselineStore) -> None:
+    """A hand edit the schema accepts reads (strictly, once) and is then cached like a saved one."""
+    import json
+
+    from upgrade_gate.store.decoded import DecodedCache
+
+    path = store.path / "nodes" / "node-2.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["gpus"][0]["vbios"] = "113-M3000100-HAND"
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    subprocess.run(
+        ["git", "-C", str(store.path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "by hand"],
+        check=True,
+    )
+    with BaselineStore(store.path) as again:
+        pin = again.pin()
+        snap = again.load_trusted("node-2", pin)
+        assert snap.gpus[0].vbios == "113-M3000100-HAND" and snap == again.load("node-2", pin)
+        blob = again._open().commit(pin).tree / "nodes" / "node-2.json"
+        assert (
+            isinstance(again._cache, DecodedCache) and again._cache.get(type(snap), bytes.fromhex(blob.hexsha)) == snap
+        )
+
+
 def test_store_load_trusted_refuses_an_object_that_is_not_a_blob(store: BaselineStore) -> None:
     pin = store.pin()
     repo = store._open()

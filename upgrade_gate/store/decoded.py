@@ -64,15 +64,20 @@ _HEADER = len(MAGIC) + _ID + _DIGEST
 LEVEL = 1  # zlib level: inflate time is what a read pays; level 1 compresses these documents ~8x already
 
 
+ENTRY_RULES = b"2"
+"""How entries are made, in the fingerprint: 2 = only from a document decoded strictly (a miss) or just
+saved. Entries of 1 could hold a baseline committed by hand that no schema check had read."""
+
+
 @functools.cache
 def fingerprint(cls: type) -> str:
     """A name for `cls`'s decoded form: its name, its JSON Schema (msgspec's, from the annotations the
-    decode follows), the package version and the model's source, hashed."""
+    decode follows), the package version, the model's source and `ENTRY_RULES`, hashed."""
     from upgrade_gate import __version__
 
     schema = msgspec.json.encode(msgspec.json.schema(cls), order="sorted")
     digest = hashlib.sha256(
-        b"%s\0%s\0%s\0%s" % (cls.__qualname__.encode(), __version__.encode(), schema, _model_source())
+        b"%s\0%s\0%s\0%s\0%s" % (cls.__qualname__.encode(), __version__.encode(), schema, _model_source(), ENTRY_RULES)
     )
     return f"{cls.__name__.lower()}-{digest.hexdigest()[:16]}"
 

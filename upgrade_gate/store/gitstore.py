@@ -384,10 +384,11 @@ class BaselineStore(StoreDocuments):
     def load_trusted(self, node: str, pinned: str) -> Snapshot:
         """The baseline of `node` at a `pin`ned commit, decoded without a schema walk.
 
-        The store validated the document against the schema when it saved it; git names the blob
-        by the hash of its content, and that hash is checked here, so the bytes are the ones saved.
-        Decoding is still typed and strict about types (codec.decode_json, trusted). The decoded copy
-        named by that hash (`store.decoded`, written at save) is read instead when it is whole.
+        The decoded copy named by the blob's hash (`store.decoded`, written at save from the bytes
+        committed) is read when it is whole. Otherwise the blob is read from git, its hash checked, and
+        decoded strictly (`codec.decode_json`, the candidates' reader: whatever the schema refuses is
+        refused), because a commit need not come from `save`: a baseline edited and committed by hand,
+        or pulled from a shared remote, was never validated. Only then is it cached.
         """
         path = layout.node_path(node)
         snap = self._trusted(Snapshot, path, pinned, what=f"baseline for node {node!r}")
@@ -414,7 +415,7 @@ class BaselineStore(StoreDocuments):
                 return hit
             source = f"{self.path}/{path}@{pinned[:12]}"
             data = self._objs.verified_blob(found[0], source=source)
-            value = codec.decode_json(cls, data, trusted=True, source=source)
+            value = codec.decode_json(cls, data, source=source)  # strict: the commit may not be save's
             self._cache.put(cls, found[0], value)
             return value
 
