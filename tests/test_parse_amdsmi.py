@@ -238,3 +238,14 @@ def test_parse_amdsmi_xgmi_metric_table() -> None:
 def test_parse_amdsmi_rejects_malformed_input(key: str, text: str, message: str) -> None:
     with pytest.raises(ParseError, match=message):
         amdsmi.PARSERS[key](text)
+
+
+@pytest.mark.parametrize("value", [1.7144137714980277e302, float("inf"), float("nan"), -1.0, 2.0**60])
+def test_amdsmi_size_out_of_range_is_a_parse_error(value: float) -> None:
+    """A size no GPU has (negative, beyond 2**53 MiB, inf) is a ParseError naming it: 1.7e302 MB once
+    raised OverflowError (found by the mutated-JSON property test of `amd-smi static`)."""
+    from upgrade_gate.parse.amdsmi_values import to_mib
+
+    with pytest.raises(ParseError, match="out of range"):
+        to_mib(value, "MB", tool="amd-smi", line_no=7, excerpt='"value": ...')
+    assert to_mib(196592.0, "MB", tool="amd-smi", line_no=7, excerpt="x") == 196592

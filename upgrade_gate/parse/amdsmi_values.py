@@ -34,6 +34,7 @@ Where = Mapping[str, tuple[int, str]]  # dotted path -> (line number, raw line) 
 
 _QUANTITY_RE = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([A-Za-z/%°]+)$")
 _INT_RE = re.compile(r"^[+-]?\d{1,19}$")
+_MAX_MIB = float(1 << 53)  # 8 ZiB: beyond it a float no longer holds every whole MiB
 _BINARY_UNITS = {"B": 0, "KB": 1, "KIB": 1, "MB": 2, "MIB": 2, "GB": 3, "GIB": 3, "TB": 4, "TIB": 4}
 
 
@@ -43,6 +44,8 @@ def to_mib(value: float, unit: str, *, tool: str, line_no: int, excerpt: str) ->
     if power is None:
         raise ParseError(tool, line_no, excerpt, f"unknown size unit {unit!r}")
     mib = value * float(1 << (10 * power)) / float(1 << 20)
+    if not 0 <= mib < _MAX_MIB:  # also inf and NaN: 1.7e302 MB once raised OverflowError here
+        raise ParseError(tool, line_no, excerpt, f"size {value:g} {unit} is out of range")
     if abs(mib - round(mib)) > 1e-6:
         raise ParseError(tool, line_no, excerpt, "size is not a whole number of MiB")
     return round(mib)
