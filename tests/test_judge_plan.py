@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.judge_scenarios import mi300x_snapshot, upgrade_plan, upgraded
+from tests.judge_scenarios import NOW, mi300x_snapshot, upgrade_plan, upgraded
 from upgrade_gate.errors import ConfigError, ExitCode, NotFoundError
 from upgrade_gate.judge.diff import diff_snapshots
 from upgrade_gate.judge.plan import explain, glob_match, load_plan, mark_expected, plan_from_dict, version_matches
@@ -112,3 +112,36 @@ def test_plan_firmware_and_accept_entries_explain_changes() -> None:
     assert explain(plan, path, "01.25.03.12", "01.25.16.00") is None
     assert explain(plan, "gpus[serial=1].firmware.RLC", "104", "105") == "accept[0]"
     assert explain(plan, "gpus[serial=1].firmware.RLC", "104", "106") is None
+
+
+@pytest.mark.parametrize("after", ["N/A", "Error: -2", "", None])
+def test_plan_accept_covers_a_change_of_value_not_a_lost_reading(after: str | None) -> None:
+    """`accept: gpus[*].firmware.RLC` accepts RLC at another version; RLC unreadable ("N/A", an error
+    text, absent) after the change is no version at all, and still blocks (it passed as "accepted")."""
+    from tests.judge_scenarios import set_firmware
+    from upgrade_gate.judge.judge import judge
+    from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.model import Snapshot, Verdict, replace
+
+    plan = load_plan(FIXTURES / "judge" / "plans" / "rocm-6.2.0.yaml")
+    base = mi300x_snapshot()
+
+    def verdict(cand: Snapshot) -> Verdict:
+        report = judge(baselines={base.node.name: base}, candidates=[cand], plan=plan, policy=load_policy(), now=NOW)
+        return report.verdict
+
+    assert verdict(set_firmware(upgraded(), "RLC", "105")) is Verdict.PASS  # a new version: accepted
+    if after is None:
+        gpus = tuple(
+            replace(g, firmware={k: v for k, v in g.firmware.items() if k != "RLC"}) if i == 3 else g
+            for i, g in enumerate(upgraded().gpus)
+        )
+        lost = replace(upgraded(), gpus=gpus)
+    else:
+        lost = set_firmware(upgraded(), "RLC", after)
+    assert verdict(lost) is Verdict.BLOCK
+    assert explain(plan, "gpus[serial=X].firmware.RLC", "104", after) is None
+    assert explain(plan, "gpus[serial=X].firmware.RLC", "104", "105") == "accept[0]"
+    # what ships with ROCm is explained by the ROCm change only when it is a value
+    assert explain(plan, "software.amdsmi_version", "24.5.1", "24.6.2") == "change.rocm"
+    assert explain(plan, "software.amdsmi_version", "24.5.1", after) is None

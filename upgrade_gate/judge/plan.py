@@ -40,6 +40,7 @@ from typing import Any
 from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
 from upgrade_gate.model import Change, NodeName, replace
+from upgrade_gate.parse.sanity import error_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -347,7 +348,7 @@ def explain(plan: ChangePlan | None, path: str, before: object, after: object) -
     component = _SOFTWARE.get(path)
     if component is not None:
         planned: VersionChange | None = getattr(c, component)
-        if planned is not None and (path not in _LANDING or _lands(planned, before, after)):
+        if planned is not None and (_lands(planned, before, after) if path in _LANDING else not lost(after)):
             return f"change.{component}"
     elif (m := _FIRMWARE.fullmatch(path)) is not None:
         for i, fw in enumerate(c.firmware):
@@ -365,14 +366,24 @@ _LANDING = frozenset(
 )  # paths whose change must land on the plan's target; the others merely ship with ROCm
 
 
+def lost(value: object) -> bool:
+    """True when a new value is no value: absent (None) or an error text a tool printed instead of one
+    (`parse.sanity.error_text`: "N/A", "Error: ...", empty). A plan accepts a change of value, never a
+    reading that was lost; only an `accept` entry that names it (`to: "N/A"`, `to: null`) covers that."""
+    return value is None or (isinstance(value, str) and error_text(value) is not None)
+
+
 def accepted(plan: ChangePlan | None, path: str, before: object, after: object) -> str | None:
-    """Which `accept` entry (path glob, optional from/to) covers this difference, or None."""
+    """Which `accept` entry (path glob, optional from/to) covers this difference, or None. An entry
+    without `to` does not cover a value that was lost (`lost`)."""
     if plan is None:
         return None
     for i, entry in enumerate(plan.accept_paths):
         if not glob_match(entry.path, path):
             continue
         if entry.has_to and entry.to_value != after:
+            continue
+        if not entry.has_to and lost(after):
             continue
         if entry.has_from and entry.from_value != before:
             continue
