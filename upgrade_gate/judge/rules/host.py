@@ -10,7 +10,12 @@ The incident names these as causes (a BIOS update re-enumerates PCIe; kernel par
   loader writes the kernel image's path there, which moves with every kernel update (`software.kernel`
   judges that). The rule compares exactly what `diff` compares, so the two never disagree.
 - The RCCL library ships with ROCm: a plan that changes ROCm explains its change (as it does for
-  amd-smi and HIP); without one, a new librccl blocks.
+  amd-smi and HIP); without one, a new librccl blocks. Fail closed either way: a value that is not a
+  librccl.so file name (an error text, `N/A`, a path) blocks, and so does, under a ROCm change, a
+  library the baseline had and the candidate lost. One that stays the same file while the node's ROCm
+  version moves warns (one step below the rule's severity): ROCm names the file after its release
+  (librccl.so.1.0.60200 for 6.2.0), so the node probably still loads the old RCCL (a stale /opt/rocm
+  link, a library path pinned elsewhere), yet a site may pin its own RCCL build on purpose.
 - A baseline saved before upgrade-gate captured host facts (`host.captured` false) cannot say what
   the host was: one warning per rule asks for a new baseline instead of blocking every node at once.
   When neither side captured them there is nothing to compare (a bundle that lacks the probes is
@@ -19,6 +24,7 @@ The incident names these as causes (a BIOS update re-enumerates PCIe; kernel par
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -31,6 +37,8 @@ if TYPE_CHECKING:
 
 _BIOS = (("bios_vendor", "BIOS vendor"), ("bios_version", "BIOS version"), ("bios_date", "BIOS date"))
 _OS = (("os_id", "OS"), ("os_version_id", "OS version"), ("os_pretty_name", "OS release"))
+_RCCL_FILE = re.compile(r"^librccl\.so(?:\.\d+)*$")  # the file names parse.host.parse_rccl_readlink accepts
+_SHOWN = 80  # characters of a garbled value a message quotes
 
 
 def _host_fields(
@@ -95,10 +103,25 @@ def check_os_release(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 
 def check_rccl(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """The RCCL library file vs the baseline, unless the plan changes ROCm (RCCL ships with it)."""
-    if ctx.baseline is None or (ctx.plan is not None and ctx.plan.change.rocm is not None):
+    """The RCCL library file vs the baseline, unless the plan changes ROCm (RCCL ships with it); never garbled."""
+    if ctx.baseline is None:
         return
     before, after = ctx.baseline.software.rccl_library, ctx.candidate.software.rccl_library
+    if after is not None and _RCCL_FILE.fullmatch(after) is None:
+        shown = after if len(after) <= _SHOWN else after[: _SHOWN - 3] + "..."
+        yield finding(
+            ctx,
+            entry,
+            f"RCCL library reads {shown!r}, not a librccl.so file name",
+            path="software.rccl_library",
+            expected=before if before is not None else "a librccl.so file name",
+            actual=after,
+            evidence="rccl_library",
+        )
+        return
+    if ctx.plan is not None and ctx.plan.change.rocm is not None:
+        yield from _rccl_with_rocm(ctx, entry, (before, after), ctx.baseline.software.rocm_version)
+        return
     if before == after:
         return
     if before is None and "rccl_library" not in ctx.baseline.software.na_reasons:
@@ -117,6 +140,41 @@ def check_rccl(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         actual=after,
         evidence="rccl_library",
     )
+
+
+def _rccl_with_rocm(
+    ctx: NodeContext, entry: RuleEntry, library: tuple[str | None, str | None], was: str | None
+) -> Iterable[Finding]:
+    """Under a planned ROCm change (from ROCm `was`): a new RCCL file is explained; a lost one blocks, the same
+    one warns."""
+    before, after = library
+    if before is None or (after is not None and after != before):
+        return  # no baseline library to compare with, or the new release's
+    now = ctx.candidate.software.rocm_version
+    if after is None:
+        why = ctx.candidate.software.na_reasons.get("rccl_library", "no probe reported it")
+        yield finding(
+            ctx,
+            entry,
+            f"RCCL library was {before}, now unknown ({why}) after the planned ROCm change",
+            path="software.rccl_library",
+            expected=before,
+            actual=None,
+            evidence="rccl_library",
+        )
+    elif was is None or was != now:
+        yield finding(
+            ctx,
+            entry,
+            f"RCCL library is still {before} while ROCm moved {show(was)} -> {show(now)}: the node may still "
+            "load the old RCCL",
+            path="software.rccl_library",
+            expected=f"the RCCL library of ROCm {show(now)}",
+            actual=after,
+            evidence="rccl_library",
+            severity=softer(entry.severity),
+            hint="check where /opt/rocm/lib/librccl.so.1 resolves to (readlink -f) and the /opt/rocm link",
+        )
 
 
 SPECS = (

@@ -25,6 +25,12 @@ Design decisions:
   evidence, reported by this rule at `missing_evidence` (default block) with the phase's `thermal: ...`
   reasons. A phase 2 that did not run is `evidence.missing`'s business. A compute partition shares its
   device's sensor: a device counts as read when any of its partitions was.
+- Fail closed on the readings too (`_unusable`): a `temp_c_max` or `power_w_mean` reading in a unit, from a
+  tool or of a sensor this rule does not know, without samples, or with a physically implausible value is
+  missing evidence for that GPU (same `missing_evidence` severity, the finding names the key), and is
+  never compared with peers, class or baseline. So is a power reading the baseline had at a slot whose
+  GPU phase 2 read this time without one. A sensor the GPU model lacks (amd-smi prints N/A) leaves no
+  measurement (`validate.phases.thermal`) before and after alike, which is no finding.
 - Readings follow the slot: each is placed on the GPU at the BDF it was taken at (`readings`), so an
   order change never moves a temperature to another GPU.
 - Thermal measurements are judged here only: `bandwidth.*` and `fleet.odd_one_out` skip them
@@ -33,8 +39,11 @@ Design decisions:
 
 from __future__ import annotations
 
+import functools
+import math
 import statistics
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.idcache import IdCache
@@ -62,13 +71,42 @@ _SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.
 _COMPARED = ("load", "sensor")  # settings that make two readings comparable (amd-smi's hotspot = rocm-smi's junction)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Understood:
+    """What this rule can read of one thermal measurement name: unit, sensor, plausible range (low, high]."""
+
+    unit: str
+    sensor: str
+    low: float
+    high: float
+    what: str
+
+
+# The bounds are physical plausibility, not health (the outlier checks judge health); a value outside
+# them is a wrong scale, a sensor default or a garbled value, never a reading to compare:
+# - temp_c_max is the hottest hotspot (junction) reading while the all-reduce loads every GPU. A junction
+#   is never colder than the coolant carrying its heat away, and a loaded Instinct GPU sits tens of °C
+#   above it: the coolest readings in the corpus are near-idle MI300A APUs at 26-30 °C (amd-smi
+#   monitor-mi300a-4apu-gtt-usage-doc-example, GFX 2 %); loaded MI300X/MI350X read 47-69 °C. Below 15 °C
+#   is no loaded GPU: 0 or -1 (a sensor default), a tenth of the value. Above 150 °C is past any part's
+#   limit (MI300X shuts down at 110 °C, SHUTDOWN_HOTSPOT_TEMPERATURE in amd-smi static): millidegrees
+#   (amdgpu's hwmon unit) or a Fahrenheit value leaked.
+# - power_w_mean is the mean socket power under load: a GPU doing the all-reduce draws power, so 0 W or
+#   less is a default or an error; above 3000 W is twice the largest Instinct board power (MI355X, 1.4 kW):
+#   milliwatts or a scale error.
+_UNDERSTOOD = {
+    "temp_c_max": _Understood(unit="C", sensor="hotspot", low=15.0, high=150.0, what="hotspot temperature under load"),
+    "power_w_mean": _Understood(unit="W", sensor="socket power", low=0.0, high=3000.0, what="socket power under load"),
+}
+
+
 def key_values(snapshot: Snapshot) -> dict[str, float]:
     """What a soak observation records of phase 2's heat: the hottest GPU, and its gap to the others' median."""
     temps: dict[str, float] = {}
     for m in measurements_of(snapshot):
         parts = m.key.split("/")
         if len(parts) == 3 and parts[0] == THERMAL_PREFIX.rstrip("/") and parts[2] == "temp_c_max":
-            value = _value(m)
+            value = _value(m) if _unusable(m, "temp_c_max") is None else None
             if value is not None:
                 temps[parts[1]] = max(value, temps.get(parts[1], value))
     if not temps:
@@ -84,6 +122,40 @@ def key_values(snapshot: Snapshot) -> dict[str, float]:
 def _value(m: Measurement | None) -> float | None:
     usable = [s for s in (m.samples if m is not None else ()) if s == s and abs(s) != float("inf")]
     return max(usable) if usable else None
+
+
+@functools.cache
+def _tools() -> frozenset[str]:
+    """The programs whose readings phase 2 records (imported late: the validate phases are not needed to
+    judge). By program, not by the whole argv: a later release may ask with other flags, and a reading
+    it took is still that tool's."""
+    from upgrade_gate.validate.phases.thermal import MONITOR_ARGV, ROCMSMI_ARGV
+
+    return frozenset(argv[0] for argv in (MONITOR_ARGV, ROCMSMI_ARGV))
+
+
+def _unusable(m: Measurement, name: str) -> tuple[str, str] | None:
+    """Why reading `m` (a `thermal/gpu<i>/<name>`) is no evidence, and what it showed; None when usable."""
+    known = _UNDERSTOOD[name]
+    tool, sensor = m.settings.get("tool"), m.settings.get("sensor")
+    if m.unit != known.unit:
+        return f"its unit is {m.unit!r}, not {known.unit!r}", m.unit
+    if tool is None or tool.split(" ", 1)[0] not in _tools():
+        return f"it was taken by {tool!r}, not amd-smi monitor or rocm-smi", str(tool)
+    if sensor != known.sensor:
+        return f"its sensor is {sensor!r}, not {known.sensor!r}", str(sensor)
+    if not m.samples:
+        return "it has no samples", "no samples"
+    for s in m.samples:
+        if not math.isfinite(s) or not known.low < s <= known.high:
+            unit = "°C" if m.unit == "C" else m.unit
+            bounds = f"above {known.low:g}, at most {known.high:g} {unit}"
+            return f"{s:g} {unit} is no plausible {known.what} ({bounds})", f"{s:g}"
+    return None
+
+
+def _missing_severity(entry: RuleEntry) -> Severity:
+    return _SEVERITIES.get(entry.string("missing_evidence"), Severity.BLOCK)  # unknown: fail closed
 
 
 def readings(
@@ -142,11 +214,23 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     keys = thermal_keys(ctx.candidate)
     gpus = sorted(ctx.candidate.gpus, key=lambda g: g.index)
     hot = readings(cand, gpus, "temp_c_max", keys)
-    temps = {i: v for i, m in hot.items() if (v := _value(m)) is not None}
-    power = {i: v for i, m in readings(cand, gpus, "power_w_mean", keys).items() if (v := _value(m)) is not None}
+    watts = readings(cand, gpus, "power_w_mean", keys)
+    by_index = {g.index: g for g in gpus}
+    unusable = {
+        m.key: (by_index[i], problem)
+        for name, found in (("temp_c_max", hot), ("power_w_mean", watts))
+        for i, m in sorted(found.items())
+        if (problem := _unusable(m, name)) is not None
+    }
+    temps = {i: v for i, m in hot.items() if m.key not in unusable and (v := _value(m)) is not None}
+    power = {i: v for i, m in watts.items() if m.key not in unusable and (v := _value(m)) is not None}
     device = {g.index: _device(g) for g in gpus}
     notes = [r.removeprefix(NOTE) for r in phase.reasons if r.startswith(NOTE)]
-    yield from _missing(ctx, entry, gpus, temps, notes)
+    for key, (gpu, (why, shown)) in unusable.items():
+        yield _no_evidence(ctx, entry, gpu, key, f"{_name(gpu)}: {key} is no thermal evidence: {why}", shown)
+    garbled = {device[i] for i, m in hot.items() if m.key in unusable}  # named above, not again as missing
+    yield from _missing(ctx, entry, [g for g in gpus if _device(g) not in garbled], temps, notes)
+    yield from _lost_power(ctx, entry, gpus, hot, watts)
     threshold = entry.number("threshold_c")
     min_peers = entry.integer("min_peers")
     for gpu in gpus:
@@ -190,6 +274,57 @@ def _outlier(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, temp: float, limit: f
     )
 
 
+def _no_evidence(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, key: str, message: str, actual: object) -> Finding:
+    name = key.rsplit("/", 1)[-1]
+    known = _UNDERSTOOD[name]
+    return finding(
+        ctx,
+        entry,
+        message,
+        device=str(gpu.bdf) if gpu.bdf is not None else f"gpu[{gpu.index}]",
+        path=f"measurements[key={key}]",
+        expected=f"{known.sensor} reading in {known.unit}, {known.low:g} < value <= {known.high:g}",
+        actual=actual,
+        evidence=EVIDENCE,
+        severity=_missing_severity(entry),
+        hint=f"check the thermal tool's output on {ctx.node}, then re-run phase 2: "
+        f"upgrade-gate validate --phases 2 --node {ctx.node}",
+    )
+
+
+def _lost_power(
+    ctx: NodeContext,
+    entry: RuleEntry,
+    gpus: list[Gpu],
+    hot: Mapping[int, Measurement],
+    watts: Mapping[int, Measurement],
+) -> Iterable[Finding]:
+    """A slot (PCI device) the baseline had a usable power reading for, read this time without one."""
+    if ctx.baseline is None:
+        return
+    before = readings(
+        merged_measurements(ctx.baseline)[0], ctx.baseline.gpus, "power_w_mean", thermal_keys(ctx.baseline)
+    )
+    device_before = {g.index: _device(g) for g in ctx.baseline.gpus}
+    had: dict[str, float] = {}
+    for i, m in sorted(before.items()):
+        if _unusable(m, "power_w_mean") is None and (v := _value(m)) is not None:
+            had.setdefault(device_before[i], v)
+    by_index = {g.index: g for g in gpus}
+    have = {_device(by_index[i]) for i in watts}  # an unusable one is reported as such
+    for i in sorted(hot):  # a device without a temperature is `_missing`'s
+        gpu = by_index[i]
+        was = had.pop(_device(gpu), None)
+        if was is None or _device(gpu) in have:
+            continue
+        key = f"{THERMAL_PREFIX}gpu{i}/power_w_mean"
+        message = (
+            f"{_name(gpu)}: {key} is missing: the baseline had {was:g} W in this slot, phase 2 recorded no power "
+            "this time"
+        )
+        yield _no_evidence(ctx, entry, gpu, key, message, None)
+
+
 def _missing(
     ctx: NodeContext, entry: RuleEntry, gpus: list[Gpu], temps: Mapping[int, float], notes: list[str]
 ) -> Iterable[Finding]:
@@ -208,7 +343,7 @@ def _missing(
         expected="a temperature under load for every GPU",
         actual=None,
         evidence=EVIDENCE,
-        severity=_SEVERITIES.get(entry.string("missing_evidence"), Severity.BLOCK),  # unknown: fail closed
+        severity=_missing_severity(entry),
         hint=f"make amd-smi work on {ctx.node}, then re-run phase 2: "
         f"upgrade-gate validate --phases 2 --node {ctx.node}",
     )
@@ -271,7 +406,7 @@ def _against_baseline(
             continue
         gpu = pair.candidate
         t, c, b = temps.get(gpu.index), hot.get(gpu.index), base.get(pair.baseline.index)
-        was = _value(b)
+        was = _value(b) if b is not None and _unusable(b, "temp_c_max") is None else None  # garbled: no reference
         if t is None or c is None or b is None or was is None:
             continue
         if b.unit != c.unit or not _comparable(c, b.settings, same_bdf=False):
