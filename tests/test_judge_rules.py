@@ -349,7 +349,14 @@ def test_rules_odd_one_out_without_a_baseline() -> None:
     thin_report = run(cand, baseline=None, references={NODE_CLASS: thin})
     assert {f.path for f in only(thin_report, "fleet.odd_one_out")} == {"gpus.order"}  # 2 nodes: no class metric
     assert not only(report, "device.order_changed")  # needs a baseline
-    assert not only(report, "evidence.missing")  # a class reference is something to judge against
+    # a class reference is something to judge against, but not the node's own baseline: said, not blocked
+    missing = only(report, "evidence.missing")
+    assert [(f.severity, f.path) for f in missing] == [(Severity.WARN, "baseline")]
+    assert "no baseline for mi300x-node-01: judged against the reference of class mi300x-8gpu (3 node(s))" in (
+        missing[0].message
+    )
+    thin_nodes = run(cand, baseline=None, references={NODE_CLASS: replace(reference, nodes=reference.nodes[:2])})
+    assert [f.severity for f in only(thin_nodes, "evidence.missing")] == [Severity.BLOCK]  # 2 < class_min_nodes
     assert "index 0 at 0000:f5:00.0, class mi300x-8gpu has 0000:05:00.0" in findings["gpus.order"].message
     assert (
         "below class mi300x-8gpu (160.00 over 3 nodes"

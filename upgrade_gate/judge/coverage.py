@@ -149,7 +149,7 @@ COVERAGE: Mapping[str, Coverage] = {
     "nics[].ports[]": compared(),
     "nics[].ports[].port": compared(),
     "nics[].ports[].state": checked("nic.port_state", "every port must be ACTIVE now, whatever it was"),
-    "nics[].ports[].phys_state": checked("nic.port_state", "reported with the port state it explains"),
+    "nics[].ports[].phys_state": checked("nic.port_state", "an ACTIVE port must be physically LINK_UP now"),
     "nics[].ports[].link_layer": compared(),
     "nics[].ports[].rate_gbps": checked("nic.port_state", "slower than the baseline blocks; faster is none"),
     "nics[].ports[].mtu": compared(),

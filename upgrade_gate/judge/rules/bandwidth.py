@@ -64,6 +64,9 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
             yield finding(ctx, entry, f"{key}: {why}", device=key, path=f"measurements[key={key}]")
     comparable = comparable_set(ctx.baseline, ctx.candidate, ignore)
     keys = bandwidth_keys(ctx.baseline)
+    new = [k for k in bandwidth_keys(ctx.candidate) if k not in base and pick(k) and k not in cand_broken]
+    if new:  # measured now, never before: nothing judges them against this node (a baseline without phase 2)
+        yield _unmatched(ctx, entry, new)
     if len(comparable) == len(keys):  # the usual node: everything compares
         return
     for key in keys:
@@ -86,6 +89,27 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
         else:
             continue
         yield finding(ctx, entry, message, device=key, path=path, expected=expected, actual=actual, evidence=b.source)
+
+
+def _unmatched(ctx: NodeContext, entry: RuleEntry, keys: list[str]) -> Finding:
+    """One finding for the candidate's metrics the baseline never measured, grouped by curve."""
+    groups: dict[str, int] = {}
+    for key in keys:
+        group = key.rsplit("/", 1)[0] if key.rsplit("/", 1)[-1].isdigit() else key
+        groups[group] = groups.get(group, 0) + 1
+    shown = ", ".join(f"{g} ({n} sizes)" if n > 1 else g for g, n in list(groups.items())[:6])
+    more = f" and {len(groups) - 6} more" if len(groups) > 6 else ""
+    return finding(
+        ctx,
+        entry,
+        f"{len(keys)} metric(s) measured now are absent from the baseline, so no regression of them can be "
+        f"judged: {shown}{more} (save a baseline that measured them)",
+        device=next(iter(groups)),
+        path="measurements",
+        expected="each measured metric in the baseline",
+        actual=keys[:20],
+        evidence="baseline store",
+    )
 
 
 def _selector(entry: RuleEntry) -> Callable[[str], bool]:

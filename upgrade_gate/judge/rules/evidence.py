@@ -10,7 +10,15 @@ Design decisions:
     not run, unless the policy says the phase does not apply to the node's class
     (`phases.not_applicable`). CVF passes a node it skipped; upgrade-gate does not. When a CVF
     `SKIP_*` flag switched the phase off, the message names the flag;
-  - a node with neither a baseline nor a class reference: there is nothing to judge it against;
+  - a node with neither a baseline nor a class reference: there is nothing to judge it against. A
+    node without a baseline of its own, judged against its class reference only, is said too: a
+    warning (the per-node rules did not run), a block when the reference holds fewer than
+    `class_min_nodes` nodes (too thin to stand in for the node's own baseline);
+  - a required phase the *baseline* did not pass (absent, skipped, errored, not run, failed): its
+    measurements are no reference, and the candidate's results of that phase are judged against
+    nothing (a baseline without phase 2 turned `bandwidth.regression` off without a word);
+  - a phase reported more than once: which result counts would depend on the order;
+  - a probe that says it is ok and also that it timed out or that its binary was missing;
   - every `evidence_issues` entry of the candidate: sources that answered and disagree (driver
     version, NIC port state), a fact whose only answers were error texts, a device one source lists
     and another does not. The snapshot builder records them (`snapshot.crosscheck`).
@@ -52,9 +60,59 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             actual=None,
             evidence="baseline store",
         )
+    elif ctx.baseline is None and ctx.reference is not None:
+        yield _class_only(ctx, entry, ctx.reference.nodes)
     yield from _probes(ctx, entry)
     yield from _issues(ctx, entry)
     yield from _phases(ctx, entry)
+    if ctx.baseline is not None:
+        yield from _baseline_phases(ctx, entry)
+
+
+def _class_only(ctx: NodeContext, entry: RuleEntry, nodes: tuple[str, ...]) -> Finding:
+    """A node judged against its class reference only: the per-node rules (order, identity, firmware,
+    links, regression) had nothing to compare with."""
+    least = entry.integer("class_min_nodes")
+    thin = len(nodes) < least
+    return finding(
+        ctx,
+        entry,
+        f"no baseline for {ctx.node}: judged against the reference of class {ctx.node_class} "
+        f"({len(nodes)} node(s){', fewer than ' + str(least) + ': too few to stand in for its own' if thin else ''})"
+        "; the rules that compare a node with its own baseline did not run (save one before a change)",
+        path="baseline",
+        expected="a baseline of this node",
+        actual=None,
+        evidence="baseline store",
+        severity=None if thin else softer(entry.severity),
+    )
+
+
+def _baseline_phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Required phases the baseline did not pass: the candidate's results of them have no reference."""
+    assert ctx.baseline is not None
+    results: dict[int, list[PhaseStatus]] = {}
+    for r in ctx.baseline.phases:
+        results.setdefault(r.phase, []).append(r.status)
+    for number in sorted(set(entry.integers("required_phases"))):
+        if not ctx.policy.phase_applies(number, ctx.node_class):
+            continue
+        statuses = results.get(number, [])
+        if statuses and all(s is PhaseStatus.PASSED for s in statuses):
+            continue
+        name = PHASE_NAMES.get(number, f"phase {number}")
+        had = "/".join(s.value for s in statuses) if statuses else "no result"
+        yield finding(
+            ctx,
+            entry,
+            f"the baseline's phase {number} ({name}): {had}; the candidate's phase {number} results have "
+            "nothing to be compared with (save a baseline whose phases passed)",
+            device=name,
+            path=f"baseline.phases[phase={number}]",
+            expected=PhaseStatus.PASSED.value,
+            actual=had,
+            evidence="baseline store",
+        )
 
 
 def _device_of(subject: str) -> str | None:
@@ -87,6 +145,19 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     nic_less = ctx.policy.nic_less(ctx.node_class)
     nic_probes = set(entry.strings("nic_probes")) if nic_less else set()
     for p in ctx.candidate.probes:
+        if p.ok and (p.timed_out or p.missing):
+            yield finding(
+                ctx,
+                entry,
+                f"probe {p.name} is marked ok but also {'timed out' if p.timed_out else 'binary missing'}: "
+                "the snapshot contradicts itself",
+                device=p.name,
+                path=f"probes[name={p.name}]",
+                expected="ok, neither timed out nor missing",
+                actual=p.reason,
+                evidence=p.name,
+            )
+            continue
         if p.ok or p.name in covered:
             continue
         if p.timed_out:
@@ -107,8 +178,8 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             severity=Severity.INFO if p.name in nic_probes else (None if p.required else softer(entry.severity)),
         )
     wanted = set(entry.strings("required_probes"))
-    if ctx.baseline is not None:
-        wanted |= {p.name for p in ctx.baseline.probes if p.ok and not p.skipped}
+    if ctx.baseline is not None:  # failed there too: still wanted now (a failed baseline is no excuse)
+        wanted |= {p.name for p in ctx.baseline.probes if not p.skipped}
     for name in sorted(wanted - set(probes) - covered - nic_probes):
         ran_before = ctx.baseline is not None and any(p.name == name for p in ctx.baseline.probes)
         yield finding(
@@ -125,6 +196,23 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 def _phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     results = {r.phase: r for r in ctx.candidate.phases}
+    if len(results) != len(ctx.candidate.phases):
+        seen: dict[int, list[str]] = {}
+        for r in ctx.candidate.phases:
+            seen.setdefault(r.phase, []).append(r.status.value)
+        for number, statuses in sorted(seen.items()):
+            if len(statuses) > 1:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"phase {number} is reported {len(statuses)} times ({', '.join(statuses)}): one result per "
+                    "phase is expected, and which one counts would depend on their order",
+                    device=PHASE_NAMES.get(number, f"phase {number}"),
+                    path=f"phases[phase={number}]",
+                    expected="one result",
+                    actual=statuses,
+                    evidence=f"phase {number}",
+                )
     skips = ctx.policy.thresholds.cvf_skip_flags
     for number in sorted(set(entry.integers("required_phases"))):
         if not ctx.policy.phase_applies(number, ctx.node_class):
@@ -189,6 +277,11 @@ SPECS = (
                 kind="strings",
                 default=("ibv_devinfo", "rdma_link", "sysfs_ib"),
                 doc="probes a class declared without RDMA NICs (policy nics.expected_count: 0) may fail",
+            ),
+            "class_min_nodes": ParamSpec(
+                kind="integer",
+                default=3,
+                doc="a node without a baseline judged against a class reference of fewer nodes blocks (else warns)",
             ),
         },
     ),

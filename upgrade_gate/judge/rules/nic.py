@@ -11,7 +11,10 @@ Design decisions:
   none at all blocks a class that declares NICs, and any NIC (RDMA device or PCI id) blocks a class
   declared NIC-less (0), which otherwise passes without them.
 - Port state: `PORT_ACTIVE` (ibv_devinfo), `ACTIVE` (rdma link) and `Active` (ibstat) all mean
-  active; anything else, or unknown, blocks. A lower link rate than the baseline's blocks too.
+  active; anything else, or unknown, blocks. An active port's physical state must be link-up too
+  (`LINK_UP` from ibv_devinfo -v and rdma link, `LinkUp` from ibstat, `5: LinkUp` in sysfs): DISABLED,
+  POLLING, LINK_DOWN, an error text or none at all blocks, as a down `state` does, whatever the
+  baseline showed. A lower link rate than the baseline's blocks too.
 - GIDs: fewer than `PHASE3_MIN_GID_COUNT`, unknown, or fewer than the baseline's port blocks (a lost
   IPv4 address takes its RoCE v2 GIDs with it).
 - RoCE v2: an Ethernet port must carry a RoCE v2 GID; a port that had one in the baseline must still.
@@ -41,6 +44,14 @@ def port_active(state: str | None) -> bool:
         return False
     text = re.sub(r"\(.*?\)", "", state).strip().upper()
     return text.removeprefix("PORT_").removeprefix("4:").strip() == "ACTIVE"
+
+
+def phys_up(phys_state: str | None) -> bool:
+    """True for LINK_UP / LinkUp (with or without a `(5)` or `5:` code)."""
+    if phys_state is None:
+        return False
+    text = re.sub(r"^\s*\d+:", "", re.sub(r"\(.*?\)", "", phys_state))
+    return text.strip().upper().replace("_", "") == "LINKUP"
 
 
 def _ports(nic: Nic) -> dict[int, NicPort]:
@@ -151,6 +162,18 @@ def check_port_state(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 path=f"{path}.state",
                 expected="ACTIVE",
                 actual=port.state,
+                evidence="ibv_devinfo",
+            )
+        elif not phys_up(port.phys_state):
+            yield finding(
+                ctx,
+                entry,
+                f"NIC {nic.name} port {port.port}: state {port.state} but physical state {show(port.phys_state)}, "
+                "expected LINK_UP",
+                device=nic.name,
+                path=f"{path}.phys_state",
+                expected="LINK_UP",
+                actual=port.phys_state,
                 evidence="ibv_devinfo",
             )
         if was is not None and was.rate_gbps is not None and (port.rate_gbps or 0.0) < was.rate_gbps:

@@ -5,11 +5,15 @@ Design decisions:
   and with the baseline's current values. Either being lower blocks: CVF phase 3 wants Gen5 x16 with
   no width degradation, and a link that trained lower than last time is a regression even when the
   slot is capable of no more. A link the baseline had and the candidate no longer reports blocks; a
-  link whose speed or width is unknown now but was known blocks (evidence lost).
+  link whose speed or width is unknown now but was known blocks (evidence lost). lspci's own
+  `(downgraded)` verdict is never dropped: where the parsed speed/width do not show the drop it
+  claims, the evidence disagrees and blocks. A speed or width above the maximum (a garbled value, or
+  lspci's `(overdriven)`) blocks whatever the parameters say: it is no evidence of a healthy link.
 - `sriov.vf_count`: VFs enabled per PF (sysfs `sriov_numvfs`, a NIC's own count as fallback) must
   equal the baseline's; a PF that disappeared blocks. SR-IOV silently losing a VF after a PF reset is
   the failure CVF describes ("amd.com/vnic: 7 instead of 8"). With `UPGRADE_GATE_NIC_VF_COUNT` set,
-  every NIC PF must carry exactly that many VFs.
+  every NIC PF must carry exactly that many VFs. A PF whose sysfs record and NIC disagree on the count,
+  or report a negative one, blocks with both values (`facts.vf_doubts`); it is not compared further.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
-from upgrade_gate.judge.rules.facts import vf_map
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
+from upgrade_gate.judge.rules.facts import VfReport, vf_doubts, vf_map
 from upgrade_gate.model import Finding, PcieLink
 
 if TYPE_CHECKING:
@@ -41,6 +45,22 @@ def _below(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and a < b
 
 
+def _above(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and a > b
+
+
+def _downgrade_doubt(link: PcieLink, maximum: str) -> str:
+    """Why lspci's `(downgraded)` is not borne out by a link whose parsed values are not below LnkCap."""
+    if link.max_speed_gts is None and link.max_width is None:
+        return "reported as downgraded by lspci"
+    if (link.speed_gts, link.width) == (link.max_speed_gts, link.max_width):
+        return f"lspci marks it downgraded, yet that is its maximum {maximum} (the evidence disagrees)"
+    return (
+        f"lspci marks it downgraded, yet neither speed nor width is below its maximum {maximum} "
+        "(the evidence disagrees)"
+    )
+
+
 def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Current PCIe speed/width vs maximum and baseline."""
     base: dict[str, PcieLink] = {str(link.bdf): link for link in ctx.baseline.pcie} if ctx.baseline else {}
@@ -49,15 +69,16 @@ def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         bdf = str(link.bdf)
         seen.add(bdf)
         now = describe_link(link.speed_gts, link.width)
+        expected = maximum = describe_link(link.max_speed_gts, link.max_width)
         problems: list[str] = []
-        if entry.flag("compare_to_max") and (
-            _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width)
-        ):
-            problems.append(f"below its maximum {describe_link(link.max_speed_gts, link.max_width)}")
-        elif link.downgraded and link.max_speed_gts is None and link.max_width is None:
-            problems.append("reported as downgraded by lspci")
+        if _above(link.speed_gts, link.max_speed_gts) or _above(link.width, link.max_width):
+            problems.append(f"above its maximum {maximum}, which no link trains to (garbled evidence)")
+        if _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width):
+            if entry.flag("compare_to_max"):
+                problems.append(f"below its maximum {maximum}")
+        elif link.downgraded:
+            problems.append(_downgrade_doubt(link, maximum))
         was = base.get(bdf)
-        expected = describe_link(link.max_speed_gts, link.max_width)
         if was is not None and entry.flag("compare_to_baseline"):
             expected = describe_link(was.speed_gts, was.width)
             if _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width):
@@ -91,12 +112,46 @@ def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
+def _source(report: VfReport) -> str:
+    return "sysfs" if report.nic is None else f"NIC {report.nic}"
+
+
+def _vf_doubt(ctx: NodeContext, entry: RuleEntry, pf: str, reports: tuple[VfReport, ...]) -> Finding:
+    """Two sources of one PF's VF count that disagree, or a negative count."""
+    nic = next((r for r in reports if r.nic is not None), None)
+    path = f"nics[name={nic.nic}].sriov_numvfs" if nic is not None else f"sriov[bdf={pf}].numvfs"
+    counts = {r.count for r in reports}
+    if len(counts) > 1:
+        shown = " vs ".join(f"{_source(r)} sriov_numvfs {show(r.count)}" for r in reports)
+        message = f"PF {pf}: {shown}: the evidence disagrees"
+    else:
+        message = (
+            f"PF {pf}: sriov_numvfs {reports[0].count} ({', '.join(map(_source, reports))}): "
+            "a negative VF count is garbled evidence"
+        )
+    return finding(
+        ctx,
+        entry,
+        message,
+        device=pf,
+        path=path,
+        expected=reports[0].count if len(counts) > 1 else "0 or more",
+        actual=nic.count if nic is not None else reports[0].count,
+        evidence="sysfs_sriov",
+    )
+
+
 def check_sriov(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """VF count per PF vs the baseline (and UPGRADE_GATE_NIC_VF_COUNT)."""
+    """VF count per PF vs the baseline (and UPGRADE_GATE_NIC_VF_COUNT); VF counts that disagree."""
     now = vf_map(ctx.candidate)
+    doubts = vf_doubts(ctx.candidate)
+    for pf, reports in doubts.items():
+        yield _vf_doubt(ctx, entry, pf, reports)
     if ctx.baseline is not None:
         before = vf_map(ctx.baseline)
         for pf in sorted(before):
+            if pf in doubts:
+                continue
             if pf not in now:
                 yield finding(
                     ctx,
@@ -112,7 +167,8 @@ def check_sriov(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 yield finding(
                     ctx,
                     entry,
-                    f"PF {pf}: {now[pf] if now[pf] is not None else 'unknown'} VFs enabled, baseline {before[pf]}",
+                    f"PF {pf}: {now[pf] if now[pf] is not None else 'unknown'} VFs enabled, "
+                    f"baseline {before[pf] if before[pf] is not None else 'unknown'}",
                     device=pf,
                     path=f"sriov[bdf={pf}].numvfs",
                     expected=before[pf],
