@@ -101,3 +101,19 @@ def test_a_phase_reported_twice_blocks_whichever_comes_first(first: bool) -> Non
     assert [f.message.split(":")[0] for f in found] == ["phase 2 is reported 2 times (error, passed)"] or [
         f.message.split(":")[0] for f in found
     ] == ["phase 2 is reported 2 times (passed, error)"]
+
+
+def test_a_configuration_baseline_says_what_it_cannot_judge_without_blocking() -> None:
+    """A baseline with no phase result at all (`snapshot`, `fleet snapshot`: the change window's usual
+    baseline) is no regression reference: said as info, judged by the CVF floors and the class. One whose
+    phases passed but recorded no measurement is a degraded baseline: that blocks."""
+    base = mi300x_snapshot()
+    configuration = replace(base, phases=(), measurements=())
+    report = _judge(upgraded(), configuration)
+    notes = [f for n in report.nodes for f in n.findings if f.rule == "bandwidth.not_comparable"]
+    assert [f.severity for f in notes] == [Severity.INFO]
+    assert notes[0].message.startswith("the baseline measured nothing (a configuration snapshot): the ")
+    assert not [f for f in _blocks(report, "evidence.missing") if (f.path or "").startswith("baseline.")]
+    assert report.verdict is Verdict.PASS
+    emptied = replace(base, phases=tuple(replace(p, measurements=()) for p in base.phases), measurements=())
+    assert _blocks(_judge(upgraded(), emptied), "bandwidth.not_comparable")

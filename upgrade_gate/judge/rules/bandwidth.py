@@ -66,7 +66,7 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
     keys = bandwidth_keys(ctx.baseline)
     new = [k for k in bandwidth_keys(ctx.candidate) if k not in base and pick(k) and k not in cand_broken]
     if new:  # measured now, never before: nothing judges them against this node (a baseline without phase 2)
-        yield _unmatched(ctx, entry, new)
+        yield _unmatched(ctx, entry, new, configuration=not keys and not ctx.baseline.phases)
     if len(comparable) == len(keys):  # the usual node: everything compares
         return
     for key in keys:
@@ -91,24 +91,37 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
         yield finding(ctx, entry, message, device=key, path=path, expected=expected, actual=actual, evidence=b.source)
 
 
-def _unmatched(ctx: NodeContext, entry: RuleEntry, keys: list[str]) -> Finding:
-    """One finding for the candidate's metrics the baseline never measured, grouped by curve."""
+def _unmatched(ctx: NodeContext, entry: RuleEntry, keys: list[str], *, configuration: bool) -> Finding:
+    """One finding for the candidate's metrics the baseline never measured, grouped by curve: a block when
+    the baseline measured others (it lost these), info when it measured none (a configuration snapshot,
+    the change window's usual baseline: the CVF floors and the class judge them)."""
     groups: dict[str, int] = {}
     for key in keys:
         group = key.rsplit("/", 1)[0] if key.rsplit("/", 1)[-1].isdigit() else key
         groups[group] = groups.get(group, 0) + 1
     shown = ", ".join(f"{g} ({n} sizes)" if n > 1 else g for g, n in list(groups.items())[:6])
     more = f" and {len(groups) - 6} more" if len(groups) > 6 else ""
+    if configuration:
+        message = (
+            f"the baseline measured nothing (a configuration snapshot): the {len(keys)} metric(s) measured now "
+            f"are judged by the CVF floors and the class reference only, not for a regression of this node: "
+            f"{shown}{more}"
+        )
+    else:
+        message = (
+            f"{len(keys)} metric(s) measured now are absent from the baseline, so no regression of them can be "
+            f"judged: {shown}{more} (save a baseline that measured them)"
+        )
     return finding(
         ctx,
         entry,
-        f"{len(keys)} metric(s) measured now are absent from the baseline, so no regression of them can be "
-        f"judged: {shown}{more} (save a baseline that measured them)",
+        message,
         device=next(iter(groups)),
         path="measurements",
         expected="each measured metric in the baseline",
         actual=keys[:20],
         evidence="baseline store",
+        severity=Severity.INFO if configuration else None,
     )
 
 

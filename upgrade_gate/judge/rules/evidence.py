@@ -14,9 +14,12 @@ Design decisions:
     node without a baseline of its own, judged against its class reference only, is said too: a
     warning (the per-node rules did not run), a block when the reference holds fewer than
     `class_min_nodes` nodes (too thin to stand in for the node's own baseline);
-  - a required phase the *baseline* did not pass (absent, skipped, errored, not run, failed): its
-    measurements are no reference, and the candidate's results of that phase are judged against
-    nothing (a baseline without phase 2 turned `bandwidth.regression` off without a word);
+  - a required phase the *baseline* did not pass (absent, skipped, errored, not run, failed), when the
+    baseline holds phase results at all: its measurements are no reference, and the candidate's results
+    of that phase are judged against nothing (a baseline without phase 2 turned `bandwidth.regression`
+    off without a word). A baseline with no phase result is a configuration snapshot (`snapshot`,
+    `fleet snapshot`: the change window's usual baseline); `bandwidth.not_comparable` says, as info,
+    that the candidate's measurements are then judged by the CVF floors and the class only;
   - a phase reported more than once: which result counts would depend on the order;
   - a probe that says it is ok and also that it timed out or that its binary was missing;
   - every `evidence_issues` entry of the candidate: sources that answered and disagree (driver
@@ -65,7 +68,7 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     yield from _probes(ctx, entry)
     yield from _issues(ctx, entry)
     yield from _phases(ctx, entry)
-    if ctx.baseline is not None:
+    if ctx.baseline is not None and ctx.baseline.phases:  # none at all: a configuration snapshot (below)
         yield from _baseline_phases(ctx, entry)
 
 
