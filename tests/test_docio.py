@@ -94,7 +94,7 @@ def test_docio_validate_config_and_gate_cvf_config_unwrap_alike(case: str, tmp_p
         except ConfigError as exc:
             outcomes.append(("refused", str(exc)))
     assert outcomes[0] == outcomes[1], outcomes
-    expect_ok = case in {"plain", "configmap", "configmap-no-data", "empty"}
+    expect_ok = case in {"plain", "configmap"}  # an empty file or a ConfigMap without data is no CVF config
     assert (outcomes[0][0] == "ok") is expect_ok, outcomes[0]
 
 

@@ -12,6 +12,8 @@ applies_to}` naming rules from the closed set registered in `judge.rules` (no co
       - {id: pcie.downgrade, severity: warn, applies_to: [lab-nodes]}
 
 Design decisions:
+- A policy file that holds no document (empty, `~`, `null`, only comments) is a ConfigError, not the
+  default policy under the file's name (a truncated copy must not pass for a site policy).
 - A policy file is laid over the shipped default (`data/default-policy.yaml`) unless it says
   `inherit_default: false`: an entry replaces the default entry with the same id and `applies_to`,
   taking unspecified fields (and parameters, one by one) from the rule's general entry. So forgetting
@@ -199,6 +201,8 @@ def load_policy(
     default = _default_document()
     user = docio.read_yaml(path) if path is not None else None
     source = str(path) if path is not None else DEFAULT_POLICY_SOURCE
+    if path is not None and user is None:  # empty, `~`, `null`, only comments: not "the default policy"
+        raise ConfigError(f"{source}: policy: the document is empty")
     if user is not None:
         _validate(user, source)
     return build_policy(default, user, source=source, cvf_config=cvf_config, cvf_source=cvf_source)

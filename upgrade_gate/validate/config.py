@@ -15,6 +15,11 @@ Which keys are checked (a decision, documented here because the real ConfigMap h
   `ConfigError` too, so `PHASE2_BW_TRESHOLD: "200"` cannot silently leave the default in force.
 - CVF's plumbing (scripts, env blocks, images, MPIJob and NAD settings: `KNOWN_CVF_KEYS` and any key
   ending in `_SCRIPT` / `_ENV_VARS`) is accepted and listed in `CvfConfig.ignored_keys`.
+- Inside `TESTS_JSON` and `GPU_VALIDATION_STAGES_JSON` the keys are CVF's own and closed (jq reads them
+  case-sensitively, so `"skip"` or `"Iteratons"` would be dropped by CVF too): an unknown key, a test
+  name that is not an rccl-tests program (`RCCL_TESTS`), a test or stage name listed twice, and an
+  empty test list while phase 5 runs are `ConfigError`s naming the entry, so a typo cannot leave
+  all_reduce_perf without its threshold or a stage without its setting.
 
 upgrade-gate's additions (all optional):
 | key | meaning |
@@ -67,6 +72,20 @@ KNOWN_CVF_KEYS = frozenset(
 )  # fmt: skip
 """CVF keys that configure its Kubernetes plumbing, accepted and ignored by the local pipeline."""
 
+RCCL_TESTS = frozenset(
+    f"{name}_perf"
+    for name in (
+        "all_gather", "all_reduce", "alltoall", "alltoallv", "broadcast", "gather", "hypercube", "reduce",
+        "reduce_scatter", "scatter", "sendrecv",
+    )
+)  # fmt: skip
+"""The rccl-tests programs a `TESTS_JSON` entry may name (ROCm/rccl-tests src/CMakeLists.txt `add_rccl_test`
+and src/Makefile `BIN_FILES_LIST`, 2024: each `<name>` builds `<name>_perf`)."""
+
+_TEST_KEYS = ("name", "threshold")
+_STAGE_KEYS = ("Name", "Image", "Framework", "Recipe", "TimeoutSeconds", "Iterations", "Arguments", "Skip")
+# CVF's documented stage fields (cluster-validation-config.yaml @867693854c8c, "Required per-stage fields"
+# and "Optional per-stage"); `Image` is CVF's test-runner image, checked as text and not used locally.
 _PLUMBING_SUFFIXES = ("_SCRIPT", "_ENV_VARS")
 _CHECKED_PREFIX = re.compile(r"^(PHASE\d|SKIP_|UPGRADE_GATE_)")
 _LABEL_KEY_RE = re.compile(r"PHASE[1-5]_LABEL_KEY")
@@ -183,6 +202,11 @@ def parse_cvf_config(mapping: Mapping[str, Any], *, source: str) -> CvfConfig:
         if key in values and cv.boolean(key, values[key], source):
             skip_flags.setdefault(skipped, key)
     fields["skip"] = frozenset(skip_flags)
+    if "TESTS_JSON" in values and not fields["rccl_thresholds"] and 5 not in skip_flags:
+        raise ConfigError(
+            f"{source}: TESTS_JSON.tests: no tests, so phase 5 would have no bandwidth threshold "
+            "(set SKIP_RCCL_TEST to skip phase 5)"
+        )
     fields["skip_flags"] = skip_flags
     fields["phase_timeouts_s"] = {
         number: cv.number(key, values[key], source, positive=True)
@@ -217,14 +241,16 @@ def read_cvf_values(path: Path) -> dict[str, Any]:
 
 def cvf_values(doc: Any, *, source: str) -> dict[str, Any]:
     """The `data` of a ConfigMap manifest, or a plain KEY: value mapping (see the module docstring)."""
-    if doc is None:
-        return {}
+    if doc is None:  # empty, `~`, `null`, only comments: not "CVF's defaults" (a truncated file looked like one)
+        raise ConfigError(f"{source}: the document is empty (expected a ConfigMap or a KEY: value mapping)")
     if not isinstance(doc, dict):
         raise ConfigError(f"{source}: expected a ConfigMap or a KEY: value mapping, got {type(doc).__name__}")
     if "kind" in doc or "apiVersion" in doc:
         if doc.get("kind") != "ConfigMap":
             raise ConfigError(f"{source}: kind: expected ConfigMap, got {doc.get('kind')!r}")
-        data = doc.get("data") or {}
+        data = doc.get("data")
+        if data is None:
+            raise ConfigError(f"{source}: data: the ConfigMap has no data")
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: data: expected a KEY: value mapping")
         return data
@@ -261,16 +287,23 @@ def _stages(key: str, raw: object, source: str) -> dict[str, Any]:
     if not isinstance(data, list):
         raise cv.bad(key, source, "...", "expected a JSON list of stages")
     out: list[Stage] = []
+    seen: dict[str, int] = {}
     for i, item in enumerate(data):
         where = f"{key}[{i}]"
         if not isinstance(item, dict):
             raise cv.bad(where, source, item, "expected a stage object")
+        _closed(where, item, _STAGE_KEYS, source)
         missing = {"Name", "Framework", "Recipe", "TimeoutSeconds"} - item.keys()
         if missing:
             raise ConfigError(f"{source}: {where}: missing {', '.join(sorted(missing))}")
         name = cv.text(f"{where}.Name", item["Name"], source)
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
             raise cv.bad(f"{where}.Name", source, name, "expected lower-case letters, digits and '-'")
+        if name in seen:  # CVF names its Jobs and annotations after the stage
+            raise ConfigError(f"{source}: {where}.Name: {name!r} is listed twice (also [{seen[name]}])")
+        seen[name] = i
+        if "Image" in item:
+            cv.text(f"{where}.Image", item["Image"], source)
         framework = cv.text(f"{where}.Framework", item["Framework"], source).upper()
         if framework not in ("RVS", "AGFHC"):
             raise cv.bad(f"{where}.Framework", source, item["Framework"], "expected RVS or AGFHC")
@@ -296,14 +329,30 @@ def _tests(key: str, raw: object, source: str) -> dict[str, Any]:
     tests = data.get("tests") if isinstance(data, dict) else None
     if not isinstance(tests, list):
         raise cv.bad(key, source, "...", 'expected {"tests": [{"name": ..., "threshold": ...}]}')
+    _closed(key, data, ("tests",), source)
     out: dict[str, float] = {}
+    seen: dict[str, int] = {}
     for i, item in enumerate(tests):
+        where = f"{key}.tests[{i}]"
         if not isinstance(item, dict) or "name" not in item or "threshold" not in item:
-            raise cv.bad(f"{key}.tests[{i}]", source, item, "expected an object with name and threshold")
-        out[cv.text(f"{key}.tests[{i}].name", item["name"], source)] = cv.number(
-            f"{key}.tests[{i}].threshold", item["threshold"], source
-        )
+            raise cv.bad(where, source, item, "expected an object with name and threshold")
+        _closed(where, item, _TEST_KEYS, source)
+        name = item["name"]
+        if not isinstance(name, str) or name not in RCCL_TESTS:
+            known = ", ".join(sorted(RCCL_TESTS))
+            raise ConfigError(f"{source}: {where}.name: {name!r} is not an rccl-tests program ({known})")
+        if name in seen:
+            raise ConfigError(f"{source}: {where}.name: {name!r} is listed twice (also tests[{seen[name]}])")
+        seen[name] = i
+        out[name] = cv.number(f"{where}.threshold", item["threshold"], source)
     return {"rccl_thresholds": out}
+
+
+def _closed(where: str, item: Mapping[str, object], known: tuple[str, ...], source: str) -> None:
+    """Refuse a key of a CVF JSON object that CVF does not define (a typo would be dropped silently)."""
+    for name in item:
+        if name not in known:
+            raise ConfigError(f"{source}: {where}.{name}: unknown key (expected {', '.join(known)})")
 
 
 def _pcie_gen(key: str, raw: object, source: str) -> dict[str, Any]:
