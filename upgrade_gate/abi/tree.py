@@ -11,7 +11,10 @@ Design decisions:
 - Each file is hashed (SHA-256) and its `ElfAbi` is cached as JSON under `<cache>/<hash[:2]>/<hash>.json`,
   tagged with `CACHE_FORMAT`; a changed file has a new hash, so the cache never serves stale data
   and needs no invalidation. Entries are written atomically (temp file + rename), so parallel
-  readers and concurrent runs can share one cache folder.
+  readers and concurrent runs can share one cache folder. An entry is decoded strictly (a msgspec
+  Struct of exactly the keys and JSON types `_dump` writes): anything else, damaged or edited, is a
+  miss and the file is read again, never a crash (exit 70) or a value of the wrong type (`"false"`
+  read as true).
 - pyelftools is pure Python (GIL-bound), so files are read by a process pool; a handful of files are
   read in-process, where a pool would cost more than it saves.
 - Within one run (the scans sharing a `memo`) a file already read and unchanged since (same device,
@@ -32,7 +35,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from upgrade_gate.abi.elf import ElfAbi, ElfError, Export, Import, is_elf, read_elf
 from upgrade_gate.cpus import usable_cpus
@@ -193,11 +197,11 @@ def _read_one(job: tuple[str, str | None]) -> tuple[ElfAbi | None, bool, str | N
     entry = Path(cache) / digest[:2] / f"{digest}.json" if cache is not None else None
     if entry is not None:
         try:
-            doc = json.loads(entry.read_text(encoding="utf-8"))
-            if doc["format"] == CACHE_FORMAT and doc["sha256"] == digest:
-                return _load(doc), True, None
-        except (OSError, ValueError, TypeError, AttributeError, KeyError):
-            pass  # absent or damaged: read the file again and rewrite the entry
+            cached = _load(entry.read_bytes(), digest)
+        except OSError:
+            cached = None  # absent or unreadable: read the file again and rewrite the entry
+        if cached is not None:
+            return cached, True, None
     try:
         abi = read_elf(Path(path), digest)
     except ElfError as exc:
@@ -222,27 +226,43 @@ def _dump(abi: ElfAbi) -> dict[str, object]:
     }
 
 
-def _load(doc: dict[str, Any]) -> ElfAbi:
-    """An entry back; a damaged one raises (TypeError, ValueError, KeyError) and is read again."""
+class _Entry(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A cache entry exactly as `_dump` writes it: every key, no other, each of its own JSON type."""
+
+    format: str
+    sha256: str
+    kind: str
+    machine: str
+    soname: str | None
+    needed: tuple[str, ...]
+    version_defs: tuple[str, ...]
+    exports: tuple[tuple[str, str | None, bool, str, str], ...]  # name, version, default, binding, type
+    imports: tuple[tuple[str, str | None, str | None, bool], ...]  # name, version, library, weak
+
+
+_ENTRY = msgspec.json.Decoder(_Entry)
+
+
+def _load(data: bytes, digest: str) -> ElfAbi | None:
+    """An entry back, or None (a miss: the file is read again) unless it is exactly what `_dump` wrote
+    for this file: another format or hash, a key missing or unknown, a value of another JSON type
+    (a list for a version, `"false"` for a flag) or a row of another length."""
+    try:
+        doc = _ENTRY.decode(data)
+    except msgspec.DecodeError:  # not JSON, or not the entry's shape (ValidationError is a DecodeError)
+        return None
+    if doc.format != CACHE_FORMAT or doc.sha256 != digest:
+        return None
     return ElfAbi(
-        sha256=_text(doc["sha256"]),
-        kind=_text(doc["kind"]),
-        machine=_text(doc["machine"]),
-        soname=None if doc["soname"] is None else _text(doc["soname"]),
-        needed=tuple(_text(n) for n in doc["needed"]),
-        version_defs=tuple(_text(v) for v in doc["version_defs"]),
-        exports=tuple(
-            Export(name=_text(n), version=v, default=bool(d), binding=_text(b), type=_text(t))
-            for n, v, d, b, t in doc["exports"]
-        ),
-        imports=tuple(Import(name=_text(n), version=v, library=lib, weak=bool(w)) for n, v, lib, w in doc["imports"]),
+        sha256=doc.sha256,
+        kind=doc.kind,
+        machine=doc.machine,
+        soname=doc.soname,
+        needed=doc.needed,
+        version_defs=doc.version_defs,
+        exports=tuple(Export(name=n, version=v, default=d, binding=b, type=t) for n, v, d, b, t in doc.exports),
+        imports=tuple(Import(name=n, version=v, library=lib, weak=w) for n, v, lib, w in doc.imports),
     )
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
-    return value
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -27,20 +27,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from upgrade_gate.errors import InputError
 from upgrade_gate.judge.plan import ChangePlan, SoakSettings, format_duration
 from upgrade_gate.model import NodeName
+from upgrade_gate.report.window_html import parse_date_time
 
 OPEN_STATES = frozenset({"planned", "started", "validated", "soaking", "blocked"})
 """States in which a window holds (or has reserved) its nodes."""
 
 
-def parse_time(text: str) -> datetime:
-    """An ISO 8601 time from the record (`Z` accepted), timezone-aware."""
-    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+def parse_time(text: str, *, where: str = "time") -> datetime:
+    """An RFC 3339 date-time as the schemas accept it (a leap second folds into the next second),
+    timezone-aware; anything else is InputError naming `where` (the one rule: `parse_date_time`)."""
+    return parse_date_time(text, where=where)
 
 
 # --------------------------------------------------------------------------- soak
@@ -141,17 +143,23 @@ def soak_status(doc: Mapping[str, Any], now: datetime) -> SoakStatus | None:
     soak = doc.get("soak")
     if not soak:
         return None
-    start = parse_time(soak["started_at"])
+    record = f"windows/{doc.get('id')}.json"
+    start = parse_time(soak["started_at"], where=f"{record}: soak.started_at")
     observations = soak["observations"]
-    last = parse_time(observations[-1]["at"]) if observations else start
+    n = len(observations)
+    last = parse_time(observations[-1]["at"], where=f"{record}: soak.observations[{n - 1}].at") if n else start
     every = float(soak["every_s"])
+    try:
+        next_due = (last + timedelta(seconds=every)).astimezone(UTC)
+    except OverflowError:  # a time at the edge of year 1 or 9999: no next observation can be named
+        raise InputError(f"{record}: soak: no observation can follow {last.isoformat()}") from None
     return SoakStatus(
         elapsed_s=max(0.0, (now - start).total_seconds()),
         duration_s=float(soak["duration_s"]),
-        observations=len(observations),
+        observations=n,
         min_observations=int(soak["min_observations"]),
         failed=sum(1 for o in observations if o["verdict"] != "PASS"),
-        next_due=datetime.fromtimestamp(last.timestamp() + every, tz=UTC),
+        next_due=next_due,
         skipped="skipped" in soak,
     )
 

@@ -173,7 +173,16 @@ def save_candidate(store: BaselineStore, window_id: str, snapshot: Snapshot) -> 
 
 
 def load_candidate(store: BaselineStore, window_id: str, node: str) -> Snapshot:
-    """A candidate snapshot kept by `save_candidate`."""
+    """A candidate snapshot kept by `save_candidate`; InputError when the file holds another node.
+
+    The file's name is what `promote` saves it as: a hand commit (or a pulled remote) that put node-b's
+    snapshot under `node-a.json` would otherwise store it as node-b's baseline, leaving node-a's as it
+    was. Checked as the store's `load` checks `nodes/<node>.json`.
+    """
     name = candidate_name(window_id, node)
+    source = f"{store.path}/{name}"
     data = store.read_document(name)
-    return loads_snapshot(json.dumps(data), source=f"{store.path}/{name}")
+    snap = loads_snapshot(json.dumps(data), source=source)
+    if snap.node.name != node:
+        raise InputError(f"{source}: holds node {snap.node.name!r}, expected {node!r}")
+    return snap

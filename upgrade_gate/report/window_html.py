@@ -4,15 +4,28 @@ A slow drift shows before it blocks: per canary, the key metrics of every soak o
 mesh bus bandwidth where the soak runs it, the number of kernel events) are drawn against the value
 in the canary's baseline, with the observations' verdicts and causes in a table below. Charts are
 inline SVG from matplotlib, as in `report.html`.
+
+Date-times: `parse_date_time` is the one reader of the window record's times (the fleet stage's
+`rollout.parse_time` is this function; the report stage cannot import the fleet). It accepts what the
+schemas' `format: date-time` accepts (`codec.DATE_TIME_PATTERN`, the schema validator's own regex):
+lower-case `t`/`z`, `+hhmm` offsets, and a leap second (`23:59:60`), which no `datetime` holds and
+which is folded into the next second (later, never earlier: a soak started in a leap second ends no
+sooner). Digits must be ASCII (RFC 3339's DIGIT; the pattern's `\\d` alone also matches other
+scripts' digits). Anything else, and what the pattern allows but no `datetime` can hold (year 0), is
+bad input naming the field (exit 3), never a ValueError (exit 70).
 """
 
 from __future__ import annotations
 
 import html
 import io
+import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
+
+from upgrade_gate.codec import DATE_TIME_PATTERN
+from upgrade_gate.errors import InputError
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a}
@@ -27,8 +40,25 @@ _LABELS = {
 }
 
 
-def _time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+_DATE_TIME = re.compile(DATE_TIME_PATTERN, re.ASCII)  # RFC 3339's DIGIT is 0-9, not any Unicode digit
+_WORDS = "an RFC 3339 date-time (2025-06-08T10:00:00Z)"
+
+
+def parse_date_time(text: object, *, where: str) -> datetime:
+    """An RFC 3339 date-time as the schemas accept it, timezone-aware; InputError naming `where` if not."""
+    if not isinstance(text, str) or _DATE_TIME.match(text) is None:
+        raise InputError(f"{where}: {text!r} is not {_WORDS}")
+    iso = text.upper().replace("Z", "+00:00")  # fixed positions: YYYY-MM-DDTHH:MM:SS, then fraction, offset
+    leap = iso[17:19] == "60"
+    try:
+        value = datetime.fromisoformat(f"{iso[:17]}59{iso[19:]}" if leap else iso)
+        return value + timedelta(seconds=1) if leap else value
+    except (ValueError, OverflowError):  # year 0, or a leap second folded past 9999-12-31
+        raise InputError(f"{where}: {text!r} is {_WORDS} that no time value can hold") from None
+
+
+def _at(doc: Mapping[str, Any], index: int) -> str:
+    return f"windows/{doc.get('id')}.json: soak.observations[{index}].at"
 
 
 def _chart(title: str, points: list[tuple[datetime, float]], baseline: float | None) -> str:
@@ -71,8 +101,8 @@ def render_window_html(doc: Mapping[str, Any], baselines: Mapping[str, Mapping[s
         charts = []
         for metric, label in _LABELS.items():
             points = [
-                (_time(o["at"]), float(o["metrics"][node][metric]))
-                for o in observations
+                (parse_date_time(o["at"], where=_at(doc, i)), float(o["metrics"][node][metric]))
+                for i, o in enumerate(observations)
                 if metric in (o.get("metrics") or {}).get(node, {})
             ]
             if points:

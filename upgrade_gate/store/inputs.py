@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from upgrade_gate.errors import InputError
 from upgrade_gate.model import ClassReference, GpuSerial, NodeName, Snapshot
 
 if TYPE_CHECKING:
@@ -63,11 +64,16 @@ def saved_references(store: BaselineStore, pin: str) -> dict[str, ClassReference
 
     Read like baselines (`load_trusted_document`): `baseline save` and `baseline aggregate --save`
     validated them against the class-reference schema when they wrote them, and git's object id
-    says the bytes are those.
+    says the bytes are those. A file whose class is not its name (`classes/zz-old.json` holding
+    `mi300x`, committed by hand) is InputError naming it: read, it would replace (or shadow) the
+    class's own reference depending on the order of the names.
     """
     out = {}
     for name in store.documents("classes", pin):
         ref = store.load_trusted_document(ClassReference, name, pin)
+        expected = name.removeprefix("classes/").removesuffix(".json")
+        if ref.node_class != expected:  # the writers name the file `classes/<class>.json`
+            raise InputError(f"{store.path}/{name}@{pin[:12]}: holds class {ref.node_class!r}, expected {expected!r}")
         out[ref.node_class] = ref
     return out
 
