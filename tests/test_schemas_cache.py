@@ -69,3 +69,24 @@ def test_schemas_cache_folder_that_cannot_be_written_only_costs_speed(
     blocked.write_text("not a folder", encoding="utf-8")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     assert _answers()[0] is None
+
+
+@pytest.mark.parametrize("where", ["entry", "folder"])
+def test_schemas_cache_runs_no_entry_that_another_account_could_have_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A cache entry is code that `validate` runs: one in a folder, or a file, that group or others may
+    write (a shared CI cache) is compiled afresh instead. A forged entry that accepts everything there
+    used to turn every schema check into a pass."""
+    import marshal
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    expected = _answers()
+    (entry,) = _entries(tmp_path)
+    forged = compile("def validate(data, custom_formats={}, name_prefix=None):\n    return data\n", "<forged>", "exec")
+    entry.write_bytes(marshal.dumps(("validate", forged)))
+    schemas._fast_validator.cache_clear()
+    assert _answers()[1] is None  # the forged entry, where only this user can write, is this user's own doing
+    (entry if where == "entry" else entry.parent).chmod(0o666 if where == "entry" else 0o777)
+    schemas._fast_validator.cache_clear()
+    assert _answers() == expected  # not run: BAD is refused again

@@ -14,7 +14,8 @@ Compiling a schema costs 2-150 ms (fastjsonschema writes Python source, then Pyt
 (`$XDG_CACHE_HOME/upgrade-gate/validators`, else `~/.cache/...`) under a name derived from the
 schema's text, fastjsonschema's version and Python's bytecode tag, so a changed schema or upgrade
 never reads a stale entry; `UPGRADE_GATE_NO_CACHE=1`, or a folder that cannot be written, compiles
-every time. An entry that does not load is compiled again.
+every time. An entry that does not load is compiled again. An entry is code that `validate` runs,
+so it is read only from a file and folder this user owns and nobody else may write (`_private`).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def _fast_validator(name: str) -> Any:
     key = hashlib.sha256(text + fastjsonschema.VERSION.encode() + sys.implementation.cache_tag.encode()).hexdigest()
     path = folder / f"{name}-{key[:32]}.bin"
     try:
+        if not (_private(folder) and _private(path)):  # compiled code is run: only from a folder no one else writes
+            raise OSError("not private")
         entry, code = marshal.loads(path.read_bytes())
         namespace: dict[str, Any] = {}
         exec(code, namespace)
@@ -92,12 +95,28 @@ def _cache_folder() -> Path | None:
     return Path(base) / "upgrade-gate" / "validators"
 
 
-def _keep(path: Path, data: bytes) -> None:
-    """Write a cache entry atomically (a temp file, then rename); any failure only costs speed."""
+def _private(path: Path) -> bool:
+    """True when `path` (not a link) is this user's and nobody else may write it: a cache entry is
+    compiled code that `validate` runs, so one that another account could have replaced (a shared CI
+    cache, a group-writable home) is compiled afresh instead of trusted."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022 and not os.path.islink(path)
+
+
+def _keep(path: Path, data: bytes) -> None:
+    """Write a cache entry atomically (a temp file, then rename), the folder and file private to this
+    user; any failure only costs speed."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _private(path.parent):
+            return  # another account's folder, or one others may write: entries there would not be read
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except OSError:
         pass
