@@ -313,3 +313,22 @@ def test_validate_pipeline_runs_node_phases_concurrently_and_keeps_node_order() 
     assert all(r[0].status is PhaseStatus.PASSED for r in results.values()), results
     with pytest.raises(ValueError, match="parallel must be >= 1"):
         run_pipeline(names, phases=[together], config=default_config(), launcher=launcher, parallel=0)
+
+
+def test_validate_phase3_a_port_without_its_physical_state_is_missing_evidence() -> None:
+    """ibv_devinfo printed no phys_state for an ACTIVE port: no evidence the link is up, so the phase
+    cannot pass (it used to skip the check). `5: LinkUp` (sysfs) and `LINK_UP (5)` read as up."""
+    from upgrade_gate.model import replace
+
+    snap = nic_snapshot()
+    nic = snap.nics[0]
+
+    def with_phys(value: str | None) -> object:
+        ports = tuple(replace(p, phys_state=value) for p in nic.ports)
+        return replace(snap, nics=(replace(nic, ports=ports), *snap.nics[1:]))
+
+    result = NicHealthPhase().run(_ctx(snapshot=with_phys(None)))
+    assert result.status is PhaseStatus.ERROR
+    assert "link-state:ionic_0=unknown (physical state not reported)" in result.reasons
+    for up in ("LINK_UP", "5: LinkUp", "LINK_UP (5)"):
+        assert NicHealthPhase().run(_ctx(snapshot=with_phys(up))).status is PhaseStatus.PASSED, up

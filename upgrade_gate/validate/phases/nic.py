@@ -63,7 +63,9 @@ def _check_ports(out: Outcome, nic: Nic, config: CvfConfig) -> None:
         if state != "ACTIVE":
             out.fail(f"rdma-state:{dev}={state or 'unknown'}")
         phys = (port.phys_state or "").split(":", 1)[-1].strip().upper()
-        if port.phys_state is not None and phys not in ("LINK_UP", "LINKUP"):
+        if port.phys_state is None:  # not reported is no evidence of a link, not a pass
+            out.error(f"link-state:{dev}=unknown (physical state not reported)")
+        elif phys.split(" (", 1)[0] not in ("LINK_UP", "LINKUP"):
             out.fail(f"link-state:{dev}={phys}")
         if port.gid_count is None:
             out.error(f"gid-table:{dev}=unknown (GID table not reported)")
