@@ -119,7 +119,7 @@ def watch_round(
     if set_conditions:
         for node_report in merged.nodes:
             client.set_node_condition(node_report.node, node_condition(node_report, now=now))
-    taken = {str(n): parse_time(s.taken_at) for n, s in candidates.items()}
+    taken = {str(n): parse_time(s.taken_at, where=f"node {n}: snapshot taken_at") for n, s in candidates.items()}
     return WatchRound(report=merged, taken_at=taken, skipped=skipped)
 
 
