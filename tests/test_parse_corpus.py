@@ -20,6 +20,7 @@ import contextlib
 import enum
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -438,3 +439,28 @@ def test_parser_random_text_returns_or_raises_parse_error(key: str, text: str) -
 def test_parser_unmutated_seeds_return_or_raise_parse_error(key: str) -> None:
     for text in _seeds(key)[0]:
         _returns_or_raises_parse_error(key, text)
+
+
+@pytest.mark.parametrize("text", ["²", "٣", "12³", "¹²"])
+def test_parsers_digit_checks_take_ascii_digits_only(text: str) -> None:
+    """`str.isdigit` takes superscripts and other scripts' digits, which `int` refuses or reads as a number
+    no tool printed: a mutated rocm-smi table with a "²" row raised ValueError (found by the property test
+    above). Every parser's digit check is `parse.common.digits`, ASCII only."""
+    from upgrade_gate.parse.common import digits
+
+    assert text.isdigit() and not digits(text)
+    assert digits("0") and digits("123") and not digits("") and not digits("-1")
+
+
+def test_parser_found_examples_raise_parse_error() -> None:
+    """The property tests' finds, pinned: a rocm-smi concise table with a "²" line, and an amd-smi static
+    size of 1.7e302 MB, are ParseErrors (they were ValueError and OverflowError: exit 70)."""
+    texts, _ = _seeds("rocm-smi-concise")
+    lines = texts[0].splitlines(keepends=True)
+    _returns_or_raises_parse_error("rocm-smi-concise", "".join([*lines[:3], "²\n", *lines[3:]]))
+    _, docs = _seeds("amd-smi-static")
+    sized = next(d for d in docs if re.search(r'"size": \{\s*"value": \d+', d))
+    huge = re.sub(r'("size": \{\s*"value": )\d+', r"\g<1>1.7e302", sized, count=1)
+    assert huge != sized
+    with pytest.raises(ParseError, match="out of range"):
+        PARSERS["amd-smi-static"](huge)

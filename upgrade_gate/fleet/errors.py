@@ -177,7 +177,7 @@ def retry_after_seconds(header: str | None, status: Mapping[str, Any], *, now: f
     """Seconds the server asked us to wait: `Retry-After` (seconds or HTTP date), else details.retryAfterSeconds."""
     if header:
         raw = header.strip()
-        if raw.isdigit():
+        if raw.isascii() and raw.isdigit():  # "²" is a digit to isdigit, not to float
             return float(raw)
         try:
             when = email.utils.parsedate_to_datetime(raw)

@@ -23,6 +23,7 @@ from upgrade_gate.model import (
     Snapshot,
     measurements_of,
 )
+from upgrade_gate.parse.common import digits
 
 RANK = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 FIRMWARE_PATH = re.compile(r"gpus\[[^\]]*\]\.(?:firmware\.(?P<block>.+)|(?P<vbios>vbios))$")
@@ -310,7 +311,7 @@ def _rule_step(node: NodeName, f: Finding) -> str | None:
         return f.hint
     if f.rule in ("phase.failed", "evidence.missing") and f.path and f.path.startswith("phases[phase="):
         phase = f.path.removeprefix("phases[phase=").removesuffix("]")
-        return rerun_phase(node, int(phase)) if phase.isdigit() else None
+        return rerun_phase(node, int(phase)) if digits(phase) else None
     if f.rule == "evidence.missing" and f.path and f.path.startswith("probes["):
         return f"fix the probe, then re-capture on {node}: upgrade-gate capture --node {node} --out {node}.tar.gz"
     return None

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.common import is_na, strip_ansi
+from upgrade_gate.parse.common import digits, is_na, strip_ansi
 
 TOOL = "amd-smi-monitor"
 WATCH_BANNER = "'CTRL' + 'C' to stop watching output:"
@@ -89,7 +89,7 @@ def _read_row(columns: list[str], cells: list[str], *, line_no: int, line: str) 
     for column, cell in zip(columns, cells, strict=True):
         key = column.upper()
         if key in _INTEGER:
-            if not cell.isdigit():
+            if not digits(cell):
                 raise ParseError(TOOL, line_no, line, f"expected an integer {column}, got {cell!r}")
             values[_INTEGER[key]] = int(cell)
         elif key in _NUMERIC:

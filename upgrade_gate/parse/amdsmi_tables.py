@@ -36,7 +36,7 @@ from upgrade_gate.parse.amdsmi_types import (
     AmdSmiTopology,
 )
 from upgrade_gate.parse.amdsmi_values import Fields
-from upgrade_gate.parse.common import is_na, normalize_bdf, slice_row
+from upgrade_gate.parse.common import digits, is_na, normalize_bdf, slice_row
 
 _BW_RE = re.compile(r"^(\d+)-(\d+)$")
 _CURRENT_FIELDS = {
@@ -50,7 +50,7 @@ _CURRENT_FIELDS = {
 def _cell_int(value: str, *, tool: str, line_no: int, line: str) -> int | None:
     if is_na(value):
         return None
-    if value.isdigit():
+    if digits(value):
         return int(value)
     raise ParseError(tool, line_no, line, f"expected an integer, got {value!r}")
 
@@ -168,11 +168,11 @@ def _current_rows(body: list[Line], tool: str, title_line: int) -> tuple[list[Am
     out: list[AmdSmiCurrentPartition] = []
     rest: list[Line] = []
     for pos, (line_no, line) in enumerate(rows):
-        if not line[:1].isdigit():
+        if not digits(line[:1]):
             rest = rows[pos:]
             break
         row = dict(zip(names, slice_row(line, starts, tool=tool, line_no=line_no), strict=True))
-        if not row["GPU_ID"].isdigit():
+        if not digits(row["GPU_ID"]):
             raise ParseError(tool, line_no, line, "expected a GPU index")
         na = [_CURRENT_FIELDS[name] for name, value in row.items() if name in _CURRENT_FIELDS and is_na(value)]
         ids = row.get("PARTITION_ID", "N/A")
@@ -193,7 +193,7 @@ def _current_rows(body: list[Line], tool: str, title_line: int) -> tuple[list[Am
 
 def _id_list(value: str, *, tool: str, line_no: int, line: str) -> tuple[int, ...]:
     parts = [part.strip() for part in value.split(",")]
-    if not all(part.isdigit() for part in parts):
+    if not all(digits(part) for part in parts):
         raise ParseError(tool, line_no, line, f"expected partition ids, got {value!r}")
     return tuple(int(part) for part in parts)
 
@@ -207,7 +207,7 @@ def _profiles(body: list[Line], tool: str, title_line: int) -> list[AmdSmiPartit
     out = []
     for line_no, line in rows:
         gpu, *values = slice_row(line, starts, tool=tool, line_no=line_no)
-        if not gpu.isdigit():
+        if not digits(gpu):
             raise ParseError(tool, line_no, line, "expected a GPU index")
         mapping = {name: (None if is_na(value) else value) for name, value in zip(names[1:], values, strict=True)}
         out.append(AmdSmiPartitionProfile(gpu=int(gpu), values=mapping))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.amdsmi_types import AmdSmiVersion
-from upgrade_gate.parse.common import header_columns, is_na, strip_ansi
+from upgrade_gate.parse.common import digits, header_columns, is_na, strip_ansi
 
 _KEY_LINE_RE = re.compile(r"^(?P<indent> *)(?P<key>[^\s:][^:]*?)[ \t]*:(?:[ \t]+(?P<value>.*?))?[ \t]*$")
 _TITLE_RE = re.compile(r"^(?P<name>[A-Z][A-Z_ /-]*?):\s*$")
@@ -128,7 +128,7 @@ def read_blocks(text: str, *, tool: str, lines: list[Line] | None = None) -> Tex
             if kind == "AMDSMI TOOL" and not blocks and version is None:
                 version = parse_version_line(raw, tool=tool, line_no=line_no)
                 continue
-            if kind not in _BLOCK_KINDS or value is None or not value.isdigit():
+            if kind not in _BLOCK_KINDS or value is None or not digits(value):
                 raise ParseError(tool, line_no, raw, "expected a 'GPU: <n>' block")
             data: dict[str, object] = {}
             where = {}

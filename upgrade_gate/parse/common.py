@@ -32,6 +32,12 @@ _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\^\[\[?[0-9;]*[A-Z
 NA_TOKENS = frozenset({"n/a"})
 
 
+def digits(text: str) -> bool:
+    """True when `text` is one or more ASCII digits. `str.isdigit` also takes "²" and other Unicode
+    digits, which `int` then refuses (a ValueError, not a ParseError) or reads as a number no tool printed."""
+    return text.isascii() and text.isdigit()
+
+
 def strip_ansi(text: str) -> str:
     """Remove ANSI escape sequences, raw or in caret notation (`^[[0m`), from text."""
     return _ANSI_RE.sub("", text)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from upgrade_gate.parse.common import digits
+
 ROCMSMI_TO_AMDSMI = {
     "ASD": "ASD",
     "CE": "CP_CE",
@@ -63,7 +65,7 @@ def _rocmsmi_number(block: str, printed: str) -> int | None:
         return None
     if _HEX_RE.match(text):
         return int(text, 16)
-    if text.isdigit():
+    if digits(text):
         return int(text)
     return None
 

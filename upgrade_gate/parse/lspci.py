@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf, PcieLink
-from upgrade_gate.parse.common import normalize_bdf, strip_ansi
+from upgrade_gate.parse.common import digits, normalize_bdf, strip_ansi
 
 TOOL = "lspci"
 
@@ -201,7 +201,7 @@ class _DeviceBuilder:
             self.subsystem = value
         elif key == "NUMA node" and sep:
             self._once(key, no, raw)
-            if not value.lstrip("-").isdigit():
+            if not digits(value.lstrip("-")):
                 raise ParseError(TOOL, no, raw, "malformed NUMA node")
             self.numa_node = int(value)
         elif self.in_sriov and text.startswith("Initial VFs:"):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement
+from upgrade_gate.parse.common import digits
 
 TOOL = "ib_write_bw"
 
@@ -112,7 +113,7 @@ def parse_ib_write_bw(text: str) -> PerftestResult:
                 raise ParseError(TOOL, no, raw, f"unknown or mixed bandwidth units {u1!r}/{u2!r}")
             unit = u1
             continue
-        if line[0].isdigit() and unit is not None:
+        if digits(line[0]) and unit is not None:
             cells = line.split()
             try:
                 size, iters = int(cells[0]), int(cells[1])

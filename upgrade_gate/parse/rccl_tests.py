@@ -38,7 +38,7 @@ from typing import Any
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement, replace
-from upgrade_gate.parse.common import is_na, normalize_bdf
+from upgrade_gate.parse.common import digits, is_na, normalize_bdf
 from upgrade_gate.parse.preamble import parse_after_preamble, split_preamble
 from upgrade_gate.parse.rccl_tests_json import merge_json, parse_rccl_tests_json
 from upgrade_gate.parse.rccl_tests_types import (
@@ -245,7 +245,7 @@ def _parse_text(text: str) -> RcclTestsResult:
             elif m := _VERSION_RE.match(line):
                 versions[m.group(1)] = m.group(2)
             continue
-        if stripped[0].isdigit():
+        if digits(stripped[0]):
             rows.append(table.row(stripped, no, cycle))
         elif stripped.startswith("#"):
             if m := _AVG_RE.match(stripped):

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.common import KeyValueBlock, check_name, leading_int
+from upgrade_gate.parse.common import KeyValueBlock, check_name, digits, leading_int
 
 
 def _int(raw: str, tool: str, line_no: int) -> int:
@@ -89,7 +89,7 @@ def parse_show_gids(text: str) -> ShowGids:
         ipv4 = rest.pop(0) if rest and re.fullmatch(r"\d+\.\d+\.\d+\.\d+", rest[0]) else None
         if not rest or not re.fullmatch(r"v[12]", rest[0]) or len(rest) > 2:
             raise ParseError(tool, no, line, "expected VER (v1/v2) then an optional DEV column")
-        if not (port.isdigit() and index.isdigit()) or ":" not in gid:
+        if not (digits(port) and digits(index)) or ":" not in gid:
             raise ParseError(tool, no, line, "bad PORT/INDEX/GID column")
         netdev = rest[1] if len(rest) == 2 else None
         entries.append(

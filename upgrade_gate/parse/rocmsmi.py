@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.common import is_na, load_json, looks_like_json, normalize_bdf
+from upgrade_gate.parse.common import digits, is_na, load_json, looks_like_json, normalize_bdf
 from upgrade_gate.parse.rocmsmi_concise import parse_rocmsmi_concise
 from upgrade_gate.parse.rocmsmi_text import Matrix, read_sections
 from upgrade_gate.parse.rocmsmi_types import (
@@ -140,7 +140,7 @@ def _link_value(field: str, value: str, *, tool: str, line_no: int, raw: str) ->
         if not value.isalpha():
             raise ParseError(tool, line_no, raw, f"unexpected link type {value!r}")
         return value.upper()
-    if not value.isdigit():
+    if not digits(value):
         raise ParseError(tool, line_no, raw, f"expected an integer {field}")
     return int(value)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.common import header_columns, is_na, slice_row, strip_ansi
+from upgrade_gate.parse.common import digits, header_columns, is_na, slice_row, strip_ansi
 from upgrade_gate.parse.rocmsmi_types import RocmSmiConcise, RocmSmiConciseRow
 
 TOOL = "rocm-smi-concise"
@@ -89,7 +89,7 @@ def _partitions(row: _Row, cell: str) -> None:
         if not row.missing(part, name):
             row.values[name] = part
     if len(parts) == 3 and not row.missing(parts[2], "partition_id"):
-        if not parts[2].isdigit():
+        if not digits(parts[2]):
             raise row.fail(f"expected a partition id, got {parts[2]!r}")
         row.values["partition_id"] = int(parts[2])
 
@@ -97,7 +97,7 @@ def _partitions(row: _Row, cell: str) -> None:
 def _integer(row: _Row, cell: str, name: str) -> None:
     if row.missing(cell, name):
         return
-    if not cell.isdigit():
+    if not digits(cell):
         raise row.fail(f"expected an integer {name}, got {cell!r}")
     row.values[name] = int(cell)
 
@@ -105,7 +105,7 @@ def _integer(row: _Row, cell: str, name: str) -> None:
 def _read_cell(row: _Row, column: str, cell: str) -> None:
     key = column.lower()
     if key in ("device", "gpu"):
-        if not cell.isdigit():
+        if not digits(cell):
             raise row.fail(f"expected a device index, got {cell!r}")
         row.values["device"] = int(cell)
     elif key == "node":

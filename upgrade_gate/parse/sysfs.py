@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
 from upgrade_gate.parse.bdf import PciAddress
-from upgrade_gate.parse.common import check_name, normalize_bdf, strip_ansi
+from upgrade_gate.parse.common import check_name, digits, normalize_bdf, strip_ansi
 
 GREP_TOOL = "sysfs-grep"
 KFD_TOOL = "kfd-properties"
@@ -112,7 +112,7 @@ def parse_sysfs_grep(text: str) -> SysfsValues:
 
 def _decimal(values: SysfsValues, path: str) -> int:
     raw = values.values[path]
-    if not raw.isdigit():
+    if not digits(raw):
         raise ParseError(GREP_TOOL, values.line_nos[path], f"{path}:{raw}", "expected a decimal integer")
     return int(raw)
 

@@ -45,6 +45,7 @@ from upgrade_gate.judge.rules.measured import (
 from upgrade_gate.judge.rules.measured import curve_params as curve_params
 from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
 from upgrade_gate.model import Finding, Severity, Snapshot
+from upgrade_gate.parse.common import digits
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -97,7 +98,7 @@ def _unmatched(ctx: NodeContext, entry: RuleEntry, keys: list[str], *, configura
     the change window's usual baseline: the CVF floors and the class judge them)."""
     groups: dict[str, int] = {}
     for key in keys:
-        group = key.rsplit("/", 1)[0] if key.rsplit("/", 1)[-1].isdigit() else key
+        group = key.rsplit("/", 1)[0] if digits(key.rsplit("/", 1)[-1]) else key
         groups[group] = groups.get(group, 0) + 1
     shown = ", ".join(f"{g} ({n} sizes)" if n > 1 else g for g, n in list(groups.items())[:6])
     more = f" and {len(groups) - 6} more" if len(groups) > 6 else ""
@@ -223,7 +224,7 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         if d.outcome == "not_comparable":
             skipped.setdefault(d.group, []).append(d.key.rsplit("/", 1)[-1])
     for group, sizes in sorted(skipped.items()):
-        sizes.sort(key=lambda x: (not x.isdigit(), int(x) if x.isdigit() else 0, x))
+        sizes.sort(key=lambda x: (not digits(x), int(x) if digits(x) else 0, x))
         yield finding(
             ctx,
             entry,

@@ -60,6 +60,7 @@ from upgrade_gate.model import (
     Snapshot,
     measurements_of,
 )
+from upgrade_gate.parse.common import digits
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -186,7 +187,7 @@ def readings(
 
 def _index(label: str, indexes: set[int]) -> int | None:
     number = label.removeprefix("gpu")
-    return int(number) if number.isdigit() and int(number) in indexes else None
+    return int(number) if digits(number) and int(number) in indexes else None
 
 
 def _device(gpu: Gpu) -> str:
