@@ -456,8 +456,11 @@ def test_parser_found_examples_raise_parse_error() -> None:
     """The property tests' finds, pinned: a rocm-smi concise table with a "²" line, and an amd-smi static
     size of 1.7e302 MB, are ParseErrors (they were ValueError and OverflowError: exit 70)."""
     texts, _ = _seeds("rocm-smi-concise")
-    lines = texts[0].splitlines(keepends=True)
-    _returns_or_raises_parse_error("rocm-smi-concise", "".join([*lines[:3], "²\n", *lines[3:]]))
+    table = next(t for t in texts if "Concise Info" in t and "(Junction)" in t)
+    lines = table.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("Device")) + 1
+    with pytest.raises(ParseError):
+        PARSERS["rocm-smi-concise"]("".join([*lines[:at], "²\n", *lines[at:]]))
     _, docs = _seeds("amd-smi-static")
     sized = next(d for d in docs if re.search(r'"size": \{\s*"value": \d+', d))
     huge = re.sub(r'("size": \{\s*"value": )\d+', r"\g<1>1.7e302", sized, count=1)
