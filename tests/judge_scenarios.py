@@ -19,7 +19,7 @@ import random
 import statistics
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.judge.plan import ChangePlan, plan_from_dict
 from upgrade_gate.model import (
@@ -44,6 +44,7 @@ from upgrade_gate.model import (
 )
 
 if TYPE_CHECKING:
+    from upgrade_gate.model import GateReport
     from upgrade_gate.store.gitstore import BaselineStore
 
 NODE = NodeName("mi300x-node-01")
@@ -282,6 +283,23 @@ def upgrade_plan(**extra: object) -> ChangePlan:
     }
     doc.update(extra)
     return plan_from_dict(doc, source="scenario plan")
+
+
+def judge_one(candidate: Snapshot, baseline: Snapshot | None = None, **kw: Any) -> GateReport:
+    """`judge` of one candidate against `baseline` (`mi300x_snapshot()` unless given) under `upgrade_plan()`
+    and the default policy, at NOW; `kw` go to `judge` (tool_version, denylist...)."""
+    from upgrade_gate.judge.judge import judge
+    from upgrade_gate.judge.policy import load_policy
+
+    base = baseline if baseline is not None else mi300x_snapshot()
+    return judge(
+        baselines={base.node.name: base},
+        candidates=[candidate],
+        plan=upgrade_plan(),
+        policy=load_policy(),
+        now=NOW,
+        **kw,
+    )
 
 
 # --------------------------------------------------------------------------- faults

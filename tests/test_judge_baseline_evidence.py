@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.judge_scenarios import NOW, mi300x_snapshot, scale_metrics, upgrade_plan, upgraded
-from upgrade_gate.judge.judge import judge
-from upgrade_gate.judge.policy import load_policy
+from tests.judge_scenarios import judge_one, mi300x_snapshot, scale_metrics, upgraded
 from upgrade_gate.model import Finding, GateReport, PhaseStatus, Severity, Snapshot, Verdict, replace
 
 
 def _judge(candidate: Snapshot, baseline: Snapshot) -> GateReport:
-    return judge(
-        baselines={baseline.node.name: baseline},
-        candidates=[candidate],
-        plan=upgrade_plan(),
-        policy=load_policy(),
-        now=NOW,
-    )
+    return judge_one(candidate, baseline)
 
 
 def _blocks(report: GateReport, rule: str) -> list[Finding]:

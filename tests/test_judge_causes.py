@@ -5,22 +5,18 @@ from __future__ import annotations
 import pytest
 
 from tests.judge_scenarios import (
-    NOW,
+    judge_one,
     lose_vf,
-    mi300x_snapshot,
     narrow_link,
     reverse_order,
     scale_metrics,
     set_firmware,
-    upgrade_plan,
     upgraded,
     with_software,
 )
 from tests.report_sample import sample_report
 from upgrade_gate.judge.causes import ensure_causes, group_causes
 from upgrade_gate.judge.checklist import load_checklist
-from upgrade_gate.judge.judge import judge
-from upgrade_gate.judge.policy import load_policy
 from upgrade_gate.model import CauseCategory, GateReport, Severity, Snapshot, Verdict, replace
 
 FAULTS = {
@@ -42,15 +38,7 @@ def _all_firmware(snap: Snapshot) -> Snapshot:
 
 
 def _judge(candidate: Snapshot, **kw: object) -> GateReport:
-    baseline = mi300x_snapshot()
-    return judge(
-        baselines={baseline.node.name: baseline},
-        candidates=[candidate],
-        plan=upgrade_plan(),
-        policy=load_policy(),
-        now=NOW,
-        **kw,  # type: ignore[arg-type]
-    )
+    return judge_one(candidate, **kw)
 
 
 @pytest.mark.parametrize("name", sorted(FAULTS))

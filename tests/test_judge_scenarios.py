@@ -13,20 +13,16 @@ import pytest
 
 from tests.conftest import FIXTURES, check_golden
 from tests.judge_scenarios import (
-    NOW,
     SERIALS,
+    judge_one,
     lose_vf,
-    mi300x_snapshot,
     narrow_link,
     reverse_order,
     scale_metrics,
     set_firmware,
-    upgrade_plan,
     upgraded,
     with_software,
 )
-from upgrade_gate.judge.judge import judge
-from upgrade_gate.judge.policy import load_policy
 from upgrade_gate.model import GateReport, Severity, Snapshot, Verdict
 from upgrade_gate.report.json_report import report_to_dict
 
@@ -57,15 +53,7 @@ SCENARIOS: dict[str, tuple[Callable[[], Snapshot], Verdict, set[str]]] = {
 
 
 def _judge(candidate: Snapshot) -> GateReport:
-    baseline = mi300x_snapshot()
-    return judge(
-        baselines={baseline.node.name: baseline},
-        candidates=[candidate],
-        plan=upgrade_plan(),
-        policy=load_policy(),
-        now=NOW,
-        tool_version="test",
-    )
+    return judge_one(candidate, tool_version="test")
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from git.objects.fun import tree_entries_from_data
@@ -106,9 +109,15 @@ def test_store_load_trusted_refuses_a_blob_whose_content_was_changed(store: Base
         BaselineStore(store.path).load_trusted("node-1", pin)
 
 
-def _commit_by_hand(path: Path) -> None:
+def _edit_by_hand(store: BaselineStore, node: str, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Edit `nodes/<node>.json` in the working tree and commit it with git itself, not `save`."""
+    path = store.path / "nodes" / f"{node}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
     subprocess.run(
-        ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "by hand"], check=True
+        ["git", "-C", str(store.path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "by hand"],
+        check=True,
     )
 
 
@@ -126,25 +135,20 @@ def test_store_load_trusted_checks_a_baseline_committed_by_hand_as_the_schema_pa
     """A commit need not come from `save` (an edit committed by hand, a pull from a shared remote): `gate`'s
     read refuses what `baseline show` refuses. It used to decode such a blob leniently: an unknown field
     dropped, a required one defaulted, a severity outside the enum kept (and the result cached)."""
-    import json
-
     from upgrade_gate.errors import SchemaError
 
     pin = store.pin()
     assert store.load_trusted("node-1", pin) is not None  # a cached entry for the saved blob: not reused below
-    path = store.path / "nodes" / "node-1.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if edit == "unknown":
-        data["gpus"][0]["surprise"] = 1
-    elif edit == "missing":
-        del data["gpus"][1]["serial"]
-    else:
-        data["events"] = [{"kind": "amdgpu.gpu_reset", "severity": "FATAL", "bdf": None, "line_no": 1, "text": "x"}]
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    subprocess.run(
-        ["git", "-C", str(store.path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "by hand"],
-        check=True,
-    )
+
+    def change(data: dict[str, Any]) -> None:
+        if edit == "unknown":
+            data["gpus"][0]["surprise"] = 1
+        elif edit == "missing":
+            del data["gpus"][1]["serial"]
+        else:
+            data["events"] = [{"kind": "amdgpu.gpu_reset", "severity": "FATAL", "bdf": None, "line_no": 1, "text": "x"}]
+
+    _edit_by_hand(store, "node-1", change)
     with BaselineStore(store.path) as again:
         edited = again.pin()
         with pytest.raises(SchemaError, match=says):
@@ -156,18 +160,9 @@ def test_store_load_trusted_checks_a_baseline_committed_by_hand_as_the_schema_pa
 
 def test_store_load_trusted_reads_a_valid_baseline_committed_by_hand(store: BaselineStore) -> None:
     """A hand edit the schema accepts reads (strictly, once) and is then cached like a saved one."""
-    import json
-
     from upgrade_gate.store.decoded import DecodedCache
 
-    path = store.path / "nodes" / "node-2.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["gpus"][0]["vbios"] = "113-M3000100-HAND"
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    subprocess.run(
-        ["git", "-C", str(store.path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "by hand"],
-        check=True,
-    )
+    _edit_by_hand(store, "node-2", lambda data: data["gpus"][0].update(vbios="113-M3000100-HAND"))
     with BaselineStore(store.path) as again:
         pin = again.pin()
         snap = again.load_trusted("node-2", pin)
