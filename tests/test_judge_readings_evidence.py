@@ -180,3 +180,11 @@ def test_readings_evidence_garbled_rccl_library_blocks_without_a_rocm_plan() -> 
     report = _report(with_software(mi300x_snapshot(), rccl_library="N/A"), BASE_RCCL, plan=None)
     (found,) = _rule(report, "software.rccl")
     assert found.severity is Severity.BLOCK and "N/A" in found.message
+
+
+def test_thermal_rule_knows_the_programs_phase_2_reads() -> None:
+    """`thermal.TOOLS` names the programs of phase 2's argv (kept apart so the judge does not import the phase)."""
+    from upgrade_gate.judge.rules.thermal import TOOLS
+    from upgrade_gate.validate.phases.thermal import MONITOR_ARGV, ROCMSMI_ARGV
+
+    assert {MONITOR_ARGV[0], ROCMSMI_ARGV[0]} == TOOLS

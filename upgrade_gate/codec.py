@@ -30,8 +30,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import re
 import types
 import typing
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, NamedTuple, TypeVar, Union, get_args, get_origin
 
 import msgspec
@@ -175,6 +177,25 @@ def _friendly(message: str) -> str:
 
 
 _DATE_TIME_WORDS = "an RFC 3339 date-time (2025-06-08T10:00:00Z)"
+_DATE_TIME = re.compile(DATE_TIME_PATTERN, re.ASCII)  # RFC 3339's DIGIT is 0-9, not any Unicode digit
+
+
+def parse_date_time(text: object, *, where: str) -> datetime:
+    """The one reader of stored date-times: what the schemas' `format: date-time` accepts, timezone-aware.
+
+    Lower-case `t`/`z` and `+hhmm` offsets are read; a leap second (`23:59:60`), which no `datetime` holds,
+    is folded into the next second (later, never earlier: a soak started in one ends no sooner). Digits
+    must be ASCII (the pattern's `\\d` alone also matches other scripts' digits). Anything else, and what
+    the pattern allows but no `datetime` holds (year 0), is InputError naming `where` (exit 3)."""
+    if not isinstance(text, str) or _DATE_TIME.match(text) is None:
+        raise InputError(f"{where}: {text!r} is not {_DATE_TIME_WORDS}")
+    iso = text.upper().replace("Z", "+00:00")  # fixed positions: YYYY-MM-DDTHH:MM:SS, then fraction, offset
+    leap = iso[17:19] == "60"
+    try:
+        value = datetime.fromisoformat(f"{iso[:17]}59{iso[19:]}" if leap else iso)
+        return value + timedelta(seconds=1) if leap else value
+    except (ValueError, OverflowError):  # year 0, or a leap second folded past 9999-12-31
+        raise InputError(f"{where}: {text!r} is {_DATE_TIME_WORDS} that no time value can hold") from None
 
 
 @functools.cache

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from upgrade_gate.codec import parse_date_time
 from upgrade_gate.errors import InputError
 from upgrade_gate.judge.plan import ChangePlan, SoakSettings, format_duration
 from upgrade_gate.model import NodeName
-from upgrade_gate.report.window_html import parse_date_time
 
 OPEN_STATES = frozenset({"planned", "started", "validated", "soaking", "blocked"})
 """States in which a window holds (or has reserved) its nodes."""
@@ -41,7 +41,7 @@ OPEN_STATES = frozenset({"planned", "started", "validated", "soaking", "blocked"
 
 def parse_time(text: str, *, where: str = "time") -> datetime:
     """An RFC 3339 date-time as the schemas accept it (a leap second folds into the next second),
-    timezone-aware; anything else is InputError naming `where` (the one rule: `parse_date_time`)."""
+    timezone-aware; anything else is InputError naming `where` (the one rule: `codec.parse_date_time`)."""
     return parse_date_time(text, where=where)
 
 

@@ -38,6 +38,20 @@ def digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+RCCL_FILE_RE = re.compile(r"^librccl\.so(?:\.[0-9]+)*$")
+"""The file name librccl.so.1 may resolve to (librccl.so.1.0.60200): the probe and `software.rccl` share it."""
+
+_PHYS_CODE = re.compile(r"\(.*?\)|^\s*[0-9]+:")
+
+
+def phys_up(phys_state: str | None) -> bool:
+    """True for a port's physical state LINK_UP (ibv_devinfo -v, rdma link), LinkUp (ibstat) or `5: LinkUp`
+    (sysfs), with or without its `(5)` code; False for anything else, and for none at all (no evidence)."""
+    if phys_state is None:
+        return False
+    return _PHYS_CODE.sub("", phys_state).strip().upper().replace("_", "") == "LINKUP"
+
+
 def strip_ansi(text: str) -> str:
     """Remove ANSI escape sequences, raw or in caret notation (`^[[0m`), from text."""
     return _ANSI_RE.sub("", text)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.common import strip_ansi
+from upgrade_gate.parse.common import RCCL_FILE_RE, strip_ansi
 
 HOST_TOOL = "host-files"
 READLINK_TOOL = "readlink"
@@ -37,7 +37,6 @@ _LINE_RE = re.compile(
 )
 _KEY_RE = re.compile(r"^(?P<key>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
 _ESCAPE_RE = re.compile(r"\\(.)")
-_RCCL_RE = re.compile(r"^librccl\.so(?:\.\d+)*$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,7 +119,7 @@ def parse_rccl_readlink(text: str) -> RcclLibrary:
     names = set()
     for no, path in paths:
         name = path.rsplit("/", 1)[-1]
-        if not path.startswith("/") or _RCCL_RE.match(name) is None:
+        if not path.startswith("/") or RCCL_FILE_RE.match(name) is None:
             raise ParseError(READLINK_TOOL, no, path, "not the absolute path of a librccl.so file")
         names.add(name)
     if len(names) > 1:

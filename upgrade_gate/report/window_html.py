@@ -5,27 +5,18 @@ mesh bus bandwidth where the soak runs it, the number of kernel events) are draw
 in the canary's baseline, with the observations' verdicts and causes in a table below. Charts are
 inline SVG from matplotlib, as in `report.html`.
 
-Date-times: `parse_date_time` is the one reader of the window record's times (the fleet stage's
-`rollout.parse_time` is this function; the report stage cannot import the fleet). It accepts what the
-schemas' `format: date-time` accepts (`codec.DATE_TIME_PATTERN`, the schema validator's own regex):
-lower-case `t`/`z`, `+hhmm` offsets, and a leap second (`23:59:60`), which no `datetime` holds and
-which is folded into the next second (later, never earlier: a soak started in a leap second ends no
-sooner). Digits must be ASCII (RFC 3339's DIGIT; the pattern's `\\d` alone also matches other
-scripts' digits). Anything else, and what the pattern allows but no `datetime` can hold (year 0), is
-bad input naming the field (exit 3), never a ValueError (exit 70).
+Date-times are read by `codec.parse_date_time` (bad ones are exit 3 naming the field).
 """
 
 from __future__ import annotations
 
 import html
 import io
-import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from upgrade_gate.codec import DATE_TIME_PATTERN
-from upgrade_gate.errors import InputError
+from upgrade_gate.codec import parse_date_time
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a}
@@ -38,23 +29,6 @@ _LABELS = {
     "kernel_events": "kernel events",
     "thermal/gap_c": "hottest GPU above the others' median under the phase 2 load (°C)",
 }
-
-
-_DATE_TIME = re.compile(DATE_TIME_PATTERN, re.ASCII)  # RFC 3339's DIGIT is 0-9, not any Unicode digit
-_WORDS = "an RFC 3339 date-time (2025-06-08T10:00:00Z)"
-
-
-def parse_date_time(text: object, *, where: str) -> datetime:
-    """An RFC 3339 date-time as the schemas accept it, timezone-aware; InputError naming `where` if not."""
-    if not isinstance(text, str) or _DATE_TIME.match(text) is None:
-        raise InputError(f"{where}: {text!r} is not {_WORDS}")
-    iso = text.upper().replace("Z", "+00:00")  # fixed positions: YYYY-MM-DDTHH:MM:SS, then fraction, offset
-    leap = iso[17:19] == "60"
-    try:
-        value = datetime.fromisoformat(f"{iso[:17]}59{iso[19:]}" if leap else iso)
-        return value + timedelta(seconds=1) if leap else value
-    except (ValueError, OverflowError):  # year 0, or a leap second folded past 9999-12-31
-        raise InputError(f"{where}: {text!r} is {_WORDS} that no time value can hold") from None
 
 
 def _at(doc: Mapping[str, Any], index: int) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge import curves, stats
+from upgrade_gate.judge.curve_stats import group_of
 from upgrade_gate.judge.plan import glob_match, metric_expectation
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.floors import check_metric, check_threshold
@@ -98,9 +99,9 @@ def _unmatched(ctx: NodeContext, entry: RuleEntry, keys: list[str], *, configura
     the change window's usual baseline: the CVF floors and the class judge them)."""
     groups: dict[str, int] = {}
     for key in keys:
-        group = key.rsplit("/", 1)[0] if digits(key.rsplit("/", 1)[-1]) else key
+        group = group_of(key)
         groups[group] = groups.get(group, 0) + 1
-    shown = ", ".join(f"{g} ({n} sizes)" if n > 1 else g for g, n in list(groups.items())[:6])
+    shown = ", ".join(f"{g} ({n})" if n > 1 else g for g, n in list(groups.items())[:6])
     more = f" and {len(groups) - 6} more" if len(groups) > 6 else ""
     if configuration:
         message = (

@@ -3,56 +3,52 @@
 Rule families (one module each under `judge.rules`) never import each other (import-linter's
 independence contract); what two of them share lives here, in `rules.base`, or (measurements) in
 `rules.measured`.
-- `vf_map` / `vf_doubts`: VFs enabled per PF (pcie and fleet rules). A PF's count is reported twice, by
+- `vf_map` / `vf_reports`: VFs enabled per PF (pcie and fleet rules). A PF's count is reported twice, by
   its sysfs SR-IOV record and by the NIC on that BDF (both read from `sriov_numvfs`, so they agree on a
   collected snapshot). Counts that disagree, or a negative one, are garbled evidence: `vf_map` gives
-  such a PF no count (None, unknown) and `vf_doubts` lists its reports so a rule can name them.
+  such a PF no count (None, unknown); `vf_reports` lists each source's count so a rule can name them.
 - `comparable_cmdline`: the kernel command line as compared (host rules and the diff).
 - `starts_off_plan`: a baseline version the plan did not expect to start from (software, firmware).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from upgrade_gate.judge.plan import version_matches
 from upgrade_gate.model import Snapshot
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VfReport:
+class VfReport(NamedTuple):
     """One source's VF count of a PF: its sysfs SR-IOV record (`nic` None) or a NIC's own `sriov_numvfs`."""
 
-    pf: str
     nic: str | None
-    count: int | None
+    vfs: int | None
 
 
-def _vf_reports(snapshot: Snapshot) -> dict[str, list[VfReport]]:
+def vf_reports(snapshot: Snapshot) -> dict[str, list[VfReport]]:
     """Every VF count per PF BDF; a NIC without a count only where sysfs has a record to contradict."""
     out: dict[str, list[VfReport]] = {}
     for f in snapshot.sriov:
-        out.setdefault(str(f.bdf), []).append(VfReport(pf=str(f.bdf), nic=None, count=f.numvfs))
+        out.setdefault(str(f.bdf), []).append(VfReport(None, f.numvfs))
     for nic in sorted(snapshot.nics, key=lambda n: n.name):
         pf = str(nic.bdf) if nic.bdf is not None else None
         if pf is not None and (nic.sriov_numvfs is not None or pf in out):
-            out.setdefault(pf, []).append(VfReport(pf=pf, nic=nic.name, count=nic.sriov_numvfs))
+            out.setdefault(pf, []).append(VfReport(nic.name, nic.sriov_numvfs))
     return out
 
 
-def _doubtful(reports: list[VfReport]) -> bool:
-    counts = {r.count for r in reports}
+def doubtful(reports: list[VfReport]) -> bool:
+    """The counts of one PF disagree, or one is negative: garbled evidence."""
+    counts = {r.vfs for r in reports}
     return len(counts) > 1 or any(c is not None and c < 0 for c in counts)
 
 
-def vf_map(snapshot: Snapshot) -> dict[str, int | None]:
-    """VFs enabled per PF BDF (sysfs record or a NIC's own count); None where unknown or garbled."""
-    return {pf: None if _doubtful(rs) else rs[0].count for pf, rs in _vf_reports(snapshot).items()}
-
-
-def vf_doubts(snapshot: Snapshot) -> dict[str, tuple[VfReport, ...]]:
-    """PF BDF -> its VF counts, for PFs whose counts disagree or are negative."""
-    return {pf: tuple(rs) for pf, rs in sorted(_vf_reports(snapshot).items()) if _doubtful(rs)}
+def vf_map(snapshot: Snapshot, reports: dict[str, list[VfReport]] | None = None) -> dict[str, int | None]:
+    """VFs enabled per PF BDF (sysfs record or a NIC's own count); None where unknown or garbled.
+    `reports`: the snapshot's `vf_reports`, when the caller has them already."""
+    found = vf_reports(snapshot) if reports is None else reports
+    return {pf: None if doubtful(rs) else rs[0].vfs for pf, rs in found.items()}
 
 
 _BOOT_LOADER_KEYS = ("BOOT_IMAGE=", "initrd=")

@@ -24,20 +24,19 @@ The incident names these as causes (a BIOS update re-enumerates PCIe; kernel par
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, softer, spec
 from upgrade_gate.judge.rules.facts import comparable_cmdline
 from upgrade_gate.model import Finding, Host
+from upgrade_gate.parse.common import RCCL_FILE_RE
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
 
 _BIOS = (("bios_vendor", "BIOS vendor"), ("bios_version", "BIOS version"), ("bios_date", "BIOS date"))
 _OS = (("os_id", "OS"), ("os_version_id", "OS version"), ("os_pretty_name", "OS release"))
-_RCCL_FILE = re.compile(r"^librccl\.so(?:\.\d+)*$")  # the file names parse.host.parse_rccl_readlink accepts
 _SHOWN = 80  # characters of a garbled value a message quotes
 
 
@@ -107,7 +106,7 @@ def check_rccl(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     if ctx.baseline is None:
         return
     before, after = ctx.baseline.software.rccl_library, ctx.candidate.software.rccl_library
-    if after is not None and _RCCL_FILE.fullmatch(after) is None:
+    if after is not None and RCCL_FILE_RE.fullmatch(after) is None:
         shown = after if len(after) <= _SHOWN else after[: _SHOWN - 3] + "..."
         yield finding(
             ctx,

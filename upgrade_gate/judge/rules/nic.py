@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from upgrade_gate.judge.plan import version_matches
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
 from upgrade_gate.model import Finding, Nic, NicPort
+from upgrade_gate.parse.common import phys_up
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -44,14 +45,6 @@ def port_active(state: str | None) -> bool:
         return False
     text = re.sub(r"\(.*?\)", "", state).strip().upper()
     return text.removeprefix("PORT_").removeprefix("4:").strip() == "ACTIVE"
-
-
-def phys_up(phys_state: str | None) -> bool:
-    """True for LINK_UP / LinkUp (with or without a `(5)` or `5:` code)."""
-    if phys_state is None:
-        return False
-    text = re.sub(r"^\s*\d+:", "", re.sub(r"\(.*?\)", "", phys_state))
-    return text.strip().upper().replace("_", "") == "LINKUP"
 
 
 def _ports(nic: Nic) -> dict[int, NicPort]:

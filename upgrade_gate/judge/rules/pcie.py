@@ -13,7 +13,7 @@ Design decisions:
   equal the baseline's; a PF that disappeared blocks. SR-IOV silently losing a VF after a PF reset is
   the failure CVF describes ("amd.com/vnic: 7 instead of 8"). With `UPGRADE_GATE_NIC_VF_COUNT` set,
   every NIC PF must carry exactly that many VFs. A PF whose sysfs record and NIC disagree on the count,
-  or report a negative one, blocks with both values (`facts.vf_doubts`); it is not compared further.
+  or report a negative one, blocks with both values (`facts.vf_reports`); it is not compared further.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
-from upgrade_gate.judge.rules.facts import VfReport, vf_doubts, vf_map
+from upgrade_gate.judge.rules.facts import VfReport, doubtful, vf_map, vf_reports
 from upgrade_gate.model import Finding, PcieLink
 
 if TYPE_CHECKING:
@@ -116,17 +116,17 @@ def _source(report: VfReport) -> str:
     return "sysfs" if report.nic is None else f"NIC {report.nic}"
 
 
-def _vf_doubt(ctx: NodeContext, entry: RuleEntry, pf: str, reports: tuple[VfReport, ...]) -> Finding:
+def _vf_doubt(ctx: NodeContext, entry: RuleEntry, pf: str, reports: list[VfReport]) -> Finding:
     """Two sources of one PF's VF count that disagree, or a negative count."""
     nic = next((r for r in reports if r.nic is not None), None)
     path = f"nics[name={nic.nic}].sriov_numvfs" if nic is not None else f"sriov[bdf={pf}].numvfs"
-    counts = {r.count for r in reports}
+    counts = {r.vfs for r in reports}
     if len(counts) > 1:
-        shown = " vs ".join(f"{_source(r)} sriov_numvfs {show(r.count)}" for r in reports)
+        shown = " vs ".join(f"{_source(r)} sriov_numvfs {show(r.vfs)}" for r in reports)
         message = f"PF {pf}: {shown}: the evidence disagrees"
     else:
         message = (
-            f"PF {pf}: sriov_numvfs {reports[0].count} ({', '.join(map(_source, reports))}): "
+            f"PF {pf}: sriov_numvfs {reports[0].vfs} ({', '.join(map(_source, reports))}): "
             "a negative VF count is garbled evidence"
         )
     return finding(
@@ -135,18 +135,19 @@ def _vf_doubt(ctx: NodeContext, entry: RuleEntry, pf: str, reports: tuple[VfRepo
         message,
         device=pf,
         path=path,
-        expected=reports[0].count if len(counts) > 1 else "0 or more",
-        actual=nic.count if nic is not None else reports[0].count,
+        expected=reports[0].vfs if len(counts) > 1 else "0 or more",
+        actual=nic.vfs if nic is not None else reports[0].vfs,
         evidence="sysfs_sriov",
     )
 
 
 def check_sriov(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """VF count per PF vs the baseline (and UPGRADE_GATE_NIC_VF_COUNT); VF counts that disagree."""
-    now = vf_map(ctx.candidate)
-    doubts = vf_doubts(ctx.candidate)
-    for pf, reports in doubts.items():
-        yield _vf_doubt(ctx, entry, pf, reports)
+    reports = vf_reports(ctx.candidate)
+    now = vf_map(ctx.candidate, reports)
+    doubts = {pf: rs for pf, rs in sorted(reports.items()) if doubtful(rs)}
+    for pf, found in doubts.items():
+        yield _vf_doubt(ctx, entry, pf, found)
     if ctx.baseline is not None:
         before = vf_map(ctx.baseline)
         for pf in sorted(before):

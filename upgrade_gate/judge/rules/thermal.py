@@ -39,7 +39,6 @@ Design decisions:
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Iterable, Mapping
@@ -107,7 +106,7 @@ def key_values(snapshot: Snapshot) -> dict[str, float]:
     for m in measurements_of(snapshot):
         parts = m.key.split("/")
         if len(parts) == 3 and parts[0] == THERMAL_PREFIX.rstrip("/") and parts[2] == "temp_c_max":
-            value = _value(m) if _unusable(m, "temp_c_max") is None else None
+            value = _usable_value(m, "temp_c_max")
             if value is not None:
                 temps[parts[1]] = max(value, temps.get(parts[1], value))
     if not temps:
@@ -125,14 +124,15 @@ def _value(m: Measurement | None) -> float | None:
     return max(usable) if usable else None
 
 
-@functools.cache
-def _tools() -> frozenset[str]:
-    """The programs whose readings phase 2 records (imported late: the validate phases are not needed to
-    judge). By program, not by the whole argv: a later release may ask with other flags, and a reading
-    it took is still that tool's."""
-    from upgrade_gate.validate.phases.thermal import MONITOR_ARGV, ROCMSMI_ARGV
+def _usable_value(m: Measurement, name: str) -> float | None:
+    """The reading's value (its highest sample), None when `_unusable` refuses it."""
+    return _value(m) if _unusable(m, name) is None else None
 
-    return frozenset(argv[0] for argv in (MONITOR_ARGV, ROCMSMI_ARGV))
+
+TOOLS = frozenset({"amd-smi", "rocm-smi"})
+"""The programs whose readings phase 2 records (`validate.phases.thermal`'s MONITOR_ARGV and ROCMSMI_ARGV;
+a test holds the two together: importing the phase here cost each gate worker ~0.1 s). By program, not
+by the whole argv: a later release may ask with other flags, and a reading it took is still that tool's."""
 
 
 def _unusable(m: Measurement, name: str) -> tuple[str, str] | None:
@@ -141,7 +141,7 @@ def _unusable(m: Measurement, name: str) -> tuple[str, str] | None:
     tool, sensor = m.settings.get("tool"), m.settings.get("sensor")
     if m.unit != known.unit:
         return f"its unit is {m.unit!r}, not {known.unit!r}", m.unit
-    if tool is None or tool.split(" ", 1)[0] not in _tools():
+    if tool is None or tool.split(" ", 1)[0] not in TOOLS:
         return f"it was taken by {tool!r}, not amd-smi monitor or rocm-smi", str(tool)
     if sensor != known.sensor:
         return f"its sensor is {sensor!r}, not {known.sensor!r}", str(sensor)
@@ -309,7 +309,7 @@ def _lost_power(
     device_before = {g.index: _device(g) for g in ctx.baseline.gpus}
     had: dict[str, float] = {}
     for i, m in sorted(before.items()):
-        if _unusable(m, "power_w_mean") is None and (v := _value(m)) is not None:
+        if (v := _usable_value(m, "power_w_mean")) is not None:
             had.setdefault(device_before[i], v)
     by_index = {g.index: g for g in gpus}
     have = {_device(by_index[i]) for i in watts}  # an unusable one is reported as such
@@ -407,7 +407,7 @@ def _against_baseline(
             continue
         gpu = pair.candidate
         t, c, b = temps.get(gpu.index), hot.get(gpu.index), base.get(pair.baseline.index)
-        was = _value(b) if b is not None and _unusable(b, "temp_c_max") is None else None  # garbled: no reference
+        was = _usable_value(b, "temp_c_max") if b is not None else None  # garbled: no reference
         if t is None or c is None or b is None or was is None:
             continue
         if b.unit != c.unit or not _comparable(c, b.settings, same_bdf=False):

@@ -26,6 +26,7 @@ Design decisions:
 from __future__ import annotations
 
 from upgrade_gate.model import Nic, PcieLink, PhaseResult, Snapshot
+from upgrade_gate.parse.common import phys_up
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
@@ -62,11 +63,10 @@ def _check_ports(out: Outcome, nic: Nic, config: CvfConfig) -> None:
         state = _state(port.state)
         if state != "ACTIVE":
             out.fail(f"rdma-state:{dev}={state or 'unknown'}")
-        phys = (port.phys_state or "").split(":", 1)[-1].strip().upper()
         if port.phys_state is None:  # not reported is no evidence of a link, not a pass
             out.error(f"link-state:{dev}=unknown (physical state not reported)")
-        elif phys.split(" (", 1)[0] not in ("LINK_UP", "LINKUP"):
-            out.fail(f"link-state:{dev}={phys}")
+        elif not phys_up(port.phys_state):
+            out.fail(f"link-state:{dev}={port.phys_state.split(':', 1)[-1].strip().upper()}")
         if port.gid_count is None:
             out.error(f"gid-table:{dev}=unknown (GID table not reported)")
         elif port.gid_count < config.phase3_min_gid_count:
