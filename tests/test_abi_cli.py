@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.abi_support import AbiTrees, build_trees
-from upgrade_gate.abi.tree import CACHE_FORMAT, library_files, scan
+from upgrade_gate import cachekey
+from upgrade_gate.abi.tree import CACHE_FORMAT, library_files, scan, seal
 from upgrade_gate.cli.main import run
 from upgrade_gate.errors import ExitCode, InputError
 
@@ -66,20 +67,25 @@ def test_abi_cli_usage_errors_exit_2(trees: AbiTrees) -> None:
     assert run(_abi(trees, trees.add, "--causes", "--summary")) == ExitCode.USAGE
 
 
-def test_cache_serves_unchanged_files_and_rereads_changed_ones(trees: AbiTrees, tmp_path: Path) -> None:
+def test_cache_serves_unchanged_files_and_rereads_changed_ones(
+    trees: AbiTrees, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))  # this test's own key
+    cachekey.forget()
+    key = cachekey.user_key()
+    assert key is not None
     cache = tmp_path / "cache"
     files, _aliases, _not_elf = library_files(trees.running)
     first, hits = scan(files, cache_dir=cache, workers=1)
-    assert hits == 0 and len(list(cache.rglob("*.json"))) == len(files)
+    assert hits == 0 and len(list(cache.rglob("*.abi"))) == len(files)
     again, hits = scan(files, cache_dir=cache, workers=1)
     assert hits == len(files) and again == first
-    entry = next(cache.rglob("*.json"))
-    entry.write_text(json.dumps({"format": CACHE_FORMAT, "sha256": entry.stem, "exports": "damaged"}))
-    healed, hits = scan(files, cache_dir=cache, workers=1)  # a damaged entry is never trusted: read again
-    assert healed == first and hits == len(files) - 1
-    entry.write_text("{not json")
-    healed, hits = scan(files, cache_dir=cache, workers=1)
-    assert healed == first and hits == len(files) - 1
+    entry = next(cache.rglob("*.abi"))
+    damaged = json.dumps({"format": CACHE_FORMAT, "sha256": entry.stem, "exports": "damaged"}).encode()
+    for data in (damaged, seal(key, entry.stem, damaged), seal(key, entry.stem, b"{not json")):
+        entry.write_bytes(data)  # unsealed, or sealed but not the entry's shape
+        healed, hits = scan(files, cache_dir=cache, workers=1)  # a damaged entry is never trusted: read again
+        assert healed == first and hits == len(files) - 1
     changed = tmp_path / "libchanged.so.1"
     changed.write_bytes(files[0].read_bytes() + b"\0")
     result, hits = scan([changed], cache_dir=cache, workers=1)

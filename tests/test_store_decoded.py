@@ -12,14 +12,22 @@ import msgspec
 import pytest
 
 from tests.judge_scenarios import named_snapshot, three_node_store
+from upgrade_gate import cachekey
 from upgrade_gate.model import ClassReference, Snapshot, replace
 from upgrade_gate.store import decoded
 from upgrade_gate.store.decoded import DecodedCache
 from upgrade_gate.store.gitstore import BaselineStore
 
 
+@pytest.fixture(autouse=True)
+def own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's own cache key (`cachekey`), not the account's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    cachekey.forget()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> BaselineStore:
+def store(tmp_path: Path, own_key: None) -> BaselineStore:
     return three_node_store(tmp_path / "store")
 
 
@@ -78,7 +86,7 @@ def _other_record() -> bytes:
 
 def _sealed(blob: bytes, body: bytes) -> bytes:
     """An entry for `blob` around `body` with a header that checks out (so the checks after it run)."""
-    return decoded.MAGIC + blob + decoded._digest(body) + body
+    return DecodedCache(Path("unused")).seal(Snapshot, blob, body)
 
 
 def _body(entry: bytes) -> bytes:
@@ -91,7 +99,7 @@ def _body(entry: bytes) -> bytes:
         pytest.param(lambda blob, data: b"", id="empty"),
         pytest.param(lambda blob, data: data[: len(data) // 2], id="truncated"),
         pytest.param(lambda blob, data: data[:100] + bytes([data[100] ^ 0x40]) + data[101:], id="one-bit-flipped"),
-        pytest.param(lambda blob, data: data[:30] + bytes([data[30] ^ 1]) + data[31:], id="digest-changed"),
+        pytest.param(lambda blob, data: data[:30] + bytes([data[30] ^ 1]) + data[31:], id="mac-changed"),
         pytest.param(lambda blob, data: b"XXXX" + data[4:], id="not-an-entry"),
         pytest.param(lambda blob, data: _sealed(b"\1" * 20, _body(data)), id="written-for-another-blob"),
         pytest.param(lambda blob, data: _sealed(blob, b"not zlib at all"), id="not-zlib"),
@@ -118,7 +126,7 @@ def test_a_damaged_entry_is_a_miss_read_from_git_and_written_again(store: Baseli
     assert _cache(store).get(Snapshot, blob) == expected  # written again
 
 
-def test_an_entry_holds_its_blob_id_and_a_digest_and_is_read_only(store: BaselineStore) -> None:
+def test_an_entry_holds_its_blob_id_and_a_mac_and_is_read_only(store: BaselineStore) -> None:
     pin = store.pin()
     blob = _blob(store, "node-0", pin)
     entry = _cache(store).entry(Snapshot, blob)

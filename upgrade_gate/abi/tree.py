@@ -8,13 +8,23 @@ Design decisions:
   are not followed, so `/opt/rocm/lib/llvm` does not pull a second tree in.
 - A consumer is a path, a directory (walked: every ELF file in it) or a glob. A path or glob that
   names nothing is bad input (exit 3), not an empty pass.
-- Each file is hashed (SHA-256) and its `ElfAbi` is cached as JSON under `<cache>/<hash[:2]>/<hash>.json`,
-  tagged with `CACHE_FORMAT`; a changed file has a new hash, so the cache never serves stale data
-  and needs no invalidation. Entries are written atomically (temp file + rename), so parallel
-  readers and concurrent runs can share one cache folder. An entry is decoded strictly (a msgspec
-  Struct of exactly the keys and JSON types `_dump` writes): anything else, damaged or edited, is a
-  miss and the file is read again, never a crash (exit 70) or a value of the wrong type (`"false"`
-  read as true).
+- Each file is hashed (SHA-256) and its `ElfAbi` is cached under `<cache>/key-<key id>/<hash[:2]>/
+  <hash>.abi`: a header (`ENTRY_MAGIC`, then a MAC) and the JSON rows `_dump` writes, tagged with
+  `CACHE_FORMAT`. A changed file has a new hash, so the cache never serves stale data and needs no
+  invalidation. Entries are written atomically (temp file + rename), so parallel readers and
+  concurrent runs can share one cache folder.
+- Trust (issue 26: caches are never trusted by location): the cache folder may be shared (another
+  user's, mode 0777), so anyone may write an entry there. Before `abi-3`, an entry was trusted by its
+  name and the hash inside it: the running library's entry copied under the candidate's hash (the hash
+  inside edited to match) made the candidate read as the running library, and a BLOCK a PASS. Now the
+  MAC (keyed BLAKE2b with this user's secret, `cachekey`) covers the format, the file's hash and the
+  body: an entry this user's runs did not write is a miss and the file is read again. Each key has a
+  folder of its own, so users sharing a folder each keep (and read) only their own entries; a key
+  that is refused (a link, group- or world-accessible, another user's) turns the cache off.
+- An entry is read without following a link, without waiting on a FIFO and up to `MAX_ENTRY_BYTES`
+  (`docio.read_bytes`), and decoded strictly (a msgspec Struct of exactly the keys and JSON types
+  `_dump` writes): anything else, damaged or edited, is a miss and the file is read again, never a
+  crash (exit 70), a hang, or a value of the wrong type (`"false"` read as true).
 - pyelftools is pure Python (GIL-bound), so files are read by a process pool; a handful of files are
   read in-process, where a pool would cost more than it saves.
 - Within one run (the scans sharing a `memo`) a file already read and unchanged since (same device,
@@ -24,6 +34,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -38,12 +49,19 @@ from pathlib import Path
 
 import msgspec
 
+from upgrade_gate import cachekey
 from upgrade_gate.abi.elf import ElfAbi, ElfError, Export, Import, is_elf, read_elf
 from upgrade_gate.cpus import usable_cpus
-from upgrade_gate.errors import EnvironmentFailure, InputError
+from upgrade_gate.docio import read_bytes
+from upgrade_gate.errors import EnvironmentFailure, GateError, InputError
 
-CACHE_FORMAT = "abi-2"
+CACHE_FORMAT = "abi-3"
 """Bump when `ElfAbi` or the reader's rules change: old cache entries are then ignored."""
+
+ENTRY_MAGIC = b"UGA3"  # then the MAC, then the JSON rows (abi-2 entries were bare, unauthenticated JSON)
+PURPOSE = b"ug-abi-entry"  # the MAC's personalisation: an entry of another cache never reads here
+MAX_ENTRY_BYTES = 64 * 1024 * 1024  # an entry read at all; larger is a miss (the biggest library's ~2 MB)
+_HEADER = len(ENTRY_MAGIC) + cachekey.MAC_BYTES
 
 _SHARED_NAME = re.compile(r".+\.so(\.[0-9][0-9A-Za-z._+-]*)?")
 _POOL_MIN_FILES = 4
@@ -146,9 +164,12 @@ def scan(
 ) -> tuple[dict[Path, ElfAbi], int]:
     """Read every file (in parallel, through the cache); returns path -> ElfAbi and the cache hits.
 
-    `memo`, shared by the scans of one run, remembers files already read (keyed by `stat_key`).
+    `memo`, shared by the scans of one run, remembers files already read (keyed by `stat_key`). The
+    cache is off when this user's key is refused (`cachekey.refusal()` says why).
     """
     memo = {} if memo is None else memo
+    key = cachekey.user_key() if cache_dir is not None else None
+    folder = str(cache_dir / f"key-{key.id}") if cache_dir is not None and key is not None else None
     out: dict[Path, ElfAbi] = {}
     hits = 0
     todo: list[Path] = []
@@ -159,7 +180,7 @@ def scan(
             hits += 1
         else:
             todo.append(path)
-    jobs = [(str(p), str(cache_dir) if cache_dir is not None else None) for p in todo]
+    jobs = [(str(p), folder, key) for p in todo]
     if len(jobs) < _POOL_MIN_FILES or workers == 1:
         results = [_read_one(job) for job in jobs]
     else:
@@ -186,29 +207,34 @@ def stat_key(path: Path) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _read_one(job: tuple[str, str | None]) -> tuple[ElfAbi | None, bool, str | None]:
+def _read_one(job: tuple[str, str | None, cachekey.CacheKey | None]) -> tuple[ElfAbi | None, bool, str | None]:
     """Worker: hash, look up the cache, read on a miss. Errors travel back as text (picklable)."""
-    path, cache = job
+    path, cache, key = job
     try:
         with open(path, "rb") as fh:
             digest = hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError as exc:
         return None, False, f"{path}: unreadable: {exc.strerror or exc}"
-    entry = Path(cache) / digest[:2] / f"{digest}.json" if cache is not None else None
-    if entry is not None:
+    entry = Path(cache) / digest[:2] / f"{digest}.abi" if cache is not None and key is not None else None
+    if entry is not None and key is not None:
         try:
-            cached = _load(entry.read_bytes(), digest)
-        except OSError:
-            cached = None  # absent or unreadable: read the file again and rewrite the entry
+            cached = _load(read_bytes(entry, limit=MAX_ENTRY_BYTES, follow=False), digest, key)
+        except GateError:
+            cached = None  # absent, unreadable, a link, a folder, oversized: read the file and rewrite the entry
         if cached is not None:
             return cached, True, None
     try:
         abi = read_elf(Path(path), digest)
     except ElfError as exc:
         return None, False, str(exc)
-    if entry is not None:
-        _write_atomic(entry, json.dumps(_dump(abi), separators=(",", ":")))
+    if entry is not None and key is not None:
+        _write_atomic(entry, seal(key, digest, json.dumps(_dump(abi), separators=(",", ":")).encode()))
     return abi, False, None
+
+
+def seal(key: cachekey.CacheKey, digest: str, body: bytes) -> bytes:
+    """The cache entry for the file hashed `digest` holding `body` (the JSON rows): magic, MAC, body."""
+    return ENTRY_MAGIC + key.mac(PURPOSE, CACHE_FORMAT.encode(), digest.encode(), body) + body
 
 
 def _dump(abi: ElfAbi) -> dict[str, object]:
@@ -243,12 +269,18 @@ class _Entry(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 _ENTRY = msgspec.json.Decoder(_Entry)
 
 
-def _load(data: bytes, digest: str) -> ElfAbi | None:
+def _load(data: bytes, digest: str, key: cachekey.CacheKey) -> ElfAbi | None:
     """An entry back, or None (a miss: the file is read again) unless it is exactly what `_dump` wrote
-    for this file: another format or hash, a key missing or unknown, a value of another JSON type
-    (a list for a version, `"false"` for a flag) or a row of another length."""
+    for this file and sealed with this user's key: a MAC that does not check out (another user's entry,
+    one copied from another hash, edited, damaged), another format or hash, a key missing or unknown, a
+    value of another JSON type (a list for a version, `"false"` for a flag) or a row of another length."""
+    body = memoryview(data)[_HEADER:]
+    if data[: len(ENTRY_MAGIC)] != ENTRY_MAGIC or not key.verify(
+        memoryview(data)[len(ENTRY_MAGIC) : _HEADER], PURPOSE, CACHE_FORMAT.encode(), digest.encode(), body
+    ):
+        return None
     try:
-        doc = _ENTRY.decode(data)
+        doc = _ENTRY.decode(body)
     except msgspec.DecodeError:  # not JSON, or not the entry's shape (ValidationError is a DecodeError)
         return None
     if doc.format != CACHE_FORMAT or doc.sha256 != digest:
@@ -265,13 +297,18 @@ def _load(data: bytes, digest: str) -> ElfAbi | None:
     )
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)  # a link planted at the name is replaced, never written through
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     except OSError:
         pass  # a read-only or full cache only costs speed, never correctness
 

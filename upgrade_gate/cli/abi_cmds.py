@@ -28,10 +28,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _cache(no_cache: bool, cache_dir: Path | None) -> Path | None:
+    """The cache folder to use, or None; says on stderr when this user's cache key is refused (the cache
+    is then off: every file is read, which costs time, never the verdict)."""
+    from upgrade_gate import cachekey
     from upgrade_gate.abi.tree import default_cache_dir
 
     if no_cache:
         return None
+    refused = cachekey.refusal()
+    if refused is not None:
+        typer.echo(f"warning: {refused}", err=True)
     return cache_dir or default_cache_dir()
 
 
@@ -48,7 +54,10 @@ def abi_cmd(
         [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
     ),
     cache_dir: Path | None = typer.Option(
-        None, "--cache-dir", help="Symbol-table cache, keyed by file hash (default ~/.cache/upgrade-gate/abi)."
+        None,
+        "--cache-dir",
+        help="Symbol-table cache, keyed by file hash, each entry sealed with this user's key"
+        " (default ~/.cache/upgrade-gate/abi; may be shared: other users' entries are not read).",
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Read every file, write no cache."),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Reader processes (default: one per CPU)."),

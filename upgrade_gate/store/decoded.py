@@ -2,37 +2,45 @@
 decode of a few kilobytes instead of inflating, hashing and parsing ~130 KB of indented JSON (issue 14).
 
 Design decisions:
-- Where: `<git dir>/upgrade-gate/decoded/<fingerprint>/<xx>/<blob id>`, inside the repository's git
-  folder (never in the working tree, never committed, not cloned). An entry is named by the git blob it
-  was decoded from, and carries that id inside, so it is content-addressed: it cannot go stale for that
-  blob, and an entry copied under another name is not read. The fingerprint names the decoded form: the
-  class, its msgspec JSON Schema, the package version and the source of `upgrade_gate/model/` (a default
-  changed in the model changes it too), hashed; a cache written by another model is never read.
-- What: a header (magic, the blob id, a BLAKE2b-256 digest of the rest) and the record as msgpack
-  (msgspec, from the same annotations as the JSON codec) compressed with zlib level 1: ~8.6 KB for the
-  bench fleet's 132 KB 8-GPU snapshot document (bench/ANALYSIS.md).
-- Trust, which is the store's own: an entry is written only by this module, from a document that was
-  schema-valid when the store saved it (`baseline save`) or whose blob was just checked against its
-  object id (`gate`, on a miss). On a read the digest is checked (as git checks an object against its
-  id), the inflated stream must end where the entry does, and the decode is typed. Anyone who can write
-  the git folder can forge an entry, as they can forge a commit and move the branch: the cache adds no
-  way in. A hit does not read the git object again, so a store whose object was damaged or lost after the
-  entry was written still reads the baseline saved under that id; `git fsck` is what finds the damage.
-- Anything wrong with an entry (absent, unreadable, a link, a folder, oversized, truncated, a digest
+- Where: `<git dir>/upgrade-gate/decoded/key-<key id>/<fingerprint>/<xx>/<blob id>`, inside the
+  repository's git folder (never in the working tree, never committed, not cloned), in a folder of
+  this user's cache key (`cachekey`: each user who reads the store keeps entries of their own). An
+  entry is named by the git blob it was decoded from, and carries that id inside. The fingerprint
+  names the decoded form: the class, its msgspec JSON Schema, the package version and the source of
+  `upgrade_gate/model/` (a default changed in the model changes it too), hashed; a cache written by
+  another model is never read.
+- What: a header (magic, the blob id, a MAC) and the record as msgpack (msgspec, from the same
+  annotations as the JSON codec) compressed with zlib level 1: ~8.6 KB for the bench fleet's 132 KB
+  8-GPU snapshot document (bench/ANALYSIS.md).
+- Trust (issue 26: caches are never trusted by location): the MAC is keyed BLAKE2b with this user's
+  secret (`cachekey.user_key`, a 0600 file in the user's own cache folder), over the fingerprint, the
+  blob id and the body. Anyone who can write the git folder can still write an entry, but not one
+  that reads: a body rewritten and its digest recomputed (as the unkeyed BLAKE2b digest of `UGD1`
+  allowed, which let a forged entry pass a changed node at an immutable tag while `git fsck` and the
+  tag check looked clean), an entry copied under another blob's name or into another fingerprint's
+  folder, all fail the MAC and are misses. An entry is written only by this module, from a document
+  that was schema-valid when the store saved it (`baseline save`) or whose blob was just checked
+  against its object id (`gate`, on a miss). A hit does not read the git object again, so a store
+  whose object was damaged or lost after the entry was written still reads the baseline saved under
+  that id; `git fsck` is what finds the damage.
+- Anything wrong with an entry (absent, unreadable, a link, a folder, oversized, truncated, a MAC
   or id that does not match, another model, an encode that fails) is a miss: the baseline is read from
-  git and checked against its object id, as without a cache, and the entry is written again. A gate
-  never fails because of the cache.
+  git and checked against its object id, as without a cache, and the entry is written again. A key
+  that is refused (a link, group- or world-accessible, another user's) turns the cache off: every
+  read is a miss and nothing is written. A gate never fails, and never passes, because of the cache.
 - Bounded: an entry is read by `docio.read_bytes` (no link followed, no FIFO waited on, nothing read
   past 16 MiB), and one that inflates beyond 16 MiB is not decoded (a
-  bench-fleet node is 62 KB of msgpack; msgpack can still grow ~40x into Python objects, so a forged
-  entry costs at most ~0.6 GiB, and the JSON read from git has no tighter bound).
+  bench-fleet node is 62 KB of msgpack; msgpack can still grow ~40x into Python objects; only this
+  user's own entries get that far now, since the MAC is checked before anything is inflated).
 - Writes are atomic (a temporary file in the entry's folder, renamed over the name), so concurrent
   workers writing the same entry both leave a whole one; entries are read-only (0444) like git objects.
   A read-only store or a full disk only means misses: a write that fails is dropped without a warning,
   because nothing is lost (the verified read from git is still there, at its old speed).
-- `baseline save` removes the folders of other fingerprints (another release's entries) when it writes
-  its own. Nothing else prunes: an entry per saved blob (~8.6 KB, 12 KB on 4 KB blocks) stays until the
-  folder is deleted, which is safe at any time (`rm -rf <store>/.git/upgrade-gate/decoded`).
+- `baseline save` removes the folders of other fingerprints (another release's entries) in this key's
+  folder when it writes its own, and the folders an earlier release kept directly under `decoded/`
+  (the unkeyed `UGD1` layout); other keys' folders are other users' and are left alone. Nothing else
+  prunes: an entry per saved blob (~8.6 KB, 12 KB on 4 KB blocks) stays until the folder is deleted,
+  which is safe at any time (`rm -rf <store>/.git/upgrade-gate/decoded`).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from upgrade_gate import cachekey
 from upgrade_gate.docio import read_bytes
 from upgrade_gate.errors import GateError
 
@@ -58,9 +67,10 @@ T = TypeVar("T")
 FOLDER = ("upgrade-gate", "decoded")
 MAX_ENTRY_BYTES = 16 * 1024 * 1024  # an entry read at all (8.6 KB for an 8-GPU node); larger is a miss
 MAX_DECODED_BYTES = 16 * 1024 * 1024  # what an entry may inflate to (62 KB for an 8-GPU node)
-MAGIC = b"UGD1"
-_ID, _DIGEST = 20, 32
-_HEADER = len(MAGIC) + _ID + _DIGEST
+MAGIC = b"UGD2"  # UGD1 carried an unkeyed digest: anyone who could write the folder could forge it
+_ID, _MAC = 20, cachekey.MAC_BYTES
+_HEADER = len(MAGIC) + _ID + _MAC
+PURPOSE = b"ug-decoded"  # the MAC's personalisation: an entry of another cache never reads here
 LEVEL = 1  # zlib level: inflate time is what a read pays; level 1 compresses these documents ~8x already
 
 
@@ -102,10 +112,12 @@ _ENCODER = msgspec.msgpack.Encoder()
 
 
 class DecodedCache:
-    """The decoded-baseline cache of one store (see the module docstring)."""
+    """The decoded-baseline cache of one store (see the module docstring); off when the key is refused."""
 
     def __init__(self, git_dir: Path) -> None:
-        self.root = Path(git_dir).joinpath(*FOLDER)
+        self.key = cachekey.user_key()
+        self.folder = Path(git_dir).joinpath(*FOLDER)
+        self.root = self.folder / f"key-{self.key.id}" if self.key is not None else self.folder
 
     def entry(self, cls: type, blob: bytes) -> Path:
         """Where the decoded form of git blob `blob` (its binary object id) as `cls` lives."""
@@ -114,13 +126,17 @@ class DecodedCache:
 
     def get(self, cls: type[T], blob: bytes) -> T | None:
         """The decoded record of `blob`, or None on any miss (module docstring)."""
+        if self.key is None:
+            return None
         try:
             packed = read_bytes(self.entry(cls, blob), limit=MAX_ENTRY_BYTES, follow=False)
             if len(packed) < _HEADER or packed[: len(MAGIC)] != MAGIC:
                 return None
             body = memoryview(packed)[_HEADER:]
-            if packed[len(MAGIC) : len(MAGIC) + _ID] != blob or _digest(body) != packed[len(MAGIC) + _ID : _HEADER]:
-                return None  # written for another blob, or damaged since
+            if packed[len(MAGIC) : len(MAGIC) + _ID] != blob or not self.key.verify(
+                memoryview(packed)[len(MAGIC) + _ID : _HEADER], PURPOSE, fingerprint(cls).encode(), blob, body
+            ):
+                return None  # written for another blob or model, forged, or damaged since
             inflater = zlib.decompressobj()
             raw = inflater.decompress(body, MAX_DECODED_BYTES)
             if not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
@@ -135,12 +151,19 @@ class DecodedCache:
             return None
         return decoded
 
+    def seal(self, cls: type, blob: bytes, body: bytes) -> bytes:
+        """The entry for `blob` around the compressed record `body` (header and MAC); needs the key."""
+        if self.key is None:
+            raise ValueError("the cache key was refused: no entry can be sealed")
+        return MAGIC + blob + self.key.mac(PURPOSE, fingerprint(cls).encode(), blob, body) + body
+
     def put(self, cls: type, blob: bytes, value: object) -> bool:
         """Write the decoded form of `blob` atomically; False when it could not be written (a miss later)."""
+        if self.key is None:
+            return False
         path = self.entry(cls, blob)
         try:
-            body = zlib.compress(_ENCODER.encode(value), LEVEL)
-            data = MAGIC + blob + _digest(body) + body
+            data = self.seal(cls, blob, zlib.compress(_ENCODER.encode(value), LEVEL))
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             try:
@@ -159,19 +182,20 @@ class DecodedCache:
         return True
 
     def prune(self, keep: Collection[type]) -> None:
-        """Remove the folders of every fingerprint but those of `keep` (another release's entries). Best
-        effort: a reader of a removed entry misses and reads git."""
+        """Remove the folders of every fingerprint but those of `keep` (another release's entries) in
+        this key's folder, and an earlier release's unkeyed folders beside it. Best effort: a reader
+        of a removed entry misses and reads git."""
+        if self.key is None:
+            return
         wanted = {fingerprint(cls) for cls in keep}
+        legacy = tuple(f"{cls.__name__.lower()}-" for cls in keep)  # UGD1 kept <fingerprint>/ in `folder`
         try:
             folders = [p for p in self.root.iterdir() if p.name not in wanted]
+            folders += [p for p in self.folder.iterdir() if p.name.startswith(legacy)]
         except OSError:
             return
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _digest(data: bytes | memoryview) -> bytes:
-    return hashlib.blake2b(data, digest_size=_DIGEST).digest()
 
 
 def blob_id(data: bytes) -> bytes:
