@@ -23,6 +23,7 @@ from upgrade_gate.model.report import (
     Verdict,
 )
 from upgrade_gate.model.snapshot import (
+    LAST_PHASE,
     SNAPSHOT_SCHEMA_VERSION,
     EvidenceIssue,
     Gpu,
@@ -39,6 +40,7 @@ from upgrade_gate.model.snapshot import (
     PhaseResult,
     PhaseStatus,
     ProbeStatus,
+    RankDevice,
     RocmLibrary,
     Snapshot,
     Software,
@@ -48,6 +50,7 @@ from upgrade_gate.model.snapshot import (
 from upgrade_gate.model.types import Bdf, GpuSerial, NodeName, Record, RuleId, is_record, replace
 
 __all__ = [
+    "LAST_PHASE",
     "SNAPSHOT_SCHEMA_VERSION",
     "Bdf",
     "Cause",
@@ -77,6 +80,7 @@ __all__ = [
     "PhaseResult",
     "PhaseStatus",
     "ProbeStatus",
+    "RankDevice",
     "Record",
     "RocmLibrary",
     "RuleId",

@@ -255,10 +255,22 @@ class PhaseStatus(StrEnum):
     NOT_RUN = "not-run"  # an earlier phase did not pass
 
 
+class RankDevice(Record, frozen=True, kw_only=True):
+    """One rank of a workload run and the GPU its runtime put it on (the workload phases' device map)."""
+
+    rank: Annotated[int, Meta(ge=0, le=4095)]
+    bdf: BdfText | None = None
+    uuid: Annotated[OptText, Meta(description="as the runtime prints it (torch device properties)")] = None
+
+
+LAST_PHASE = 7
+"""CVF's phases 0-5, then upgrade-gate's workload phases: 6 `workload`, 7 `perturbation` (docs/workload.md)."""
+
+
 class PhaseResult(Record, frozen=True, kw_only=True):
     """Result of one phase on one node, with the CVF label/annotations it implies."""
 
-    phase: Annotated[int, Meta(ge=0, le=5)]
+    phase: Annotated[int, Meta(ge=0, le=LAST_PHASE, description="CVF 0-5; 6 workload, 7 perturbation")]
     name: str
     status: PhaseStatus
     reason: OptText = None
@@ -269,6 +281,9 @@ class PhaseResult(Record, frozen=True, kw_only=True):
     duration_s: float | None = None
     tool_duration_s: float | None = None
     peer: Annotated[OptText, Meta(description="phase 4/5 partner node(s)")] = None
+    device_map: Annotated[
+        tuple[RankDevice, ...], Meta(max_length=4096, description="phases 6-7: rank -> GPU as the workload saw it")
+    ] = ()
 
 
 def _most(n: int) -> Meta:
