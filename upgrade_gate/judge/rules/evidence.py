@@ -43,6 +43,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
+from upgrade_gate.judge.rules.standalone import peer_phase_waived
 from upgrade_gate.model import Finding, PhaseStatus, Severity
 from upgrade_gate.validate.cvf import PHASE_NAMES
 
@@ -98,7 +99,7 @@ def _baseline_phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     for r in ctx.baseline.phases:
         results.setdefault(r.phase, []).append(r.status)
     for number in sorted(set(entry.integers("required_phases"))):
-        if not ctx.policy.phase_applies(number, ctx.node_class):
+        if not ctx.policy.phase_applies(number, ctx.node_class) or peer_phase_waived(ctx, number):
             continue
         statuses = results.get(number, [])
         if statuses and all(s is PhaseStatus.PASSED for s in statuses):
@@ -223,6 +224,19 @@ def _phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         name = PHASE_NAMES.get(number, f"phase {number}")
         result = results.get(number)
         path = f"phases[phase={number}]"
+        if peer_phase_waived(ctx, number):  # README workflow 1: validated alone, before and after
+            yield finding(
+                ctx,
+                entry,
+                f"phase {number} ({name}) not required: it needs a peer node, and neither the baseline nor "
+                "the candidate ran it (a stand-alone node)",
+                device=name,
+                path=path,
+                actual=None,
+                evidence=f"phase {number}",
+                severity=Severity.INFO,
+            )
+            continue
         if result is None:
             why = f"phase {number} ({name}) has no result: not run"
             if number in skips:

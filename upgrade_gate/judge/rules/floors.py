@@ -17,6 +17,7 @@ from upgrade_gate.judge import curves
 from upgrade_gate.judge.plan import glob_select
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, NodeContext, finding, softer
 from upgrade_gate.judge.rules.measured import REGRESSION, curve_params, merged_measurements, regression_entry, usable
+from upgrade_gate.judge.rules.standalone import peer_phase_waived
 from upgrade_gate.model import Finding, Measurement
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if usable(cand[k].samples)], params)
     for key, m, unit, floor, cvf_key, source in floors:
         yield from _floor(ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors))
-    if ctx.policy.phase_applies(4, ctx.node_class) and entry.flag("check_rail_count") and len(rails) < t.rail_count:
+    counted = entry.flag("check_rail_count") and not peer_phase_waived(ctx, 4)
+    if ctx.policy.phase_applies(4, ctx.node_class) and counted and len(rails) < t.rail_count:
         yield finding(
             ctx,
             entry,
