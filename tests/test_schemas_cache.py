@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from upgrade_gate import schemas
+from upgrade_gate import cachekey, schemas
 from upgrade_gate.errors import SchemaError
 
 GOOD = {"id": "p1", "change": {"rocm": {"from": "6.1.3", "to": "6.2.0"}}}
@@ -17,6 +17,7 @@ BAD = {"id": "p1", "nope": 1}
 @pytest.fixture(autouse=True)
 def fresh_validators() -> Iterator[None]:
     schemas._fast_validator.cache_clear()
+    cachekey.forget()
     yield
     schemas._fast_validator.cache_clear()
 
@@ -33,7 +34,7 @@ def _answers() -> tuple[str | None, str | None]:
 
 
 def _entries(folder: Path) -> list[Path]:
-    return sorted((folder / "upgrade-gate" / "validators").glob("change-plan-*.bin"))
+    return sorted((folder / "upgrade-gate" / "validators").glob(f"change-plan-*.{schemas.ENTRY_SUFFIX}"))
 
 
 def test_schemas_cache_gives_the_answers_of_a_fresh_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,22 +72,54 @@ def test_schemas_cache_folder_that_cannot_be_written_only_costs_speed(
     assert _answers()[0] is None
 
 
-@pytest.mark.parametrize("where", ["entry", "folder"])
-def test_schemas_cache_runs_no_entry_that_another_account_could_have_written(
+def _no_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make a compile fail loudly: what follows must come from the cache."""
+    import fastjsonschema
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("compiled instead of read from the cache")
+
+    monkeypatch.setattr(fastjsonschema, "_factory", refuse)
+
+
+@pytest.mark.parametrize("where", ["private", "entry", "folder"])
+def test_schemas_cache_runs_no_entry_that_this_users_key_did_not_seal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """A cache entry is code that `validate` runs: one in a folder, or a file, that group or others may
-    write (a shared CI cache) is compiled afresh instead. A forged entry that accepts everything there
-    used to turn every schema check into a pass."""
+    """A cache entry is code that `validate` runs. A forged entry that accepts everything used to be run
+    from a folder only this user may write (and, before that, from a shared one), turning every schema
+    check into a pass; now it is never run, wherever it lies and whatever the permissions (issue 26),
+    and the entry is compiled and sealed again."""
     import marshal
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     expected = _answers()
     (entry,) = _entries(tmp_path)
     forged = compile("def validate(data, custom_formats={}, name_prefix=None):\n    return data\n", "<forged>", "exec")
-    entry.write_bytes(marshal.dumps(("validate", forged)))
+    data = marshal.dumps(("validate", forged))
+    sealed = entry.read_bytes()
+    for bad in (data, sealed[: schemas._HEADER] + data, schemas.ENTRY_MAGIC + bytes(32) + data):
+        entry.write_bytes(bad)  # bare (the .bin format), another entry's MAC, a made-up MAC
+        if where != "private":
+            (entry if where == "entry" else entry.parent).chmod(0o666 if where == "entry" else 0o777)
+        schemas._fast_validator.cache_clear()
+        assert _answers() == expected  # not run: BAD is refused
+        assert entry.read_bytes()[:4] == schemas.ENTRY_MAGIC and forged.co_filename.encode() not in entry.read_bytes()
+    with monkeypatch.context() as patched:
+        _no_compile(patched)
+        schemas._fast_validator.cache_clear()
+        assert _answers() == expected  # the entry written in place of the forgery is this user's own
+
+
+def test_schemas_cache_entry_sealed_by_this_users_key_is_run_from_a_shared_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MAC, not the folder's permissions, decides: a shared cache folder still saves the compile."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    expected = _answers()
+    (entry,) = _entries(tmp_path)
+    entry.parent.chmod(0o777)
+    entry.chmod(0o666)
+    _no_compile(monkeypatch)
     schemas._fast_validator.cache_clear()
-    assert _answers()[1] is None  # the forged entry, where only this user can write, is this user's own doing
-    (entry if where == "entry" else entry.parent).chmod(0o666 if where == "entry" else 0o777)
-    schemas._fast_validator.cache_clear()
-    assert _answers() == expected  # not run: BAD is refused again
+    assert _answers() == expected

@@ -9,13 +9,21 @@ Two validators, one answer: fastjsonschema compiles each schema to Python code a
 when a document fails is jsonschema run as well, for its precise message and path. If the two ever
 disagree, the document is rejected with fastjsonschema's message: never accepted on a tie.
 
-Compiling a schema costs 2-150 ms (fastjsonschema writes Python source, then Python compiles it;
-`gate` compiled five, ~0.1 s of its start-up). The compiled code is kept in the user's cache folder
+Compiling a schema costs 2-200 ms (fastjsonschema writes Python source, then Python compiles it;
+the ten shipped schemas take ~0.45 s, the snapshot's alone ~0.19 s, against ~5 ms for all ten from
+the cache: docs/caches.md). The compiled code is kept in the user's cache folder
 (`$XDG_CACHE_HOME/upgrade-gate/validators`, else `~/.cache/...`) under a name derived from the
 schema's text, fastjsonschema's version and Python's bytecode tag, so a changed schema or upgrade
 never reads a stale entry; `UPGRADE_GATE_NO_CACHE=1`, or a folder that cannot be written, compiles
-every time. An entry that does not load is compiled again. An entry is code that `validate` runs,
-so it is read only from a file and folder this user owns and nobody else may write (`_private`).
+every time. An entry that does not load is compiled again.
+
+An entry is code that `validate` runs (issue 26: caches are never trusted by location). It is sealed
+with a MAC keyed by this user's secret (`cachekey`) over the schema's name, the entry's name and the
+code, and run only when the MAC checks out: an entry anyone else wrote (a forged validator that
+accepts everything, in a shared or group-writable cache folder, or planted in this user's own) is
+compiled afresh, never run. The MAC is checked on the bytes read, and those same bytes are loaded,
+so nothing can be swapped in between. Entries are still written 0600 in a 0700 folder, but their
+safety no longer rests on it; a refused key (`cachekey.refusal`) compiles every time.
 """
 
 from __future__ import annotations
@@ -30,8 +38,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from upgrade_gate import shipped
-from upgrade_gate.errors import SchemaError
+from upgrade_gate import cachekey, shipped
+from upgrade_gate.errors import GateError, SchemaError
 
 
 @functools.cache
@@ -64,28 +72,53 @@ def _fast_validator(name: str) -> Any:
 
     schema = load_schema(name)
     folder = _cache_folder()
-    if folder is None:
+    key = cachekey.user_key() if folder is not None else None
+    if folder is None or key is None:
         return fastjsonschema.compile(schema)
     text = json.dumps(schema, sort_keys=True).encode("utf-8")
-    key = hashlib.sha256(text + fastjsonschema.VERSION.encode() + sys.implementation.cache_tag.encode()).hexdigest()
-    path = folder / f"{name}-{key[:32]}.bin"
-    try:
-        if not (_private(folder) and _private(path)):  # compiled code is run: only from a folder no one else writes
-            raise OSError("not private")
-        entry, code = marshal.loads(path.read_bytes())
-        namespace: dict[str, Any] = {}
-        exec(code, namespace)
-        return namespace[entry]
-    except Exception:  # absent, unreadable or not ours: compile (and keep) it afresh
-        pass
+    digest = hashlib.sha256(text + fastjsonschema.VERSION.encode() + sys.implementation.cache_tag.encode())
+    path = folder / f"{name}-{digest.hexdigest()[:32]}.{ENTRY_SUFFIX}"
+    found = _cached(path, key)
+    if found is not None:
+        return found
     resolver, generator = fastjsonschema._factory(schema, handlers={})  # what fastjsonschema.compile does
     source = generator.global_state_code + "\n" + generator.func_code
     code = compile(source, f"<validator {name}>", "exec")
-    namespace = {}
+    namespace: dict[str, Any] = {}
     exec(code, namespace)
     entry = resolver.get_scope_name()
-    _keep(path, marshal.dumps((entry, code)))
+    data = marshal.dumps((entry, code))
+    _keep(path, ENTRY_MAGIC + key.mac(PURPOSE, path.name.encode(), data) + data)
     return namespace[entry]
+
+
+ENTRY_SUFFIX = "v2"  # v2: sealed with the user's key (`.bin` entries were trusted by the folder's permissions)
+ENTRY_MAGIC = b"UGV2"
+PURPOSE = b"ug-validator"  # the MAC's personalisation: an entry of another cache never runs here
+MAX_ENTRY_BYTES = 16 * 1024 * 1024  # an entry read at all (the snapshot's is ~340 KB)
+_HEADER = len(ENTRY_MAGIC) + cachekey.MAC_BYTES
+
+
+def _cached(path: Path, key: cachekey.CacheKey) -> Any:
+    """The validator kept at `path`, or None (compile it) unless the entry is sealed with this user's key."""
+    from upgrade_gate.docio import read_bytes  # PyYAML with it: only when a cache is read
+
+    try:
+        data = read_bytes(path, limit=MAX_ENTRY_BYTES, follow=False)
+    except GateError:  # absent, a link, a folder, oversized, unreadable
+        return None
+    body = memoryview(data)[_HEADER:]
+    if data[: len(ENTRY_MAGIC)] != ENTRY_MAGIC or not key.verify(
+        memoryview(data)[len(ENTRY_MAGIC) : _HEADER], PURPOSE, path.name.encode(), body
+    ):
+        return None  # not written by this user's runs: never run
+    try:
+        entry, code = marshal.loads(body)
+        namespace: dict[str, Any] = {}
+        exec(code, namespace)  # sealed by this user's key: code this user's own run compiled
+        return namespace[entry]
+    except Exception:  # sealed, yet does not load (another Python build): compile (and keep) it afresh
+        return None
 
 
 def _cache_folder() -> Path | None:
@@ -95,24 +128,11 @@ def _cache_folder() -> Path | None:
     return Path(base) / "upgrade-gate" / "validators"
 
 
-def _private(path: Path) -> bool:
-    """True when `path` (not a link) is this user's and nobody else may write it: a cache entry is
-    compiled code that `validate` runs, so one that another account could have replaced (a shared CI
-    cache, a group-writable home) is compiled afresh instead of trusted."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return info.st_uid == os.getuid() and not info.st_mode & 0o022 and not os.path.islink(path)
-
-
 def _keep(path: Path, data: bytes) -> None:
-    """Write a cache entry atomically (a temp file, then rename), the folder and file private to this
-    user; any failure only costs speed."""
+    """Write a cache entry atomically (a temp file, then rename), private to this user; any failure
+    only costs speed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _private(path.parent):
-            return  # another account's folder, or one others may write: entries there would not be read
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
