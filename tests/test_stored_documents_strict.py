@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from tests.abi_support import AbiTrees, build_trees
 from tests.judge_scenarios import named_snapshot
-from upgrade_gate import schemas
-from upgrade_gate.abi.tree import CACHE_FORMAT, library_files, scan
+from upgrade_gate import cachekey, schemas
+from upgrade_gate.abi.tree import _HEADER, CACHE_FORMAT, library_files, scan, seal
 from upgrade_gate.cli.main import run
 from upgrade_gate.codec import DATE_TIME_PATTERN
 from upgrade_gate.errors import ExitCode, InputError
@@ -255,17 +255,22 @@ def _not_an_object(doc: dict[str, Any]) -> None:
     ],
 )
 def test_abi_cache_entry_that_is_not_exactly_what_was_written_is_read_again(
-    trees: AbiTrees, tmp_path: Path, damage: Any
+    trees: AbiTrees, tmp_path: Path, damage: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Sealed with this user's key (so the MAC passes and the strict decode is what refuses it)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))  # this test's own key
+    cachekey.forget()
+    key = cachekey.user_key()
+    assert key is not None
     cache = tmp_path / "cache"
     files, _aliases, _not_elf = library_files(trees.running)
     (path,) = [f for f in files if "libamdhip64" in f.name]
     first, hits = scan([path], cache_dir=cache, workers=1)
     assert hits == 0
-    (entry,) = cache.rglob("*.json")
-    doc = json.loads(entry.read_text())
+    (entry,) = cache.rglob("*.abi")
+    doc = json.loads(entry.read_bytes()[_HEADER:])
     assert scan([path], cache_dir=cache, workers=1) == (first, 1)  # the honest entry is served
     damage(doc)
-    entry.write_text(json.dumps(doc))
+    entry.write_bytes(seal(key, entry.stem, json.dumps(doc).encode()))
     assert scan([path], cache_dir=cache, workers=1) == (first, 0)  # a miss: the library is read again
     assert scan([path], cache_dir=cache, workers=1) == (first, 1)  # and the entry rewritten
