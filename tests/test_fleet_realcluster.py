@@ -19,7 +19,7 @@ from tests.k8s.realcluster import NS, RealCluster
 from tests.test_validate_support import fast_config
 from upgrade_gate.cli.main import run
 from upgrade_gate.fakenode import Faults, build_fake_node, mi300x_node
-from upgrade_gate.fleet.errors import KubeTLSError, KubeUnauthorizedError
+from upgrade_gate.fleet.errors import KubeRefusedError, KubeTLSError, KubeUnauthorizedError
 from upgrade_gate.fleet.executor import ExecutorSettings, KubeLauncher, capture_nodes, write_cvf_labels
 from upgrade_gate.fleet.jobs import RunStatus, run_job, run_mpijob
 from upgrade_gate.fleet.kube import KubeClient
@@ -126,8 +126,9 @@ def test_real_capture_on_a_busy_node_names_the_kubelet_rejection(
     base = ExecutorSettings(
         jobs=SETTINGS, upgrade_gate_argv=(sys.executable, "-m", "upgrade_gate"), poll_s=0.1, capture_timeout_s=120
     )
-    (why,) = capture_nodes(real_client, [node], base, run_id="c1").values()
-    assert isinstance(why, str) and "OutOfamd.com/gpu" in why, why
+    with pytest.raises(KubeRefusedError, match=r"OutOfamd\.com/gpu") as info:  # issue 28: busy, not broken
+        capture_nodes(real_client, [node], base, run_id="c1")
+    assert info.value.exit_code == 4 and "team-a/training" in str(info.value), info.value
     (bundle,) = capture_nodes(real_client, [node], replace(base, capture_privileged=True), run_id="c2").values()
     assert not isinstance(bundle, str), bundle
 
@@ -206,7 +207,7 @@ def test_real_pod_security_refusal_fails_the_job_at_once(real_cluster: RealClust
         real_cluster.cp.request(
             "PATCH", f"/api/v1/namespaces/{NS}", {"metadata": {"labels": {label: "privileged"}}}, content_type=patch
         )
-    assert res.status is RunStatus.FAILED, res
+    assert res.status is RunStatus.REFUSED, res  # issue 28: says nothing about the node
     assert "cannot create its pod" in (res.reason or "") and "PodSecurity" in (res.reason or ""), res.reason
 
 

@@ -137,6 +137,14 @@ class KubeWaitTimeoutError(KubeTimeoutError, PermanentError):
     """A Job or MPIJob reached neither its Complete/Succeeded nor its Failed condition in time."""
 
 
+class KubeRefusedError(KubeError, PermanentError):
+    """The cluster refused to run our pod for a reason that says nothing about the node's hardware
+    (issue 28): admission (Pod Security, quota), the kubelet's `OutOf*` while other pods hold the
+    node's GPUs, an image that cannot be pulled, a pod no node would take in time. Exit 4, no CVF label."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
 def describe(verb: str, resource: str, name: str = "", namespace: str = "") -> str:
     """`patch nodes "gpu-07"` / `create jobs in namespace "ug"`: the subject of an error message."""
     what = f"{verb} {resource}"

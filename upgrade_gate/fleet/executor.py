@@ -62,6 +62,7 @@ from upgrade_gate.fleet.labels import (
     node_label_value,
 )
 from upgrade_gate.fleet.launcher import VANISHED, ExecutorSettings, KubeLauncher
+from upgrade_gate.fleet.launcher import refused as launcher_refused
 from upgrade_gate.fleet.manifests import HOST_ROOT, JobSpec, capture_access
 from upgrade_gate.fleet.objects import JobPhase, KubeNode
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot, replace
@@ -159,8 +160,13 @@ def capture_nodes(
     *,
     run_id: str,
     on_result: Callable[[NodeRunResult], None] | None = None,
+    refused: dict[NodeName, str] | None = None,
 ) -> dict[NodeName, Bundle | str]:
-    """Capture every node with a Job; per node the Bundle, or why there is none (fail closed)."""
+    """Capture every node with a Job; per node the Bundle, or why there is none (fail closed).
+
+    A capture the cluster refused (`RunStatus.REFUSED`: admission, a busy node's `OutOf*`, an image
+    pull, scheduling) is no evidence about the node: it goes into `refused` when the caller passes a
+    dict (the node is left out of the result), else the whole capture raises `KubeRefusedError` (exit 4)."""
     specs = [capture_spec(n, settings, run_id) for n in nodes]
     results = run_on_nodes(
         client,
@@ -172,7 +178,16 @@ def capture_nodes(
         on_result=on_result,
     )
     out: dict[NodeName, Bundle | str] = {}
+    denied = {r.node: f"capture Job {r.job}: {r.reason}" for r in results if r.status is RunStatus.REFUSED}
+    if denied and refused is None:
+        node, why = sorted(denied.items())[0]
+        more = f" (and {len(denied) - 1} more node(s))" if len(denied) > 1 else ""
+        raise launcher_refused(node, why + more)
+    if refused is not None:
+        refused.update(denied)
     for res in results:
+        if res.status is RunStatus.REFUSED:
+            continue
         if res.status is RunStatus.NODE_LOST:
             out[res.node] = f"{VANISHED}: {res.reason}"
         elif res.status is not RunStatus.SUCCEEDED or res.payload is None:

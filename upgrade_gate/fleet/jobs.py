@@ -41,9 +41,9 @@ from upgrade_gate.fleet.errors import (
     KubeThrottledError,
     KubeWaitTimeoutError,
 )
-from upgrade_gate.fleet.labels import MANAGED_BY, MANAGER, PURPOSE
+from upgrade_gate.fleet.labels import MANAGED_BY, MANAGER, MPI_JOB_NAME, PURPOSE
 from upgrade_gate.fleet.manifests import JobSpec, MpiJobSpec
-from upgrade_gate.fleet.objects import JobPhase, PodState
+from upgrade_gate.fleet.objects import JobPhase, PodState, pull_failure
 from upgrade_gate.fleet.resultframe import extract
 from upgrade_gate.model import NodeName
 
@@ -61,6 +61,7 @@ class RunStatus(StrEnum):
     TIMED_OUT = "timed-out"  # neither condition within the timeout; the Job was deleted
     NODE_LOST = "node-lost"  # the node disappeared during the run
     ERROR = "error"  # the Job could not be created or vanished
+    REFUSED = "refused"  # the cluster would not run the pod; says nothing about the node (issue 28)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +118,30 @@ def _rejection(pods: Sequence[PodState]) -> str | None:
     if pod is None or pod.phase != "Failed" or pod.exit_code is not None or not (pod.reason or pod.message):
         return None
     return f"pod {pod.name} {pod.reason or 'Failed'}: {pod.message or 'no message'}"
+
+
+def _busy_refusal(client: KubeClient, node: NodeName, pods: Sequence[PodState]) -> str | None:
+    """The kubelet's `OutOf<resource>` admission refusal while other pods hold the node's GPUs: the node is
+    busy, which says nothing about its hardware (issue 28). An `OutOf*` on an idle node stays a failure:
+    the node advertises fewer GPUs than it has, which is evidence about the node."""
+    pod = pods[-1] if pods else None
+    if pod is None or pod.phase != "Failed" or pod.exit_code is not None or not (pod.reason or "").startswith("OutOf"):
+        return None
+    holders = _quietly(lambda: client.gpu_pods_on_node(node))
+    if not holders:
+        return None
+    return (f"the kubelet refused pod {pod.name} ({pod.reason}: {pod.message or 'no message'}) while "
+            f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''} hold the node's GPUs")  # fmt: skip
+
+
+def _unscheduled(pods: Sequence[PodState]) -> str | None:
+    """Why the newest pod never started when no node would take it or its image cannot be had, else None."""
+    pod = pods[-1] if pods else None
+    if pod is None or pod.phase != "Pending":
+        return None
+    if pull_failure(pod) is not None:
+        return pull_failure(pod)
+    return f"pod {pod.name} was not scheduled ({pod.unscheduled})" if pod.unscheduled else None
 
 
 class _CreateWatch:
@@ -211,11 +236,14 @@ def run_job(
     except KubeWaitTimeoutError:
         log, _ = _log(client, name, ns)
         lost = _node_gone(client, spec.node)
+        stuck = _unscheduled(_quietly(lambda: client.job_pods(name, ns)) or ())
         _quietly(lambda: client.delete_job(name, ns))  # stop it; a leftover is pruned or expires
         if lost:
             return result(RunStatus.NODE_LOST, f"node {spec.node} disappeared during the run", log=log)
         if watch.refused is not None:
-            return result(RunStatus.FAILED, f"Job {name}: the Job controller cannot create its pod: {watch.refused}")
+            return result(RunStatus.REFUSED, f"Job {name}: the Job controller cannot create its pod: {watch.refused}")
+        if stuck is not None:
+            return result(RunStatus.REFUSED, f"Job {name} did not start within {timeout_s:g}s: {stuck}")
         return result(RunStatus.TIMED_OUT, f"Job {name} did not finish within {timeout_s:g}s", log=log)
     except KubeNotFoundError:
         return result(RunStatus.ERROR, f"Job {name} disappeared before it finished")
@@ -223,6 +251,9 @@ def run_job(
         if fatal(exc):
             raise
         return result(RunStatus.ERROR, f"Job {name}: {exc}")
+    if state.phase is JobPhase.ACTIVE:  # the wait ended on a pod whose image cannot be pulled
+        _quietly(lambda: client.delete_job(name, ns))
+        return result(RunStatus.REFUSED, f"Job {name}: {_unscheduled(pods) or 'its pod cannot start'}")
     # the pods of the read that ended the wait (no second list); the log read while that read ran, if it
     # is the log of the pod that read shows Succeeded as the newest
     log, problem = prefetch.take(pods) or _log(client, name, ns, pods)
@@ -245,6 +276,9 @@ def run_job(
         if problem is not None:
             return result(RunStatus.FAILED, f"Job {name} completed but {problem}", exit_code=exit_code, log=log)
         return result(RunStatus.SUCCEEDED, None, exit_code=exit_code, log=log, payload=payload)
+    busy = _busy_refusal(client, spec.node, pods)
+    if busy is not None:
+        return result(RunStatus.REFUSED, f"Job {name}: {busy}", log=log)
     why = f"Job {name} failed ({state.reason}: {state.message})"
     rejected = _rejection(pods)
     if rejected is not None:
@@ -342,7 +376,11 @@ def run_mpijob(client: KubeClient, spec: MpiJobSpec, *, timeout_s: float, poll_s
         state = client.wait_mpijob(name, ns, timeout_s=timeout_s, poll_s=poll_s)
     except KubeWaitTimeoutError:
         partial = _quietly(lambda: client.mpijob_logs(name, ns)) or ""
+        pods = _quietly(lambda: client.pods(ns, f"{MPI_JOB_NAME}={name}")) or ()
+        stuck = next((why for p in pods if (why := _unscheduled((p,))) is not None), None)
         _quietly(lambda: client.delete_mpijob(name, ns))
+        if stuck is not None:  # no node took a worker, or an image cannot be pulled: not the canaries' fault
+            return result(RunStatus.REFUSED, f"MPIJob {name} did not start within {timeout_s:g}s: {stuck}")
         return result(RunStatus.TIMED_OUT, f"MPIJob {name} did not finish within {timeout_s:g}s", partial)
     except KubeNotFoundError:
         return result(RunStatus.ERROR, f"MPIJob {name} disappeared before it finished")

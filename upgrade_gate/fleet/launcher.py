@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from upgrade_gate.collect.runner import CommandResult
-from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError
+from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError, KubeRefusedError
 from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, fatal, run_job, run_mpijob
 from upgrade_gate.fleet.manifests import HostAccess, JobSettings, JobSpec, MpiJobSpec
 from upgrade_gate.fleet.objects import KubeNode
@@ -68,6 +68,14 @@ def _monitor_access(settings: ExecutorSettings) -> HostAccess:
     fails the sample: `thermal.outlier` reports missing evidence, never a pass.
     """
     return HostAccess(rocm=True, devices=settings.capture_privileged)
+
+
+def refused(node: NodeName, reason: str | None) -> KubeRefusedError:
+    """The infrastructure error for a pod the cluster would not run on `node` (exit 4, no CVF label)."""
+    return KubeRefusedError(
+        f"node {node}: {reason or 'the cluster refused the pod'}; this says nothing about the node's hardware: "
+        "free the node (window start drains it) or fix the namespace, quota or image, then run it again"
+    )
 
 
 def _stderr_of(log: str) -> str:
@@ -182,6 +190,8 @@ class KubeLauncher:
             raise self._lost(spec.node, res.reason or f"node {spec.node} disappeared")
         if res.status is RunStatus.ERROR:
             raise LauncherError(f"node {spec.node}: {res.reason}")
+        if res.status is RunStatus.REFUSED:  # not the node's result: the run stops (exit 4), no label
+            raise refused(spec.node, res.reason)
         stderr = _stderr_of(res.log)
         if res.status is RunStatus.TIMED_OUT:
             return CommandResult(argv=argv, returncode=None, stdout="", stderr=stderr, duration_s=duration,
@@ -234,6 +244,8 @@ class KubeLauncher:
             raise LauncherError(f"{VANISHED}: {res.reason}")
         if res.status is RunStatus.ERROR:
             raise LauncherError(res.reason or f"MPIJob {spec.name} could not run")
+        if res.status is RunStatus.REFUSED:
+            raise refused(NodeName(",".join(spec.nodes)), res.reason)
         code = 0 if res.status is RunStatus.SUCCEEDED else None if res.status is RunStatus.TIMED_OUT else 1
         return CommandResult(argv=argv, returncode=code, stdout=res.log, stderr="" if code == 0 else (res.reason or ""),
                              duration_s=res.duration_s, timed_out=res.status is RunStatus.TIMED_OUT)  # fmt: skip

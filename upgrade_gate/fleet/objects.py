@@ -116,6 +116,8 @@ class PodState:
     creation_time: str | None = None
     message: str | None = None  # status.message: why the kubelet rejected or evicted it
     disruption: str | None = None  # reason of a True DisruptionTarget condition (PodGC, eviction, taint)
+    waiting: str | None = None  # `reason: message` of a container waiting to start (ErrImagePull, ...)
+    unscheduled: str | None = None  # message of a False PodScheduled condition (no node would take it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,6 +131,17 @@ class MpiJobState:
     reason: str | None = None
     message: str | None = None
     conditions: tuple[Condition, ...] = ()
+
+
+# The kubelet's waiting reasons of a container whose image cannot be had (kubelet images/types.go).
+IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+
+
+def pull_failure(pod: PodState) -> str | None:
+    """Why a pending pod will not start because of its image (says nothing about the node), else None."""
+    if pod.phase != "Pending" or pod.waiting is None or pod.waiting.partition(":")[0] not in IMAGE_PULL_FAILURES:
+        return None
+    return f"pod {pod.name} cannot pull its image ({pod.waiting})"
 
 
 def job_phase(conditions: tuple[Condition, ...], *, success: str, failure: str) -> tuple[JobPhase, Condition | None]:
@@ -234,8 +247,12 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodState:
     """A core/v1 Pod's JSON as a PodState (exit code of its terminated container, if any)."""
     meta, spec, status = _dict(obj.get("metadata")), _dict(obj.get("spec")), _dict(obj.get("status"))
     exit_code: int | None = None
+    waiting: str | None = None
     reason = _opt_str(status.get("reason"))
     for cs in _list(status.get("containerStatuses")):
+        wait = _dict(_dict(_dict(cs).get("state")).get("waiting"))
+        if _opt_str(wait.get("reason")):
+            waiting = f"{wait['reason']}: {_opt_str(wait.get('message')) or 'no message'}"
         term = _dict(_dict(_dict(cs).get("state")).get("terminated"))
         if term:
             code = term.get("exitCode")
@@ -249,6 +266,14 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodState:
         ),
         None,
     )
+    unscheduled = next(
+        (
+            _opt_str(c.get("message")) or _opt_str(c.get("reason")) or "Unschedulable"
+            for c in map(_dict, _list(status.get("conditions")))
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ),
+        None,
+    )
     return PodState(
         name=str(meta.get("name", "")),
         node=_opt_str(spec.get("nodeName")),
@@ -258,6 +283,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodState:
         creation_time=_opt_str(meta.get("creationTimestamp")),
         message=_opt_str(status.get("message")),
         disruption=disruption,
+        waiting=waiting,
+        unscheduled=unscheduled,
     )
 
 

@@ -87,8 +87,9 @@ def watch_round(
     with_baseline = [n for n in watched if n.name in stored]
     extra += [_missing(n.name, f"{n.name}: no baseline in the store to watch against") for n in watched
               if n.name not in stored]  # fmt: skip
+    refused: dict[NodeName, str] = {}  # busy or refused: no evidence either way, no condition (issue 28)
     for name, bundle in (
-        capture_nodes(client, with_baseline, settings, run_id=run_id) if with_baseline else {}
+        capture_nodes(client, with_baseline, settings, run_id=run_id, refused=refused) if with_baseline else {}
     ).items():
         if isinstance(bundle, str):
             extra.append(_missing(name, f"{name}: capture failed: {bundle}"))
@@ -120,6 +121,7 @@ def watch_round(
         for node_report in merged.nodes:
             client.set_node_condition(node_report.node, node_condition(node_report, now=now))
     taken = {str(n): parse_time(s.taken_at, where=f"node {n}: snapshot taken_at") for n, s in candidates.items()}
+    skipped += tuple((name, f"not captured: {why}") for name, why in sorted(refused.items()))
     return WatchRound(report=merged, taken_at=taken, skipped=skipped)
 
 

@@ -38,6 +38,7 @@ from upgrade_gate.fleet.objects import (
     job_from_api,
     mpijob_from_api,
     pod_from_api,
+    pull_failure,
 )
 from upgrade_gate.model import replace
 
@@ -118,6 +119,8 @@ class WorkloadCalls(ApiBase):
             return (job, pods), version
 
         def final(state: tuple[JobState, tuple[PodState, ...]]) -> bool:
+            if state[1] and pull_failure(state[1][-1]) is not None:
+                return True  # its image cannot be pulled: waiting longer cannot help (issue 28)
             return state[0].phase is not JobPhase.ACTIVE or (settle_on_pod and _pod_settles(*state) is not None)
 
         def watchable(state: tuple[JobState, tuple[PodState, ...]]) -> bool:
@@ -129,7 +132,7 @@ class WorkloadCalls(ApiBase):
             pod = pod_from_api(event.object)  # untrusted: typed first
             if pod.phase == "Succeeded" and on_succeeded is not None:
                 on_succeeded(pod)
-            return pod.phase in _ENDED
+            return pod.phase in _ENDED or pull_failure(pod) is not None
 
         path = f"/api/v1/namespaces/{q(namespace)}/pods"
         watched = Watched(path=path, query={"labelSelector": f"{JOB_NAME}={name}"}, wake=wake)
@@ -137,7 +140,7 @@ class WorkloadCalls(ApiBase):
             self, resource="jobs", name=name, namespace=namespace, read=read, final=final, watched=watched,
             timeout_s=timeout_s, poll_s=poll_s, stop=stop, watchable=watchable,
         )  # fmt: skip
-        if job.phase is JobPhase.ACTIVE:
+        if job.phase is JobPhase.ACTIVE and _pod_settles(job, pods) is not None:
             job = replace(job, phase=JobPhase.SUCCEEDED, succeeded=max(job.succeeded, 1),
                           settled_by=_pod_settles(job, pods))  # fmt: skip
         return job, pods
@@ -145,6 +148,10 @@ class WorkloadCalls(ApiBase):
     def job_pods(self, name: str, namespace: str) -> tuple[PodState, ...]:
         """The pods of a Job (label `job-name`), oldest first."""
         return self._pods_page(namespace, f"{JOB_NAME}={name}")[0]
+
+    def pods(self, namespace: str, selector: str) -> tuple[PodState, ...]:
+        """The pods matching a label selector, oldest first."""
+        return self._pods_page(namespace, selector)[0]
 
     def _pods_page(self, namespace: str, selector: str) -> tuple[tuple[PodState, ...], str]:
         page = self._json_request(
