@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from upgrade_gate.errors import ExitCode, InputError, NotFoundError, ParseError, UsageError
+from upgrade_gate.errors import ExitCode, InputError, ParseError, UsageError
 
 if TYPE_CHECKING:  # the collect stage is imported by the commands that run it, not at start-up
     from upgrade_gate.collect.bundle import Bundle, ProbeRecord
@@ -162,12 +162,17 @@ def parse_cmd(
     return ExitCode.PASS
 
 
+MAX_PARSE_BYTES = 32 * 1024 * 1024
+"""Largest input `parse` reads: what a bundle member may hold (`collect.members.BundleLimits`)."""
+
+
 def _read_text(file: Path) -> str:
+    """FILE (or stdin for '-'), at most MAX_PARSE_BYTES: /dev/zero or a huge file is exit 3 naming it."""
+    from upgrade_gate.docio import read_bytes
+
     if str(file) == "-":
-        return sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    try:
-        return file.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError as exc:
-        raise NotFoundError(f"{file}: no such file") from exc
-    except OSError as exc:
-        raise InputError(f"{file}: unreadable: {exc.strerror or exc}") from exc
+        data = sys.stdin.buffer.read(MAX_PARSE_BYTES + 1)
+        if len(data) > MAX_PARSE_BYTES:
+            raise InputError(f"-: standard input is over the {MAX_PARSE_BYTES >> 20} MiB `parse` reads; refused")
+        return data.decode("utf-8", errors="replace")
+    return read_bytes(file, limit=MAX_PARSE_BYTES).decode("utf-8", errors="replace")

@@ -5,7 +5,7 @@ by one (schema walk, generic decode), resolved HEAD per node, re-aggregated the 
 held every snapshot at once. Here:
 
 - The candidates are a list of paths (`--candidate`, or `--candidates DIR|LISTFILE` without argv
-  limits). Workers (forked, one per core) each take slices of the paths; per path they load the
+  limits, read and capped by `cli.candidates`). Workers (forked, one per core) each take slices of the paths; per path they load the
   candidate (strict typed decode, `codec.decode_json`), read its baseline from the store at the
   commit pinned once by the parent (`BaselineStore.pin`; the trusted decode of a document the store
   validated when it saved it, its git object id checked), judge the nodes a batch at a time
@@ -49,14 +49,14 @@ held every snapshot at once. Here:
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from upgrade_gate.errors import EnvironmentFailure, InputError, NotFoundError, UsageError
+from upgrade_gate.cli.candidates import candidate_paths as candidate_paths  # its importers' old home
+from upgrade_gate.errors import EnvironmentFailure, InputError
 from upgrade_gate.model import replace
 
 if TYPE_CHECKING:
@@ -66,82 +66,7 @@ if TYPE_CHECKING:
     from upgrade_gate.parse.dmesg import PatternTable
     from upgrade_gate.store.gitstore import BaselineStore
 
-BUNDLE_SUFFIXES = (".tar.gz", ".tgz")
 SUMMARY_FROM_NODES = 64  # above this many nodes the console prints a summary, not every finding
-
-
-MAX_LIST_BYTES = 64 * 1024 * 1024  # a `--candidates` list file: ~600,000 paths of ~100 bytes
-
-
-def candidate_paths(singles: Sequence[Path], sources: Sequence[Path]) -> list[Path]:
-    """`--candidate` paths, then each `--candidates` directory (sorted) or list file, in order."""
-    out = list(singles)
-    for source in sources:
-        if source.is_dir():
-            out.extend(_from_directory(source))
-        elif source.is_file():
-            out.extend(_from_list_file(source))
-        else:
-            raise NotFoundError(f"--candidates {source}: no such directory or list file")
-    if not out:
-        raise UsageError("no candidates: give --candidate PATH or --candidates DIR|LISTFILE")
-    return out
-
-
-def _from_directory(folder: Path) -> list[Path]:
-    """Snapshots (`*.json`), bundle archives and bundle directories (with a manifest.json) in one folder;
-    hidden entries (`.name`) are passed over. Anything else is refused, not skipped: a node whose
-    capture was named `node.JSON.bak`, or a bundle directory that lost its manifest, would otherwise go
-    unjudged (or unsaved, `baseline save --snapshots`) with nothing said."""
-    found: list[Path] = []
-    other: list[Path] = []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            lower = name.lower()
-            if entry.is_dir():
-                (found if (Path(entry.path) / "manifest.json").is_file() else other).append(Path(entry.path))
-            elif entry.is_file() and (lower.endswith(".json") or lower.endswith(BUNDLE_SUFFIXES)):
-                found.append(Path(entry.path))
-            else:
-                other.append(Path(entry.path))
-    if other:
-        named = ", ".join(p.name + ("/" if p.is_dir() else "") for p in sorted(other)[:5])
-        more = f" and {len(other) - 5} more" if len(other) > 5 else ""
-        raise InputError(
-            f"--candidates {folder}: {len(other)} entr{'y is' if len(other) == 1 else 'ies are'} neither a snapshot "
-            f"(.json) nor a capture bundle (.tar.gz, .tgz, a directory with manifest.json): {named}{more}; "
-            "move them out, or list the candidates in a file"
-        )
-    if not found:
-        raise InputError(f"--candidates {folder}: no snapshot (.json) or capture bundle in this directory")
-    return sorted(found)
-
-
-def _from_list_file(path: Path) -> list[Path]:
-    """One path per line (relative ones to the list file's folder); blank lines and `#` comments skipped.
-    At most MAX_LIST_BYTES (~600,000 paths); a snapshot given here by mistake is named as one."""
-    from upgrade_gate.docio import read_bytes
-
-    try:
-        text = read_bytes(path, limit=MAX_LIST_BYTES).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"--candidates {path}: unreadable list file: {exc}") from exc
-    except InputError as exc:
-        raise InputError(f"--candidates {exc}") from None
-    if text.lstrip().startswith("{"):
-        raise InputError(f"--candidates {path}: a JSON document, not a list file; give a snapshot with --candidate")
-    out = []
-    for line in text.splitlines():
-        entry = line.strip()
-        if entry and not entry.startswith("#"):
-            p = Path(entry)
-            out.append(p if p.is_absolute() else path.parent / p)
-    if not out:
-        raise InputError(f"--candidates {path}: the list file names no candidate")
-    return out
 
 
 def load_candidate_fast(path: Path, patterns: PatternTable | None = None) -> Snapshot:
