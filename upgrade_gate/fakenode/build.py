@@ -41,6 +41,7 @@ from upgrade_gate.fakenode import render_gpu, render_host, render_thermal, rende
 from upgrade_gate.fakenode.faults import FaultKind, Faults
 from upgrade_gate.fakenode.spec import NodeSpec
 from upgrade_gate.fakenode.templates import load_json_template, load_template
+from upgrade_gate.fakenode.workload import workload_table, write_torchrun
 from upgrade_gate.parse.bdf import PciAddress
 
 TOOLS = (
@@ -58,12 +59,15 @@ TOOLS = (
     "all_gather_perf",
     "ib_write_bw",
     "mpirun",
+    "torchrun",
     "grep",
     "readlink",
+    "env",
 )
-"""Every executable a fake node can have ("grep" and "readlink" are the host's real ones)."""
+"""Every executable a fake node can have ("grep", "readlink" and "env" are the host's real ones; "torchrun"
+is the real PyTorch launcher on the node's imagined GPUs, see fakenode.workload)."""
 
-_HOST_TOOLS = ("grep", "readlink")  # linked to the host's binaries: the file-read probes run them
+_HOST_TOOLS = ("grep", "readlink", "env")  # the host's binaries: file-read probes, the workload phases' env
 
 ROCMSMI_ARGV = next(spec.argv[1:] for spec in CATALOGUE if spec.name == "rocmsmi")
 """The options of the capture's `rocmsmi` probe (the catalogue's), which the fake rocm-smi answers."""
@@ -122,6 +126,9 @@ def build_fake_node(root: Path, spec: NodeSpec, faults: Faults = Faults()) -> Fa
         table = dict(tables[tool])
         fault = faults.tools.get(tool)
         table["fault"] = fault.as_json() if fault is not None else None
+        if tool == "torchrun":
+            write_torchrun(bin_dir / tool, table, lib_dir, data_dir)
+            continue
         (data_dir / f"{tool}.marshal").write_bytes(marshal.dumps(table))
         (data_dir / f"{tool}.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
         _write_stub(bin_dir / tool, tool, lib_dir, data_dir)
@@ -176,6 +183,7 @@ def response_tables(spec: NodeSpec) -> dict[str, dict[str, Any]]:
         "all_gather_perf": {"dynamic": "rccl", "params": rccl},
         "mpirun": {"dynamic": "mpirun", "params": rccl},
         "ib_write_bw": {"dynamic": "ib_write_bw", "params": _perftest_params(spec)},
+        "torchrun": workload_table(spec),
     }
 
 

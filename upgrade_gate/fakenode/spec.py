@@ -162,6 +162,23 @@ class ThermalProfile:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadProfile:
+    """How the node's fake GPUs treat the real training script (fakenode.workload; faults.slow_workload ...).
+
+    The script and PyTorch run for real on the CPUs; only the GPUs are imagined: their identities, an
+    extra delay per step (a slower GPU), an extra delay before the first step (a slower device init).
+    """
+
+    ranks: int = 2  # gloo processes on CPU, whatever --nproc-per-node asks (one per GPU would be too many)
+    step_delay_s: float = 0.0
+    init_delay_s: float = 0.0
+    collective_timeouts: int = 0  # watchdog timeout lines the log gets (the job itself completes)
+    lr_scale: float = 1.0  # > 1: a learning rate that makes the loss diverge (a real divergence)
+    index_pinned: bool = False  # the site's workload binds ranks by enumeration index
+    output: str = ""  # "", "nothing", "truncated", "signal", "unknown-gpu": a broken workload
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSpec:
     """Everything the fake tools of one node print."""
 
@@ -188,6 +205,7 @@ class NodeSpec:
     agfhc_failed_tests: tuple[str, ...] = ()  # AGFHC test names that fail ("hbm_bw", ...)
     dmesg_events: tuple[str, ...] = ()
     thermal: ThermalProfile = field(default_factory=ThermalProfile)
+    workload: WorkloadProfile = field(default_factory=WorkloadProfile)
     # Host facts (render_host.write_host_facts): DMI BIOS files, /proc/cmdline, os-release.
     bios_vendor: str = "American Megatrends International, LLC."
     bios_version: str = "2.1"

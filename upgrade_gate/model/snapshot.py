@@ -261,6 +261,7 @@ class RankDevice(Record, frozen=True, kw_only=True):
     rank: Annotated[int, Meta(ge=0, le=4095)]
     bdf: BdfText | None = None
     uuid: Annotated[OptText, Meta(description="as the runtime prints it (torch device properties)")] = None
+    visible: Annotated[OptText, Meta(description="phase 7: the run's visible-device list (null: unpermuted)")] = None
 
 
 LAST_PHASE = 7

@@ -31,6 +31,7 @@ upgrade-gate's additions (all optional):
 | `UPGRADE_GATE_SAMPLES` | repeats of the phase 2 / phase 5 sweeps (default 5; CVF runs once) |
 | `UPGRADE_GATE_RVS_CONF_DIR` | folder of RVS `.conf` files for phase-1 RVS recipes |
 | `UPGRADE_GATE_PHASE4_SERVER_START_S` | seconds the `ib_write_bw` server gets before its client starts |
+| `UPGRADE_GATE_WORKLOAD_*` | phases 6-7, docs/workload.md: COMMAND STEPS WARMUP BATCH NPROC TIMEOUT_S VISIBLE_VAR |
 
 SKIP_* semantics: CVF labels a skipped phase `passed` and lets the node continue. upgrade-gate lets the
 node continue too (the flag is the operator saying the phase may be skipped) but records the phase as
@@ -164,6 +165,13 @@ class CvfConfig:
     samples: int = 5
     rvs_conf_dir: str = "/opt/rocm/share/rocm-validation-suite/conf"
     phase4_server_start_s: float = 1.0
+    workload_command: str = ""  # empty: the shipped reference_train.py under torchrun
+    workload_steps: int = 30
+    workload_warmup: int = 5
+    workload_batch: int = 32
+    workload_nproc: int = 0  # 0: one rank per GPU of the snapshot
+    workload_timeout_s: float = 600.0
+    workload_visible_var: str = "HIP_VISIBLE_DEVICES"
     ignored_keys: tuple[str, ...] = ()
 
     @property
@@ -263,7 +271,7 @@ Reader = Any  # Callable[[str, object, str], dict[str, Any]]
 
 
 def _phase_timeout(key: str) -> int | None:
-    m = re.fullmatch(r"UPGRADE_GATE_PHASE([0-5])_TIMEOUT_S", key)
+    m = re.fullmatch(r"UPGRADE_GATE_PHASE([0-7])_TIMEOUT_S", key)
     return int(m.group(1)) if m else None
 
 
@@ -369,6 +377,13 @@ def _pcie_width(key: str, raw: object, source: str) -> dict[str, Any]:
     return {"nic_pcie_width": width}
 
 
+def _visible_var(key: str, raw: object, source: str) -> dict[str, Any]:
+    value = cv.text(key, raw, source)
+    if value not in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        raise cv.bad(key, source, raw, "expected HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES")
+    return {"workload_visible_var": value}
+
+
 def _nonempty(name: str) -> Reader:
     def reader(key: str, raw: object, source: str) -> dict[str, Any]:
         value = cv.text(key, raw, source)
@@ -413,4 +428,11 @@ _READERS: dict[str, Reader] = {
     "UPGRADE_GATE_SAMPLES": _one("samples", cv.integer, minimum=1),
     "UPGRADE_GATE_RVS_CONF_DIR": _nonempty("rvs_conf_dir"),
     "UPGRADE_GATE_PHASE4_SERVER_START_S": _one("phase4_server_start_s", cv.number),
+    "UPGRADE_GATE_WORKLOAD_COMMAND": _nonempty("workload_command"),
+    "UPGRADE_GATE_WORKLOAD_STEPS": _one("workload_steps", cv.integer, minimum=2),
+    "UPGRADE_GATE_WORKLOAD_WARMUP": _one("workload_warmup", cv.integer, minimum=0),
+    "UPGRADE_GATE_WORKLOAD_BATCH": _one("workload_batch", cv.integer, minimum=1),
+    "UPGRADE_GATE_WORKLOAD_NPROC": _one("workload_nproc", cv.integer, minimum=0),
+    "UPGRADE_GATE_WORKLOAD_TIMEOUT_S": _one("workload_timeout_s", cv.number, positive=True),
+    "UPGRADE_GATE_WORKLOAD_VISIBLE_VAR": _visible_var,
 }

@@ -45,6 +45,11 @@ CLUSTER_VALIDATION_STATUS = "amd.com/cluster-validation-status"
 CVF_CANDIDATE = "amd.com/cluster-validation-candidate"  # a node that passed phase 0
 CVF_CONFIGMAP = "cluster-validation-config"  # CVF's thresholds (and upgrade-gate's) in the namespace
 
+WORKLOAD_VALIDATION = "amd.com/gpu-workload-validation"
+"""upgrade-gate's label of phase 6 (the reference training run), written like CVF's labels."""
+PERTURBATION_VALIDATION = "amd.com/gpu-device-order-perturbation"
+"""upgrade-gate's label of phase 7 (the device-order perturbation run)."""
+
 PHASE_LABELS: Mapping[int, str] = {
     1: GPU_HW_ACCEPTANCE,
     2: GPU_MESH_VALIDATION,
@@ -61,6 +66,8 @@ PHASE_NAMES: Mapping[int, str] = {
     3: "nic-health",
     4: "rail-bandwidth",
     5: "cluster-rccl",
+    6: "workload",
+    7: "perturbation",
 }
 """Short names of the phases as upgrade-gate reports them."""
 

@@ -1,0 +1,286 @@
+"""Phases 6 and 7: the workload still works (issue 25). A reference training run, then the same run with
+the visible-device list permuted.
+
+Phase 6 `workload` runs a training job on the node's GPUs and phase 7 `perturbation` runs it twice more
+with `HIP_VISIBLE_DEVICES` (the config's `UPGRADE_GATE_WORKLOAD_VISIBLE_VAR`: ROCR_VISIBLE_DEVICES, or
+CUDA_VISIBLE_DEVICES on NVIDIA) reversed, then rotated by one. They sit after CVF's 0-5 in the
+pipeline's order (`validate --phases 2,6,7`; by name `workload`, `perturbation`) and write
+upgrade-gate's own CVF-style labels (`cvf.WORKLOAD_VALIDATION`, `cvf.PERTURBATION_VALIDATION`).
+
+The job (docs/workload.md): by default the shipped `data/workload/reference_train.py` under
+`torchrun --standalone --nproc-per-node N` (N = `UPGRADE_GATE_WORKLOAD_NPROC`, default one rank per
+GPU of the snapshot); a site's own command (`UPGRADE_GATE_WORKLOAD_COMMAND`, split like a shell line
+but never run by one; `{nproc}`, `{steps}`, `{warmup}`, `{batch}` and `{script}` are filled in) must
+print the same JSON-lines contract (`parse.workload`). The perturbation sets the variable in the
+child's environment only, as `env VAR=LIST command...` through the node's CommandRunner (the same seam
+on a real node, a fake node and a Kubernetes pod): the gate's own environment and the node's never
+change.
+
+Measurements (unit, settings = the run's `start` record and the rank count):
+- phase 6: `workload/samples_per_s` (one sample per step after warm-up; the throughput the judge
+  compares with the statistics of bandwidth), `workload/step_time_s` (the distribution), `workload/loss`
+  (every step in order: the curve), `workload/init_s`, `workload/collective_timeouts`,
+  `workload/collective_errors`, `workload/collective_warnings` (counts of NCCL/RCCL lines in the log);
+- phase 7: `perturbation/<reversed|rotated>/samples_per_s` and `.../loss`; its device map holds both
+  runs' ranks (`visible` names the list each ran with), which `workload.index_dependent` compares with
+  phase 6's map.
+
+Fail closed (each cause is the result's reason, one line):
+- failed: the job exits non-zero or dies by a signal; a non-finite loss; an NCCL/RCCL timeout or error
+  in its log; a device map naming a GPU the snapshot does not list, no GPU for a rank, or one GPU twice;
+- error (missing evidence): no GPU in the snapshot, the launcher missing, the job past its deadline
+  (`UPGRADE_GATE_WORKLOAD_TIMEOUT_S`, clamped to the phase budget), output the contract parser refuses
+  (nothing, garbage, a truncated line, no end record).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import signal
+from importlib import resources
+from typing import NamedTuple
+
+from upgrade_gate.collect.runner import CommandResult
+from upgrade_gate.errors import ParseError
+from upgrade_gate.model import Bdf, Measurement, PhaseResult, RankDevice, Snapshot, replace
+from upgrade_gate.parse.common import normalize_bdf
+from upgrade_gate.parse.workload import WorkloadRun, parse_workload, scan_collective_log
+from upgrade_gate.validate import cvf
+from upgrade_gate.validate.config import CvfConfig
+from upgrade_gate.validate.phase import Outcome, PhaseContext
+
+SOURCE_WORKLOAD = "phase 6 workload"
+SOURCE_PERTURBATION = "phase 7 perturbation"
+PERTURBATIONS = ("reversed", "rotated")
+
+
+def shipped_script() -> str:
+    """The path of the shipped reference training script."""
+    return str(resources.files("upgrade_gate") / "data" / "workload" / "reference_train.py")
+
+
+def workload_argv(config: CvfConfig, nproc: int | str) -> tuple[str, ...]:
+    """The job's command line: the site's (UPGRADE_GATE_WORKLOAD_COMMAND) or the shipped script's."""
+    values = {
+        "nproc": str(nproc),
+        "steps": str(config.workload_steps),
+        "warmup": str(config.workload_warmup),
+        "batch": str(config.workload_batch),
+        "script": shipped_script(),
+    }
+    if config.workload_command:
+        return tuple(part.format(**values) for part in shlex.split(config.workload_command))
+    return (
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        values["nproc"],
+        values["script"],
+        "--steps",
+        values["steps"],
+        "--warmup",
+        values["warmup"],
+        "--batch-size",
+        values["batch"],
+    )
+
+
+def permuted(count: int, how: str) -> str:
+    """The visible-device list of a perturbation: `reversed` (N-1..0) or `rotated` (1..N-1, 0)."""
+    order = list(range(count))
+    order = order[::-1] if how == "reversed" else order[1:] + order[:1]
+    return ",".join(map(str, order))
+
+
+class Run(NamedTuple):
+    """One parsed run and its device map (None: no usable evidence; the outcome says why)."""
+
+    run: WorkloadRun
+    devices: tuple[RankDevice, ...]
+
+
+def _died(result: CommandResult) -> str | None:
+    code = result.returncode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{result.argv[0]}: killed by {name}"
+    return None
+
+
+def run_once(ctx: PhaseContext, out: Outcome, argv: tuple[str, ...], label: str) -> Run | None:
+    """Run the job once and check its evidence; None when it gave none (the outcome says why)."""
+    result = ctx.runner().run(argv, timeout=ctx.config.workload_timeout_s)
+    log = scan_collective_log(result.stderr)
+    where = f"{label}: " if label else ""
+    if log.timeouts:
+        out.fail(f"{where}{len(log.timeouts)} collective timeout(s) in the job's log: {log.timeouts[0]}")
+    elif log.errors:
+        out.fail(f"{where}{len(log.errors)} collective error(s) in the job's log: {log.errors[0]}")
+    died = _died(result)
+    if died is not None:
+        out.fail(where + died)
+        return None
+    if out.tool_failure(result):
+        if where:
+            out.reasons[-1] = where + out.reasons[-1]
+        return None
+    try:
+        run = parse_workload(result.stdout)
+    except ParseError as exc:
+        out.error(f"{where}no usable workload output: {exc}")
+        return None
+    bad = [s for s in run.steps if not math.isfinite(s.loss)]
+    if bad:
+        out.fail(f"{where}loss is {bad[0].loss} at step {bad[0].step} ({len(bad)} of {len(run.steps)} steps)")
+    devices = _device_map(ctx.snapshot, run, out, where, visible=label or None)
+    if label == "":
+        counts = {"timeouts": log.timeouts, "errors": log.errors, "warnings": log.warnings}
+        settings = dict(run.settings)
+        for name, lines in counts.items():
+            out.measurements.append(_measure(f"workload/collective_{name}", "count", [len(lines)], settings, 6))
+    return Run(run=run, devices=devices)
+
+
+def _device_map(
+    snapshot: Snapshot | None, run: WorkloadRun, out: Outcome, where: str, *, visible: str | None
+) -> tuple[RankDevice, ...]:
+    known = {str(g.bdf) for g in snapshot.gpus if g.bdf is not None} if snapshot is not None else set()
+    devices = {b.rsplit(".", 1)[0]: b for b in known}  # torch reports no PCI function
+    out_map: list[RankDevice] = []
+    seen: dict[str, int] = {}
+    for d in run.devices:
+        if d.bdf is None:
+            out.fail(f"{where}rank {d.rank}: the workload's runtime named no GPU for it")
+            continue
+        try:
+            bdf = str(normalize_bdf(d.bdf, tool="workload", line_no=0, allow_missing_function=True))
+        except ParseError:
+            out.fail(f"{where}rank {d.rank}: device map names {d.bdf!r}, not a PCIe address")
+            continue
+        match = bdf if bdf in known else devices.get(bdf.rsplit(".", 1)[0])
+        if match is None:
+            out.fail(f"{where}rank {d.rank}: device map names GPU {bdf} ({d.uuid}), which the snapshot does not list")
+            continue
+        if match in seen:
+            out.fail(f"{where}ranks {seen[match]} and {d.rank} both run on GPU {match}")
+        seen[match] = d.rank
+        out_map.append(RankDevice(rank=d.rank, bdf=Bdf(match), uuid=d.uuid, visible=visible))
+    return tuple(out_map)
+
+
+def _measure(key: str, unit: str, values: list[float], settings: dict[str, str], phase: int) -> Measurement:
+    return Measurement(
+        key=key,
+        unit=unit,
+        samples=tuple(float(v) for v in values),
+        settings=settings,
+        source=SOURCE_WORKLOAD if phase == 6 else SOURCE_PERTURBATION,
+        higher_is_better=unit == "samples/s",
+    )
+
+
+def run_measurements(prefix: str, run: WorkloadRun, phase: int) -> list[Measurement]:
+    """A run's throughput, step times and loss curve (the loss only when every step's is finite)."""
+    settings = dict(run.settings)
+    measured = run.measured
+    out = [
+        _measure(f"{prefix}/samples_per_s", "samples/s", [s.samples_per_s for s in measured], settings, phase),
+        _measure(f"{prefix}/step_time_s", "s", [s.step_time_s for s in measured], settings, phase),
+    ]
+    if all(math.isfinite(s.loss) for s in run.steps):
+        out.append(_measure(f"{prefix}/loss", "loss", [s.loss for s in run.steps], settings, phase))
+    return out
+
+
+def ranks(ctx: PhaseContext, out: Outcome) -> int | None:
+    """How many ranks the job runs (UPGRADE_GATE_WORKLOAD_NPROC, else one per GPU); None: no GPU known."""
+    gpus = len(ctx.snapshot.gpus) if ctx.snapshot is not None else 0
+    if gpus == 0:
+        out.error("no GPU count: the node's snapshot lists no GPU, so the workload cannot be placed")
+        return None
+    return ctx.config.workload_nproc or gpus
+
+
+class WorkloadPhase:
+    """Phase 6: the reference training run."""
+
+    number = 6
+    name = cvf.PHASE_NAMES[6]
+    label_key: str | None = cvf.WORKLOAD_VALIDATION
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        """Run the job once; its throughput, loss curve, init time, log and device map are the evidence."""
+        out = Outcome()
+        nproc = ranks(ctx, out)
+        if nproc is None:
+            return out.result(self, ctx.config)
+        got = run_once(ctx, out, workload_argv(ctx.config, nproc), "")
+        devices: tuple[RankDevice, ...] = ()
+        extra: dict[str, str] = {}
+        if got is not None:
+            out.measurements.extend(run_measurements("workload", got.run, 6))
+            out.measurements.append(_measure("workload/init_s", "s", [got.run.init_s], dict(got.run.settings), 6))
+            devices = got.devices
+            rate = sorted(s.samples_per_s for s in got.run.measured)
+            extra["measured-samples-per-s"] = f"{rate[len(rate) // 2]:.1f}"
+        return _with_map(out.result(self, ctx.config, extra=extra), devices)
+
+    def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
+        """One run's deadline."""
+        return config.workload_timeout_s
+
+    def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
+        """Dry-run description."""
+        return (
+            f"{shlex.join(workload_argv(config, 'NGPUS'))}  (timeout {config.workload_timeout_s:g}s)",
+            "pass: exit 0, the JSON-lines contract complete, finite loss, no NCCL/RCCL timeout or error in the "
+            "log, every rank on a GPU of the snapshot; judged against the baseline by the workload.* rules",
+        )
+
+
+class PerturbationPhase:
+    """Phase 7: the same job with the visible-device list reversed, then rotated."""
+
+    number = 7
+    name = cvf.PHASE_NAMES[7]
+    label_key: str | None = cvf.PERTURBATION_VALIDATION
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        """Run the job once per permutation; `workload.index_dependent` compares them with phase 6."""
+        out = Outcome()
+        nproc = ranks(ctx, out)
+        if nproc is None or ctx.snapshot is None:
+            return out.result(self, ctx.config)
+        count = len(ctx.snapshot.gpus)
+        var = ctx.config.workload_visible_var
+        devices: list[RankDevice] = []
+        for how in PERTURBATIONS:
+            order = permuted(count, how)
+            argv = ("env", f"{var}={order}", *workload_argv(ctx.config, nproc))
+            got = run_once(ctx, out, argv, f"{how} ({var}={order})")
+            if got is not None:
+                out.measurements.extend(run_measurements(f"perturbation/{how}", got.run, 7))
+                devices.extend(got.devices)
+        return _with_map(out.result(self, ctx.config, extra={"variable": var}), tuple(devices))
+
+    def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
+        """Two runs' deadlines."""
+        return config.workload_timeout_s * len(PERTURBATIONS)
+
+    def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
+        """Dry-run description."""
+        var = config.workload_visible_var
+        return (
+            f"env {var}=N-1,...,0 then {var}=1,...,N-1,0 {shlex.join(workload_argv(config, 'NGPUS'))}  "
+            f"(the child's environment only; timeout {config.workload_timeout_s:g}s each)",
+            "pass: both runs complete as phase 6's; judged by workload.index_dependent against phase 6's device "
+            "map, throughput and loss",
+        )
+
+
+def _with_map(result: PhaseResult, devices: tuple[RankDevice, ...]) -> PhaseResult:
+    return replace(result, device_map=devices)
