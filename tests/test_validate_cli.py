@@ -40,12 +40,13 @@ def test_validate_cli_parse_phases() -> None:
     assert parse_phases("0-5") == frozenset(range(6))
     assert parse_phases("2") == frozenset({2})
     assert parse_phases("0,2-3, 5") == frozenset({0, 2, 3, 5})
-    for bad in ("7", "3-1", "a", "", "0-6", "1,,2"):
+    assert parse_phases("2,workload,perturbation") == parse_phases("2,6-7") == frozenset({2, 6, 7})
+    for bad in ("8", "3-1", "a", "", "0-8", "1,,2", "training"):
         with pytest.raises(UsageError):
             parse_phases(bad)
 
 
-@pytest.mark.parametrize("args", [["--phases", "7"], ["--phases", "two"], ["--samples", "0"], ["--peer", "node-01"]])
+@pytest.mark.parametrize("args", [["--phases", "8"], ["--phases", "two"], ["--samples", "0"], ["--peer", "node-01"]])
 def test_validate_cli_bad_flags_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["validate", "--node", "node-01", "--dry-run", *args]) == 2
     assert "upgrade-gate: error:" in capsys.readouterr().err

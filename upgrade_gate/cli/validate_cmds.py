@@ -6,11 +6,12 @@ phases with a `LocalLauncher`, prints one line per phase, and with `--out` write
 measurements travel inside the phase results).
 
 Exit codes: 0 when every requested phase passed; 1 when any phase failed, errored, was skipped or was
-not run (BLOCK: a skipped phase is not a pass); 2 for bad flags (`--phases 7`); 3 for a bad config file
+not run (BLOCK: a skipped phase is not a pass); 2 for bad flags (`--phases 8`); 3 for a bad config file
 (the key and the file are named); 4 when the snapshot cannot be built or written.
 
 Design decisions:
-- `--phases` defaults to 0-3 (the single-node phases) and to 0-5 when `--peer` names partners.
+- `--phases` defaults to 0-3 (the single-node phases) and to 0-5 when `--peer` names partners; the
+  workload phases (6 `workload`, 7 `perturbation`, docs/workload.md) run only when asked for.
 - The local executor runs commands on this host only. `--peer` nodes take part in phase 5 through
   `mpirun -H` (which reaches them itself); phase 4 needs an `ib_write_bw` server on the peer, which
   only the Kubernetes executor can start, so locally it ends in `error` naming the peer, never a pass.
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from upgrade_gate.validate.remeasure import Resampling
 
 ALL_PHASES = frozenset(range(6))
+WORKLOAD_PHASES = {"workload": 6, "perturbation": 7}
+"""The workload phases by name (docs/workload.md): asked for explicitly, never in a default set."""
 
 
 def register(app: typer.Typer) -> None:
@@ -54,23 +57,29 @@ def register(app: typer.Typer) -> None:
 
 
 def parse_phases(text: str) -> frozenset[int]:
-    """`0-5`, `2`, `0,2,3` or `1-3,5` -> phase numbers; UsageError for anything else."""
+    """`0-5`, `2`, `0,2,3`, `1-3,5` or `2,workload,perturbation` (6, 7) -> phase numbers; UsageError otherwise."""
     numbers: set[int] = set()
     for part in text.split(","):
+        named = WORKLOAD_PHASES.get(part.strip())
+        if named is not None:
+            numbers.add(named)
+            continue
         m = re.fullmatch(r"\s*(\d)\s*(?:-\s*(\d)\s*)?", part)
         if m is None:
-            raise UsageError(f"--phases {text!r}: expected phase numbers 0-5 such as 0-5, 2 or 0,2,3")
+            raise UsageError(f"--phases {text!r}: expected phase numbers 0-7 or names such as 0-5, 2 or 0,2,workload")
         low = int(m.group(1))
         high = int(m.group(2)) if m.group(2) is not None else low
-        if low > high or high > 5:
-            raise UsageError(f"--phases {text!r}: phases are numbered 0 to 5")
+        if low > high or high > 7:
+            raise UsageError(f"--phases {text!r}: phases are numbered 0 to 7 (6 workload, 7 perturbation)")
         numbers.update(range(low, high + 1))
     return frozenset(numbers)
 
 
 def validate_cmd(
     phases: str | None = typer.Option(
-        None, "--phases", help="Phases to run: 0-5, 2, 0,2,3 ... (default 0-3; 0-5 when --peer is given)."
+        None,
+        "--phases",
+        help="Phases to run: 0-5, 2, 0,2,3, 2,workload,perturbation (6, 7) ... (default 0-3; 0-5 with --peer).",
     ),
     config: Path | None = typer.Option(
         None, "--config", help="CVF cluster-validation-config ConfigMap (or KEY: value YAML) with thresholds."

@@ -52,6 +52,7 @@ from upgrade_gate.fakenode.spec import (
     NicSpec,
     NodeSpec,
     PcieLinkSpec,
+    WorkloadProfile,
     mi300x_node,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "NodeSpec",
     "PcieLinkSpec",
     "ToolFault",
+    "WorkloadProfile",
     "build_fake_node",
     "faults",
     "mi210_node",

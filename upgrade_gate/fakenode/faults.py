@@ -11,7 +11,8 @@ of amd-smi).
 Semantic faults are a different `NodeSpec` (the tools then print a consistent picture of the broken
 node): a NIC port down, an empty GID table, lost VFs, a downgraded PCIe link, low mesh or rail
 bandwidth, a failing RVS/AGFHC test, a reversed GPU enumeration order, an injected dmesg event, a GPU that runs hot
-under load.
+under load, and the workload's faults (slower, collective timeouts in the log, slow init, index-pinned,
+a diverging loss, broken output: `fakenode.workload`).
 """
 
 from __future__ import annotations
@@ -166,6 +167,43 @@ def run_hot(spec: NodeSpec, gpu: int = 0, delta_c: float = 14.0) -> NodeSpec:
         raise ValueError(f"node {spec.name} has no GPU device {gpu}")
     hot = (*(h for h in spec.thermal.hot if h[0] != gpu), (gpu, delta_c))
     return replace(spec, thermal=replace(spec.thermal, hot=hot))
+
+
+def workload(spec: NodeSpec, **changes: object) -> NodeSpec:
+    """The node's fake GPUs treat the training script differently (`spec.WorkloadProfile` fields)."""
+    return replace(spec, workload=replace(spec.workload, **changes))
+
+
+def slow_workload(spec: NodeSpec, *, step_delay_s: float = 0.1) -> NodeSpec:
+    """Every training step takes `step_delay_s` longer (a slower GPU or collective)."""
+    return workload(spec, step_delay_s=step_delay_s)
+
+
+def workload_timeouts(spec: NodeSpec, count: int = 4) -> NodeSpec:
+    """The job's log carries `count` NCCL/RCCL watchdog timeouts (the incident: 0 -> 4.7 per hour)."""
+    return workload(spec, collective_timeouts=count)
+
+
+def slow_init(spec: NodeSpec, *, init_delay_s: float = 8.0) -> NodeSpec:
+    """Device initialisation takes `init_delay_s` longer (the incident: 1.2 s -> 9.8 s)."""
+    return workload(spec, init_delay_s=init_delay_s)
+
+
+def index_pinned(spec: NodeSpec) -> NodeSpec:
+    """The workload binds ranks by enumeration index, so a permuted device list moves them."""
+    return workload(spec, index_pinned=True)
+
+
+def diverging_loss(spec: NodeSpec, *, lr_scale: float = 40.0) -> NodeSpec:
+    """The learning rate times `lr_scale`: the real loss diverges (or turns NaN when large enough)."""
+    return workload(spec, lr_scale=lr_scale)
+
+
+def broken_workload(spec: NodeSpec, output: str) -> NodeSpec:
+    """The workload prints `nothing`, a `truncated` record, dies by `signal`, or sees an `unknown-gpu`."""
+    if output not in ("nothing", "truncated", "signal", "unknown-gpu"):
+        raise ValueError(f"unknown workload output fault {output!r}")
+    return workload(spec, output=output)
 
 
 def _downgrade(link: PcieLinkSpec, width: int, speed_gts: float | None) -> PcieLinkSpec:
