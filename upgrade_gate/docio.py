@@ -30,7 +30,9 @@ table, manifests, snapshots, store documents) goes through this module, at two l
 
 Writing: `write_atomic(path, chunks)` / `write_text_atomic(path, text)` are the one atomic writer of
 the documents the tool produces (snapshots, reports, metrics, pages): a temp file in the same folder,
-fsync, rename, so a reader never sees half a file and a crash leaves the old file whole.
+fsync, rename, so a reader never sees half a file and a crash leaves the old file whole. What a path
+may be is `outpath`'s decision: `-` is stdout, a device or FIFO is written through, a symlink, block
+device, socket or folder is refused; only a regular file this user may write is renamed over.
 
 Speed (issue 14: every `gate` reads the shipped policy and the dmesg pattern table): where PyYAML
 has libyaml, a document is first scanned as a stream of events by libyaml's parser (no node is
@@ -46,11 +48,12 @@ stage can use it; it is the only place that constructs a YAML loader.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -273,19 +276,79 @@ def read_json(path: Path, *, error: type[InputError] = InputError) -> Any:
 
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write `chunks` to `path` via a temp file in the same folder, fsync and rename (0644)."""
+    """Write `chunks` to `path` as `outpath.decide` allows: `-` to stdout, a character device or FIFO
+    written through, anything else via a temp file in the same folder, fsync and rename (0644); a
+    symlink, block device, socket or folder is refused (InputError). An OSError of the write names
+    the path (the CLI's exit 4)."""
+    from upgrade_gate import outpath
+
+    action = outpath.action_for(path)
+    if action is outpath.Action.STDOUT or action is outpath.Action.STDERR:
+        _write_stream(path, action is outpath.Action.STDOUT, chunks)
+    elif action is outpath.Action.THROUGH:
+        with _naming(path):
+            fh = os.fdopen(outpath.open_through(path), "wb")
+        try:
+            _copy(path, chunks, fh)  # flushed: nothing is left for close to fail on
+        finally:
+            with contextlib.suppress(OSError):
+                fh.close()
+    else:
+        _write_renamed(path, chunks)
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OSError of writing `path` that names no file (a write, a flush) re-raised naming it, so the
+    CLI's one line says which output failed (`/dev/full: No space left on device`, exit 4)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+
+
+def _copy(path: Path, chunks: Iterable[bytes], fh: Any) -> None:
+    for chunk in chunks:
+        with _naming(path):
+            fh.write(chunk)
+    with _naming(path):
+        fh.flush()
+
+
+def _write_stream(path: Path, stdout: bool, chunks: Iterable[bytes]) -> None:
+    import sys
+
+    stream = sys.stdout if stdout else sys.stderr
+    with _naming(path):
+        stream.flush()  # what the command printed before comes first
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        _copy(path, chunks, buffer)
+        return
+    for chunk in chunks:  # a stream without bytes (a test's capture)
+        with _naming(path):
+            stream.write(chunk.decode("utf-8"))
+    with _naming(path):
+        stream.flush()
+
+
+def _write_renamed(path: Path, chunks: Iterable[bytes]) -> None:
     import tempfile  # ~5 ms (random, shutil): not on every command's start-up, only where one writes
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; reports and snapshots are meant to be shared
+        with _naming(path):
+            os.fchmod(fd, 0o644)  # mkstemp makes 0600; reports and snapshots are meant to be shared
         with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+            _copy(path, chunks, fh)
+            with _naming(path):
+                os.fsync(fh.fileno())
+        with _naming(path):
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
