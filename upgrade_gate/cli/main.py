@@ -5,10 +5,15 @@ own exit code. Nothing else in the package calls `sys.exit`, except the result w
 runs (`fleet.framewrapper`, sent as stdlib-only source: `python3 -I -S -c SOURCE -- ARGV`; also
 `python -m upgrade_gate.fleet.resultframe`), which is its own entry point. Each
 command group lives in its own module with a `register(app)` function; heavy libraries are imported
-inside command bodies so that `upgrade-gate --help` stays fast.
+inside command bodies so that `upgrade-gate --help` stays fast. `cli.boot`, imported first, makes a
+signal before `run` installs its handlers (or after it restores them) exit 130/143 as well.
 """
 
 from __future__ import annotations
+
+from upgrade_gate.cli import boot  # first, before typer: a signal from here on exits 130/143 (see boot)
+
+# isort: split
 
 import contextlib
 import importlib
@@ -124,8 +129,8 @@ def run(argv: list[str] | None = None) -> int:
 
 def _run(args: list[str], json_errors: bool) -> int:
     _state["debug"] = False
-    app = build_app()
     try:
+        app = build_app()  # inside: a signal while the command modules are imported is mapped too
         result: Any = app(args=args, prog_name="upgrade-gate", standalone_mode=False)
     except GateError as exc:
         return _fail(exc, str(exc), int(exc.exit_code), json_errors)
@@ -175,16 +180,7 @@ def _print_json(message: str, kind: str, code: int) -> None:
         print(json.dumps({"error": message, "type": kind, "exit_code": code}, sort_keys=True), flush=True)
 
 
-def _wants_json(args: list[str]) -> bool:
-    """True when the command prints JSON: `--json`, or a `--report json:...` output."""
-    for i, arg in enumerate(args):
-        if arg == "--":
-            break
-        if arg == "--json" or arg.startswith("--report=json:"):
-            return True
-        if arg == "--report" and i + 1 < len(args) and args[i + 1].startswith("json:"):
-            return True
-    return False
+_wants_json = boot.wants_json
 
 
 def _on_signal(signum: int, frame: object) -> None:
