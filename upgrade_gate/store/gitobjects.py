@@ -18,7 +18,9 @@ Design decisions:
   the same folder, and every process of a `gate` paid it).
 - A trusted read takes a blob straight from its loose object file (as saves write them), and falls
   back to git for a packed one (after an operator's `git gc`).
-- The working-tree mirror writes each changed file as temp file + rename, then resets the index; a
+- The working-tree mirror writes each changed file through `store.worktree` (temp file + rename, no
+  symbolic link followed), then gives the index the new entries with `git update-index --index-info`
+  (not `git reset`, which re-reads files and so would run a filter driver the store configures); a
   path that could escape the work tree (a hostile clone) is refused.
 """
 
@@ -41,6 +43,7 @@ from gitdb import IStream, LooseObjectDB
 from gitdb.exc import ODBError
 
 from upgrade_gate.errors import GateError, InputError, NotFoundError, StoreError
+from upgrade_gate.store import worktree
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
@@ -92,18 +95,15 @@ def is_file(entry: Entry | None) -> bool:
     return entry is not None and entry[1] >> 12 == 0o10
 
 
-def write_bytes_atomic(target: Path, data: bytes) -> None:
-    """Write `data` to `target` through a temp file and a rename (0644, like any checkout)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; a mirrored file reads like any checkout
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+_KINDS = {0o04: "a folder", 0o12: "a symbolic link", 0o16: "a submodule"}
+
+
+def regular(entry: Entry, where: str) -> Entry:
+    """`entry` if it is a regular file; else InputError naming `where` and what is there instead."""
+    if not is_file(entry):
+        what = _KINDS.get(entry[1] >> 12, f"mode {entry[1]:o}")
+        raise InputError(f"{where}: is {what} in the committed tree, not a file (a commit made by hand?)")
+    return entry
 
 
 @contextmanager
@@ -203,11 +203,12 @@ class GitObjects:
         return found
 
     def read_blob(self, commit: git.Commit, path: str) -> bytes | None:
-        """The content of the regular file at `path`, None when absent or not a regular file."""
+        """The content of the regular file at `path`, None when absent; InputError when something else
+        is there (a link, folder or submodule committed by hand must not read as "no baseline")."""
         found = self.lookup(commit, path)
-        if found is None or not is_file(found):
+        if found is None:
             return None
-        return self.read_object(found[0], b"blob")
+        return self.read_object(regular(found, f"{path}@{commit.hexsha[:12]}")[0], b"blob")
 
     def commit(self, ref: str, *, store: Path) -> git.Commit:
         """The commit a ref (full sha, tag, branch, any rev) names; NotFoundError when none."""
@@ -231,7 +232,10 @@ class GitObjects:
         if found is None or found[1] != TREE_MODE:
             return ()
         entries = self.entries(found[0])
-        return tuple(sorted(n for n, entry in entries.items() if n.endswith(suffix) and is_file(entry)))
+        names = sorted(n for n in entries if n.endswith(suffix))
+        for name in names:
+            regular(entries[name], f"{folder}/{name}@{commit.hexsha[:12]}")
+        return tuple(names)
 
     # ------------------------------------------------------------------ writing
 
@@ -288,25 +292,56 @@ class GitObjects:
         body = "\n".join(head) + "\n\n" + message + "\n"
         return self.store(b"commit", body.encode("utf-8")).hex()
 
-    def sync_worktree(self, new: str, fire: Callable[[str], None], *, store: Path) -> None:
-        """Make the working tree and index show commit `new` (the index is the mirror's last state)."""
+    def sync_worktree(self, new: str, fire: Callable[[str], None], *, work_tree: Path, store: Path) -> list[str]:
+        """Make the working tree and index show commit `new` (the index is the mirror's last state);
+        the paths the file system cannot hold (marked skip-worktree in the index) are returned."""
         repo = self.repo
-        work_tree = Path(str(repo.working_tree_dir))
-        # -R: the index is the old side, the new commit the new one; raw records carry the blob shas.
-        raw = repo.git.diff_index("--cached", "-R", "--raw", "-z", "--no-renames", new, stdout_as_string=False)
+        # -R: the index is the old side, the new commit the new one; raw records carry modes and blob shas.
+        raw = repo.git.diff_index(
+            "--cached",
+            "-R",
+            "--raw",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            new,
+            stdout_as_string=False,
+        )
         fields = raw.split(b"\0")
-        for i, (meta, rel) in enumerate(zip(fields[0:-1:2], fields[1::2], strict=True)):
-            new_sha = meta.split()[3].decode()
-            parts = rel.decode("utf-8", "replace").split("/")
-            if any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):  # a hostile clone
-                raise StoreError(f"{store}: refusing to mirror unsafe path {rel!r} from {new[:12]}")
-            target = work_tree.joinpath(*parts)
-            if new_sha == ZERO_SHA:
-                target.unlink(missing_ok=True)
-            else:
-                write_bytes_atomic(target, repo.odb.stream(bytes.fromhex(new_sha)).read())
-            if i == 0:
-                fire("worktree-partial")
+        entries: list[bytes] = []
+        skipped: list[bytes] = []
+        with worktree.opened(work_tree) as root:
+            for i, (meta, rel) in enumerate(zip(fields[0:-1:2], fields[1::2], strict=True)):
+                _, new_mode, _, new_sha = meta.decode("ascii").split()[:4]
+                parts = rel.decode("utf-8", "replace").split("/")
+                if any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):  # a hostile clone
+                    raise StoreError(f"{store}: refusing to mirror unsafe path {rel!r} from {new[:12]}")
+                path = "/".join(parts)
+                if new_sha == ZERO_SHA:
+                    worktree.remove_file(root, path, store=store)
+                    entries.append(b"0 %s\t%s\0" % (ZERO_SHA.encode(), rel))
+                    continue
+                try:
+                    if int(new_mode, 8) >> 12 == 0o10:  # a regular file; a link or submodule is not mirrored
+                        worktree.write_file(root, path, self.read_object(bytes.fromhex(new_sha), b"blob"), store=store)
+                    else:
+                        skipped.append(rel)
+                except worktree.Unrepresentable:
+                    skipped.append(rel)
+                entries.append(b"%s %s\t%s\0" % (new_mode.encode(), new_sha.encode(), rel))
+                if i == 0:
+                    fire("worktree-partial")
         fire("worktree")
-        repo.git.reset("-q")
+        # The index takes the new entries as they are (no file is read: nothing a filter could run on).
+        self._update_index(["-z", "--index-info"], b"".join(entries))
+        if skipped:
+            self._update_index(["-z", "--skip-worktree", "--stdin"], b"".join(p + b"\0" for p in skipped))
         fire("index")
+        return [p.decode("utf-8", "replace") for p in skipped]
+
+    def _update_index(self, args: list[str], data: bytes) -> None:
+        with tempfile.TemporaryFile() as fh:
+            fh.write(data)
+            fh.seek(0)
+            self.repo.git.update_index(*args, istream=fh)

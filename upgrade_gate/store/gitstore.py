@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -59,7 +60,7 @@ from upgrade_gate.errors import (
 )
 from upgrade_gate.model import NodeName, Snapshot
 from upgrade_gate.snapshot.io import canonical_json, dumps_snapshot, loads_snapshot
-from upgrade_gate.store import gittags, layout, locking
+from upgrade_gate.store import gitsafe, gittags, layout, locking
 from upgrade_gate.store.decoded import DecodedCache, blob_id
 from upgrade_gate.store.documents import Build, Hook, StoreDocuments
 from upgrade_gate.store.gitobjects import (
@@ -67,8 +68,8 @@ from upgrade_gate.store.gitobjects import (
     GitObjects,
     first_line,
     head_commit,
-    is_file,
     mapped_errors,
+    regular,
 )
 from upgrade_gate.store.gittags import ALLOW_MOVED_TAG_ENV, LogEntry, MovedTagError, TagExistsError
 
@@ -131,12 +132,19 @@ class BaselineStore(StoreDocuments):
             # without git, every store operation fails alike (one line, exit 4), not only some.
             raise git.GitCommandNotFound("git", "not on PATH")
         try:
-            repo = git.Repo(path)
+            repo = git.Repo(path, search_parent_directories=False)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
             raise StoreError(f"{path}: exists and is not a baseline store (not a git repository)") from exc
         if repo.bare or repo.working_tree_dir is None:
             repo.close()
             raise StoreError(f"{path}: is a bare git repository, not a baseline store")
+        problem = gitsafe.refusal(Path(repo.git_dir), path)
+        if problem is None and Path(repo.working_tree_dir).resolve() != path.resolve():
+            problem = f"{path}: its git config moves the working tree elsewhere (core.worktree); refusing to use it"
+        if problem is not None:
+            repo.close()
+            raise StoreError(problem)
+        gitsafe.harden(repo.git, Path(repo.git_dir), path.resolve())  # the store is inert data (issue 26)
         head = head_commit(repo)
         if head is not None:  # an unborn branch is a store whose init was cut short: init finishes it
             marker = GitObjects(repo).read_blob(head, layout.MARKER_PATH)
@@ -201,7 +209,7 @@ class BaselineStore(StoreDocuments):
                     raise StoreError(f"{path}: exists, is not empty and is not a baseline store")
                 readme = path / layout.README_PATH
                 if not (path / ".git" / "HEAD").exists():  # absent, or a `git init` that was cut short
-                    git.Repo.init(path).close()
+                    self._git_init(path)
                 repo = self._open()
                 if head_commit(repo) is not None:
                     return
@@ -218,6 +226,13 @@ class BaselineStore(StoreDocuments):
                         layout.KEEP_PATH: b"",
                     }
                     self._commit_locked(repo, lambda: files, "initialise upgrade-gate baseline store")
+
+    @staticmethod
+    def _git_init(path: Path) -> None:
+        argv, env = gitsafe.init_command(str(git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"), path)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise StoreError(f"{path}: init: git init: {first_line(done.stderr)}")
 
     def save(
         self,
@@ -321,7 +336,9 @@ class BaselineStore(StoreDocuments):
             line = first_line(exc.stderr)
             if "already exists" in line and tag is not None:
                 raise TagExistsError(f"{self.path}: tag {tag!r} already exists; choose another") from exc
-            raise StoreConflictError(f"{self.path}: another writer moved {branch} first: {line}") from exc
+            if any(w in line for w in ("but expected", "reference already exists", "unable to resolve", ".lock")):
+                raise StoreConflictError(f"{self.path}: another writer moved {branch} first: {line}") from exc
+            raise StoreError(f"{self.path}: save: git update-ref refused the new commit: {line}") from exc
         _fire(hook, "ref")
         self._mirror(repo, new, hook)
         return new
@@ -334,8 +351,15 @@ class BaselineStore(StoreDocuments):
     def _mirror(self, repo: git.Repo, new: str, hook: Hook | None) -> None:
         """Mirror `new` into the working tree; the save has landed, so a failure is a warning."""
         try:
-            self._objs.sync_worktree(new, lambda point: _fire(hook, point), store=self.path)
-        except (OSError, git.GitError, ODBError, StoreError) as exc:
+            skipped = self._objs.sync_worktree(
+                new, lambda point: _fire(hook, point), work_tree=self.path.resolve(), store=self.path
+            )
+            for rel in skipped:
+                self.warnings.append(
+                    f"saved {new[:12]}; {rel} is committed but not mirrored into the working tree (a name "
+                    "this file system cannot hold, or not a regular file): marked skip-worktree"
+                )
+        except (OSError, git.GitError, ODBError, StoreError, InputError) as exc:
             detail = first_line(exc.stderr) if isinstance(exc, git.GitCommandError) else first_line(exc)
             self.warnings.append(
                 f"saved {new[:12]}, but mirroring it into the working tree failed ({detail}); the baselines are "
@@ -408,8 +432,9 @@ class BaselineStore(StoreDocuments):
             repo = self._open()
             commit = self._commit_of(repo, pinned)
             found = self._objs.lookup(commit, path) if commit is not None else None
-            if found is None or not is_file(found):
+            if found is None:
                 raise NotFoundError(f"{self.path}: no {what} at {pinned[:12]}")
+            regular(found, f"{self.path}/{path}@{pinned[:12]}")
             hit = self._cache.get(cls, found[0])
             if hit is not None:
                 return hit
