@@ -238,3 +238,14 @@ def test_cli_report_to_a_full_device_exits_4_in_one_line_and_keeps_the_device(
     assert proc.returncode == ExitCode.ENVIRONMENT, proc.stderr
     assert one_error_line(proc.stderr) == f"upgrade-gate: error: {full}: No space left on device"
     assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+def test_bundle_tarball_to_a_symlink_is_refused_before_the_capture(tmp_path: Path) -> None:
+    from upgrade_gate.collect.bundle import check_bundle_target
+
+    target = tmp_path / "elsewhere.tar.gz"
+    link = tmp_path / "b.tar.gz"
+    link.symlink_to(target)
+    with pytest.raises(InputError, match=r"b\.tar\.gz: is a symbolic link"):
+        check_bundle_target(link)
+    assert link.is_symlink() and not target.exists()

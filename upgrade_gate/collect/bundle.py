@@ -44,7 +44,7 @@ from upgrade_gate.collect.members import (
 )
 from upgrade_gate.collect.probes import Probe, skipped_argv
 from upgrade_gate.collect.runner import CommandResult
-from upgrade_gate.errors import BundleError, EnvironmentFailure, NotFoundError
+from upgrade_gate.errors import BundleError, EnvironmentFailure, InputError, NotFoundError
 from upgrade_gate.model import NodeName
 
 MANIFEST = "manifest.json"
@@ -311,7 +311,13 @@ def bundle_payload(bundle: Bundle) -> dict[str, bytes]:
 
 
 def check_bundle_target(out: Path) -> None:
-    """Raise EnvironmentFailure now if `write_bundle(..., out)` is bound to fail (before a long capture)."""
+    """Raise EnvironmentFailure now if `write_bundle(..., out)` is bound to fail (before a long capture);
+    InputError (exit 3) for a tarball path that is a link, a device, a FIFO or a socket (never replaced)."""
+    if is_tarball_path(out) and not out.is_dir():
+        from upgrade_gate.outpath import Action, action_for
+
+        if action_for(out) not in (Action.CREATE, Action.REPLACE):
+            raise InputError(f"{out}: not a regular file; a bundle is written to a new or regular file (- for stdout)")
     try:
         if is_tarball_path(out):
             problem = "is a folder" if out.is_dir() else None
