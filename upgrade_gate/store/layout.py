@@ -40,7 +40,8 @@ RESERVED = (MARKER_PATH, DENYLIST_PATH, README_PATH)
 # Same rule as the snapshot schema's node.name (a Kubernetes node name): safe as a file name.
 _NODE_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-# A conservative subset of git-check-ref-format: no "..", no ".lock" suffix, no leading "-" or ".".
+# A conservative subset of git-check-ref-format: no "..", no ".lock" suffix, no leading "-" or ".", no
+# trailing "." (git refuses `refs/tags/x.`: issue 26 found it failing late, as a misleading conflict).
 _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
 
@@ -63,7 +64,7 @@ def node_path(node: str) -> str:
 
 def check_tag(tag: str) -> str:
     """Return `tag` if it is an acceptable tag name, else raise UsageError."""
-    if not _TAG_RE.match(tag) or ".." in tag or tag.endswith(".lock"):
+    if not _TAG_RE.match(tag) or ".." in tag or tag.endswith((".lock", ".")):
         raise UsageError(f"{tag!r} is not a valid tag name (letters, digits, '.', '_', '+', '-')")
     return tag
 
