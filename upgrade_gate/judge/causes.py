@@ -11,9 +11,9 @@ Claims run in a fixed order, each taking the findings its fault explains from th
    the class's GPU count and order, its XGMI pairs and PCIe link, its SR-IOV PF, and the bandwidth
    "not comparable" findings whose only difference is fewer ranks;
 2. a GPU order change owns the odd-one-out finding that restates it against the class;
-3. a probe fallback (rocm-smi standing in for amd-smi) owns the failed tool's own evidence findings and
-   the GPU readings (firmware, VBIOS, partitions...) and tool version that are absent on one side only
-   because the stand-in reports less: "amd-smi unusable (reason); rocm-smi used";
+0. an evidence failure owns every finding whose evidence it is (`judge.cause_evidence` states the rule:
+   a probe or phase that failed on either side, a stand-in's values, a phase stopped by an earlier
+   one): "amd-smi unusable (reason); rocm-smi used", "ibv_devinfo unusable (missing binary)";
 4. a bandwidth metric family (`mesh/all_reduce`, `rail/ionic_0`, ...) is one cause per kind: a drop
    (baseline regression, CVF floor and the odd-one-out findings that restate it) and "not comparable";
 5. firmware and VBIOS findings of a node (baseline or class) are one cause, software ones per field;
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from upgrade_gate.judge.cause_evidence import ROOT_PREFIXES, claim_evidence_failures
 from upgrade_gate.judge.cause_groups import (
     RANK,
     Pool,
@@ -52,12 +53,9 @@ from upgrade_gate.model import (
     Gpu,
     NodeName,
     NodeReport,
-    ProbeStatus,
     Snapshot,
     replace,
 )
-
-_TOOL_VERSION_PATHS = {"amd-smi": "software.amdsmi_version"}
 
 
 def group_causes(
@@ -96,13 +94,18 @@ def _covers(causes: Sequence[Cause], findings: Sequence[Finding]) -> bool:
 def node_causes(node: NodeReport, baseline: Snapshot | None, candidate: Snapshot | None) -> tuple[Cause, ...]:
     """The causes of one node's findings (see the module docstring for the order of claims)."""
     pool = Pool(node=node.node, findings=node.findings, free=set(range(len(node.findings))))
+    claim_evidence_failures(pool, baseline, candidate)
     _missing_gpus(pool, baseline, candidate)
     _order(pool, baseline, candidate)
-    _fallbacks(pool, candidate)
     claim_bandwidth(pool, candidate)
     claim_firmware(pool)
     claim_by_rule(pool, candidate)
-    return tuple(sorted(pool.causes, key=lambda c: (RANK[c.severity], -len(c.findings), c.key)))
+    return tuple(sorted(pool.causes, key=lambda c: (RANK[c.severity], not _is_root(c), -len(c.findings), c.key)))
+
+
+def _is_root(cause: Cause) -> bool:
+    """An evidence failure or a partition change: what the other causes of its node follow from."""
+    return cause.key.startswith(ROOT_PREFIXES)
 
 
 # --------------------------------------------------------------------------- 1. missing GPUs
@@ -235,54 +238,6 @@ def _order_pin(baseline: Snapshot | None, candidate: Snapshot | None) -> str | N
             return None
         uuids.append(uuid)
     return f"export ROCR_VISIBLE_DEVICES={','.join(uuids)}" if uuids else None
-
-
-# --------------------------------------------------------------------------- 3. probe fallbacks
-
-
-def _fallbacks(pool: Pool, candidate: Snapshot | None) -> None:
-    if candidate is None:
-        return
-    by_name = {p.name: p for p in candidate.probes}
-    stand_ins: dict[str, set[str]] = {}  # failed tool -> the tools that stood in for it
-    first_failure: dict[str, ProbeStatus] = {}
-    for stand_in in (p for p in candidate.probes if p.ok and p.fallback_for):
-        for name in stand_in.fallback_for:
-            failed = by_name.get(name)
-            if failed is None or failed.ok or not failed.argv:
-                continue
-            stand_ins.setdefault(failed.argv[0], set()).add(stand_in.argv[0] if stand_in.argv else stand_in.name)
-            first_failure.setdefault(failed.argv[0], failed)
-    for tool, used in sorted(stand_ins.items()):
-        tool_probes = {p.name for p in candidate.probes if p.argv and p.argv[0] == tool and not p.ok}
-        version_path = _TOOL_VERSION_PATHS.get(tool)
-
-        def explained(f: Finding, tool_probes: set[str] = tool_probes, version_path: str | None = version_path) -> bool:
-            if f.rule == "evidence.missing":
-                return f.device in tool_probes
-            one_side_absent = (f.expected is None) != (f.actual is None)
-            if not one_side_absent or f.path is None:
-                return False
-            return f.path.startswith("gpus[") or f.path == version_path
-
-        taken = pool.take(explained)
-        failed = first_failure[tool]
-        users = ", ".join(sorted(used))
-        details = (
-            (f"explains {plural(len(taken), 'finding')}: failed {tool} probes, readings {users} does not give",)
-            if taken
-            else ()
-        )
-        pool.add(
-            f"probe.fallback:{tool}",
-            taken,
-            f"{tool} unusable ({failed.reason or 'failed'}); {users} used",
-            category=CauseCategory.EVIDENCE,
-            owner=owner_of("evidence.missing"),
-            next_step=f"fix {tool} (`{' '.join(failed.argv)}` failed); then re-capture on {pool.node}: "
-            f"upgrade-gate capture --node {pool.node} --out {pool.node}.tar.gz",
-            details=details,
-        )
 
 
 # --------------------------------------------------------------------------- fleet

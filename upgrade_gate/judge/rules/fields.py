@@ -15,10 +15,11 @@ reaches this rule; the policy's `ignore_paths` leave it out of the diff altogeth
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.coverage import UNPLANNED, CoverageKind, coverage_of
+from upgrade_gate.judge.identity import canonical_uid
 from upgrade_gate.judge.paths import item_names, path_item
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
 from upgrade_gate.model import Change, ChangeOp, Finding, RuleId, Severity
@@ -51,6 +52,19 @@ def _covered(change: Change, rule: str, found: Sequence[Finding]) -> bool:
     return False
 
 
+CANONICAL: dict[str, Callable[[str | None], str | None]] = {"unique_id": canonical_uid}
+"""Field name -> its canonical form: values equal there are one value printed by two tools."""
+
+
+def same_value(change: Change) -> bool:
+    """True when the baseline and candidate values of `change` are one value in two printed forms."""
+    canonical = CANONICAL.get(change.path.rsplit(".", 1)[-1])
+    if canonical is None or not isinstance(change.baseline, str) or not isinstance(change.candidate, str):
+        return False
+    before = canonical(change.baseline)
+    return before is not None and before == canonical(change.candidate)
+
+
 def _short(value: object) -> str:
     text = show(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -61,7 +75,7 @@ def unplanned_findings(
 ) -> Iterable[Finding]:
     """Blocking findings for the unexpected changes at compared fields nothing else spoke for."""
     for change in changes:
-        if change.expected:
+        if change.expected or same_value(change):
             continue
         covered = coverage_of(change.path)
         rule = UNPLANNED
