@@ -68,6 +68,10 @@ _BW = (
     "bandwidth is judged statistically (bandwidth.regression/threshold), like with like; "
     "phase 2's thermal/* readings by thermal.outlier (peers, class, baseline)"
 )
+_WORKLOAD = (
+    "phases 6-7's device maps: phase 7's rank -> UUID against phase 6's (workload.index_dependent); a GPU the "
+    "snapshot does not list fails the phase"
+)
 _LIB = "judged per soname against the plan's ROCm change and soname bumps (the diff leaves hashes out)"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
@@ -195,6 +199,11 @@ COVERAGE: Mapping[str, Coverage] = {
     "phases[].measurements[].unit": checked("bandwidth.not_comparable", _BW),
     "phases[].measurements[].samples": checked("bandwidth.regression", _BW),
     "phases[].measurements[].settings": checked("bandwidth.not_comparable", _BW),
+    "phases[].device_map[]": checked("workload.index_dependent", _WORKLOAD),
+    "phases[].device_map[].rank": checked("workload.index_dependent", _WORKLOAD),
+    "phases[].device_map[].bdf": checked("workload.index_dependent", _WORKLOAD),
+    "phases[].device_map[].uuid": checked("workload.index_dependent", _WORKLOAD),
+    "phases[].device_map[].visible": checked("workload.index_dependent", _WORKLOAD),
     "phases[].measurements[].source": informational("which probe or phase produced the measurement"),
     "phases[].measurements[].higher_is_better": checked("bandwidth.regression", _BW),
     "phases[].labels": informational("the CVF labels the phase result implies; its status is judged"),

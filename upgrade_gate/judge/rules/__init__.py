@@ -25,6 +25,7 @@ from upgrade_gate.judge.rules import (
     software,
     thermal,
     topology,
+    workload,
 )
 from upgrade_gate.judge.rules.base import RuleSpec, spec
 from upgrade_gate.model import RuleId
@@ -58,6 +59,7 @@ _ALL: tuple[RuleSpec, ...] = (
     *kernel.SPECS,
     *fleet.SPECS,
     *thermal.SPECS,
+    *workload.SPECS,
     *fields.SPECS,
     *CHECKLIST_SPECS,
 )

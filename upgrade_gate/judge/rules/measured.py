@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 REGRESSION = "bandwidth.regression"
 THERMAL_PREFIX = "thermal/"
 """Measurements under this prefix (phase 2's temperatures and power) are judged by `rules.thermal` only."""
+WORKLOAD_PREFIXES = ("workload/", "perturbation/", "latency/")
+"""Measurements of the workload phases 6-7 and phase 2's all_reduce latencies: `rules.workload` judges them."""
 
 
 def bandwidth_key(key: str) -> bool:
-    """True for a measurement the bandwidth rules judge (everything but the thermal readings)."""
-    return not key.startswith(THERMAL_PREFIX)
+    """True for a measurement the bandwidth rules judge (everything but the thermal and workload ones)."""
+    return not key.startswith((THERMAL_PREFIX, *WORKLOAD_PREFIXES))
 
 
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
@@ -108,7 +110,8 @@ def _build_entry(snapshot: Snapshot) -> _Entry:
     finite = math.isfinite  # `usable`, inlined: ~350 measurements a node pair
     ok = frozenset([k for k, m in merged[0].items() if m.samples and finite(sum(m.samples))])
     thermal = [k for k in merged[0] if k.startswith(THERMAL_PREFIX)]
-    bandwidth = sorted(merged[0].keys() - thermal) if thermal else sorted(merged[0])
+    own = [k for k in merged[0] if k.startswith(WORKLOAD_PREFIXES)]
+    bandwidth = sorted(merged[0].keys() - thermal - set(own)) if thermal or own else sorted(merged[0])
     return (merged, ok, tuple(bandwidth), tuple(thermal))
 
 

@@ -1,0 +1,426 @@
+"""Workload rules (issue 25): the node still trains as fast, converges the same way, starts as quickly,
+has no collective timeouts, and keeps its ranks on the same GPUs when the device list is permuted.
+
+They read the measurements and device maps of phases 6 (`workload`) and 7 (`perturbation`, see
+`validate.phases.workload`) and phase 2's small-message all_reduce latencies (`latency/all_reduce/...`).
+Every finding names the metric, the baseline value and the candidate value in one line.
+
+- `workload.evidence`: fail closed. A workload phase that errored, was skipped or was not run; a
+  baseline that measured the workload while the candidate did not; a run whose settings (model,
+  batch, steps, precision, world size, backend) differ from the baseline's (not comparable).
+- `workload.throughput`: `workload/samples_per_s` (one sample per step after warm-up) against the
+  baseline's with the statistics of bandwidth (`judge.curves`, `bandwidth.regression`'s parameters:
+  a drop beyond `tolerance` whose lower confidence bound is beyond it blocks; an inconclusive one is
+  what phase 6 re-measures (more runs) and warns here).
+- `workload.loss_curve`: the loss at every step within `tolerance` (relative, with `floor` as the
+  smallest denominator) of the baseline's: same seed, same steps, same data. A loss that is not finite
+  was already a failed phase 6.
+- `workload.init_time`: process start to the first completed step, blocking when it is above
+  `max_ratio` times the baseline's AND at least `min_increase_s` more (the incident: 1.2 s -> 9.8 s).
+- `workload.collective_timeouts`: any NCCL/RCCL timeout or error line in the job's log blocks (the
+  incident: 0 -> 4.7 timeouts an hour); more warnings than the baseline warn.
+- `workload.allreduce_latency`: phase 2's all_reduce time at small messages (<= `max_bytes`): above
+  `max_us` (the incident's acceptance table: 500 µs) blocks, and so does a rise beyond the baseline's
+  by more than `tolerance` (judged on the samples' medians).
+- `workload.index_dependent`: a perturbation run (phase 7) whose rank -> GPU UUID map differs from
+  phase 6's, or whose throughput falls beyond the tolerance, or whose loss curve departs from phase
+  6's: the workload binds GPUs by enumeration index. Blocks by default; the next step is the UUID pin.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from upgrade_gate.judge import curves
+from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
+from upgrade_gate.judge.rules.measured import curve_params, merged_measurements, settings_diff
+from upgrade_gate.model import Finding, Measurement, PhaseResult, PhaseStatus, Snapshot
+
+if TYPE_CHECKING:
+    from upgrade_gate.judge.policy import RuleEntry
+
+THROUGHPUT = "workload/samples_per_s"
+LOSS = "workload/loss"
+INIT = "workload/init_s"
+TIMEOUTS = "workload/collective_timeouts"
+ERRORS = "workload/collective_errors"
+WARNINGS = "workload/collective_warnings"
+LATENCY_PREFIX = "latency/all_reduce/time_us/"
+PERTURBATIONS = ("reversed", "rotated")
+UUID_PIN = (
+    "pin ranks to GPUs by UUID or PCIe bus id, not by index: pick the device whose "
+    "torch.cuda.get_device_properties(i).uuid / pci_bus_id is the rank's (`upgrade-gate` prints the "
+    "index -> BDF -> UUID table of the node), or set HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES to UUIDs"
+)
+
+
+def _phase(snapshot: Snapshot, number: int) -> PhaseResult | None:
+    return next((r for r in snapshot.phases if r.phase == number), None)
+
+
+def _measures(snapshot: Snapshot) -> dict[str, Measurement]:
+    return merged_measurements(snapshot)[0]
+
+
+def _median(m: Measurement) -> float:
+    return statistics.median(m.samples)
+
+
+def _path(key: str) -> str:
+    return f"measurements[key={key}]"
+
+
+def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Workload phases that gave no evidence, a lost workload, runs that do not compare."""
+    for number in (6, 7):
+        result = _phase(ctx.candidate, number)
+        if result is not None and result.status in (PhaseStatus.ERROR, PhaseStatus.SKIPPED, PhaseStatus.NOT_RUN):
+            yield finding(
+                ctx,
+                entry,
+                f"phase {number} ({result.name}) {result.status.value}: {result.reason or 'no reason'}",
+                device=result.name,
+                path=f"phases[phase={number}]",
+                expected=PhaseStatus.PASSED.value,
+                actual=result.status.value,
+                evidence=f"phase {number}",
+            )
+    if ctx.baseline is None:
+        return
+    base, cand = _measures(ctx.baseline), _measures(ctx.candidate)
+    for number, key in ((6, THROUGHPUT), (7, f"perturbation/{PERTURBATIONS[0]}/samples_per_s")):
+        if key in base and _phase(ctx.candidate, number) is None:
+            yield finding(
+                ctx,
+                entry,
+                f"phase {number}: the baseline ran the workload ({key} {_median(base[key]):.1f}), the candidate "
+                "did not: nothing says the node still trains",
+                device=key,
+                path=f"phases[phase={number}]",
+                expected="a result",
+                actual=None,
+                evidence="baseline store",
+            )
+    b, c = base.get(THROUGHPUT), cand.get(THROUGHPUT)
+    if b is not None and c is not None and b.settings != c.settings:
+        diffs = settings_diff(b.settings, c.settings, ())
+        yield finding(
+            ctx,
+            entry,
+            f"{THROUGHPUT}: not comparable with the baseline's run, settings differ: {'; '.join(diffs)}",
+            device=THROUGHPUT,
+            path=_path(THROUGHPUT),
+            expected=dict(b.settings),
+            actual=dict(c.settings),
+            evidence="phase 6",
+        )
+
+
+def _comparable(ctx: NodeContext, key: str) -> tuple[Measurement, Measurement] | None:
+    if ctx.baseline is None:
+        return None
+    b, c = _measures(ctx.baseline).get(key), _measures(ctx.candidate).get(key)
+    if b is None or c is None or b.settings != c.settings or not b.samples or not c.samples:
+        return None  # workload.evidence names why
+    return b, c
+
+
+def throughput_decision(ctx: NodeContext, b: Measurement, c: Measurement, key: str) -> curves.Decision | None:
+    """The curves statistics on one throughput metric (None: it passes)."""
+    regression = ctx.policy.rule_for("bandwidth.regression", ctx.node_class)
+    params = curve_params(regression) if regression is not None else curves.Params()
+    row = curves.Row(key=key, baseline=b.samples, candidate=c.samples, higher_is_better=True, group=key)
+    assessment = curves.assess([row], params)
+    worst = [d for d in (*assessment.metrics, *assessment.groups) if d.outcome in ("block", "remeasure")]
+    blocks = [d for d in worst if d.outcome == "block"]
+    return (blocks or worst)[0] if worst else None
+
+
+def check_throughput(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Samples/s of the reference run against the baseline's (the statistics of bandwidth)."""
+    pair = _comparable(ctx, THROUGHPUT)
+    if pair is None:
+        return
+    b, c = pair
+    decision = throughput_decision(ctx, b, c, THROUGHPUT)
+    if decision is None:
+        return
+    bm, cm = _median(b), _median(c)
+    change = (cm - bm) / bm
+    severity = entry.severity if decision.outcome == "block" else softer(entry.severity)
+    how = "beyond" if decision.outcome == "block" else "inconclusive against"
+    yield finding(
+        ctx,
+        entry,
+        f"{THROUGHPUT}: baseline {bm:.1f} samples/s, candidate {cm:.1f} samples/s ({change:+.1%}; {how} the "
+        f"{decision.threshold:.0%} tolerance, {decision.n_baseline}+{decision.n_candidate} steps)",
+        device=THROUGHPUT,
+        path=_path(THROUGHPUT),
+        expected=round(bm, 3),
+        actual=round(cm, 3),
+        evidence="phase 6",
+        severity=severity,
+    )
+
+
+def _loss_departure(b: Sequence[float], c: Sequence[float], floor: float) -> tuple[int, float] | None:
+    """The step where `c` departs most from `b` (relative), or None when the lengths differ."""
+    if len(b) != len(c) or not b:
+        return None
+    worst = max(range(len(b)), key=lambda i: abs(c[i] - b[i]) / max(abs(b[i]), floor))
+    return worst, abs(c[worst] - b[worst]) / max(abs(b[worst]), floor)
+
+
+def check_loss_curve(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """The loss at every step within the tolerance of the baseline's (same seed, steps, data)."""
+    pair = _comparable(ctx, LOSS)
+    if pair is None:
+        return
+    b, c = pair
+    tolerance, floor = entry.number("tolerance"), entry.number("floor")
+    worst = _loss_departure(b.samples, c.samples, floor)
+    if worst is None:
+        message = f"{LOSS}: baseline {len(b.samples)} steps, candidate {len(c.samples)}: the curves do not compare"
+        yield finding(
+            ctx, entry, message, device=LOSS, path=_path(LOSS), expected=len(b.samples), actual=len(c.samples)
+        )
+        return
+    step, departure = worst
+    if departure > tolerance:
+        yield finding(
+            ctx,
+            entry,
+            f"{LOSS}: step {step}: baseline {b.samples[step]:.4f}, candidate {c.samples[step]:.4f} "
+            f"({departure:.1%} apart, tolerance {tolerance:.0%}; final {b.samples[-1]:.4f} -> {c.samples[-1]:.4f})",
+            device=LOSS,
+            path=_path(LOSS),
+            expected=round(b.samples[step], 6),
+            actual=round(c.samples[step], 6),
+            evidence="phase 6",
+        )
+
+
+def check_init_time(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Process start to the first completed step against the baseline's."""
+    pair = _comparable(ctx, INIT)
+    if pair is None:
+        return
+    b, c = (_median(m) for m in pair)
+    ratio, more = entry.number("max_ratio"), entry.number("min_increase_s")
+    if c > b * ratio and c - b >= more:
+        yield finding(
+            ctx,
+            entry,
+            f"{INIT}: baseline {b:.1f} s, candidate {c:.1f} s (x{c / b:.1f}; allowed x{ratio:g} or +{more:g} s)",
+            device=INIT,
+            path=_path(INIT),
+            expected=round(b, 3),
+            actual=round(c, 3),
+            evidence="phase 6",
+        )
+
+
+def check_collective(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """NCCL/RCCL timeouts and errors in the job's log block; more warnings than the baseline warn."""
+    cand = _measures(ctx.candidate)
+    base = _measures(ctx.baseline) if ctx.baseline is not None else {}
+    for key in (TIMEOUTS, ERRORS, WARNINGS):
+        m = cand.get(key)
+        if m is None:
+            continue
+        now = int(sum(m.samples))
+        before = int(sum(base[key].samples)) if key in base else None
+        if key != WARNINGS and now > 0:
+            severity = entry.severity
+        elif key == WARNINGS and before is not None and now > before:
+            severity = softer(entry.severity)
+        else:
+            continue
+        yield finding(
+            ctx,
+            entry,
+            f"{key}: baseline {before if before is not None else 'not measured'}, candidate {now} in the job's log",
+            device=key,
+            path=_path(key),
+            expected=0 if key != WARNINGS else before,
+            actual=now,
+            evidence="phase 6",
+            severity=severity,
+        )
+
+
+def check_latency(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Phase 2's small-message all_reduce time against the incident's 500 µs and the baseline."""
+    cand = _measures(ctx.candidate)
+    base = _measures(ctx.baseline) if ctx.baseline is not None else {}
+    limit, tolerance, largest = entry.number("max_us"), entry.number("tolerance"), entry.integer("max_bytes")
+    for key in sorted(k for k in cand if k.startswith(LATENCY_PREFIX)):
+        size = key.rsplit("/", 1)[-1]
+        if not size.isascii() or not size.isdigit() or int(size) > largest or not cand[key].samples:
+            continue
+        now = _median(cand[key])
+        b = base.get(key)
+        before = _median(b) if b is not None and b.samples and b.settings == cand[key].settings else None
+        shown = f"{before:.1f} µs" if before is not None else "not measured"
+        if now > limit:
+            why = f"above {limit:g} µs"
+        elif before is not None and before > 0 and (now - before) / before > tolerance:
+            why = f"{(now - before) / before:+.0%}, beyond the {tolerance:.0%} tolerance"
+        else:
+            continue
+        yield finding(
+            ctx,
+            entry,
+            f"{key}: baseline {shown}, candidate {now:.1f} µs ({why})",
+            device=key,
+            path=_path(key),
+            expected=before if before is not None else f"<= {limit:g}",
+            actual=now,
+            evidence="phase 2",
+        )
+
+
+def check_index_dependent(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Phase 7's runs against phase 6's: the same rank -> UUID map, throughput and loss curve."""
+    first, perturbed = _phase(ctx.candidate, 6), _phase(ctx.candidate, 7)
+    if perturbed is None or perturbed.status is not PhaseStatus.PASSED:
+        return  # workload.evidence (errors) or phase.failed (failures) speak for it
+    if first is None or first.status is not PhaseStatus.PASSED:
+        yield finding(
+            ctx,
+            entry,
+            "phase 7 (perturbation) ran without a passed phase 6 (workload) to compare its runs with",
+            device="perturbation",
+            path="phases[phase=6]",
+            expected="phase 6 passed",
+            actual=first.status.value if first is not None else None,
+            evidence="phase 7",
+        )
+        return
+    reference = {d.rank: d.uuid for d in first.device_map}
+    runs: dict[str, dict[int, str | None]] = {}
+    for d in perturbed.device_map:
+        runs.setdefault(d.visible or "?", {})[d.rank] = d.uuid
+    for visible, mapping in runs.items():
+        moved = sorted(r for r, u in mapping.items() if reference.get(r) != u)
+        if moved:
+            r = moved[0]
+            yield finding(
+                ctx,
+                entry,
+                f"rank -> GPU map under {visible}: rank {r} baseline-order GPU {reference.get(r)}, now {mapping[r]} "
+                f"({len(moved)} of {len(mapping)} ranks moved): the workload binds GPUs by index",
+                device=f"rank {r}",
+                path=f"phases[phase=7].device_map[rank={r}]",
+                expected={k: reference.get(k) for k in sorted(mapping)},
+                actual=dict(sorted(mapping.items())),
+                evidence="phase 7",
+                hint=UUID_PIN,
+            )
+    yield from _perturbed_numbers(ctx, entry)
+
+
+def _perturbed_numbers(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    measures = _measures(ctx.candidate)
+    base_rate, base_loss = measures.get(THROUGHPUT), measures.get(LOSS)
+    floor = 0.1
+    for how in PERTURBATIONS:
+        rate, loss = measures.get(f"perturbation/{how}/samples_per_s"), measures.get(f"perturbation/{how}/loss")
+        if base_rate is not None and rate is not None and base_rate.samples and rate.samples:
+            decision = throughput_decision(ctx, base_rate, rate, rate.key)
+            if decision is not None and decision.outcome == "block":
+                bm, cm = _median(base_rate), _median(rate)
+                yield finding(
+                    ctx,
+                    entry,
+                    f"{rate.key}: unpermuted {bm:.1f} samples/s, {how} {cm:.1f} samples/s ({(cm - bm) / bm:+.1%}): "
+                    "the workload's speed depends on the device order",
+                    device=rate.key,
+                    path=_path(rate.key),
+                    expected=round(bm, 3),
+                    actual=round(cm, 3),
+                    evidence="phase 7",
+                    hint=UUID_PIN,
+                )
+        if base_loss is not None and loss is not None:
+            worst = _loss_departure(base_loss.samples, loss.samples, floor)
+            if worst is not None and worst[1] > _loss_tolerance(ctx):
+                step = worst[0]
+                yield finding(
+                    ctx,
+                    entry,
+                    f"{loss.key}: step {step}: unpermuted {base_loss.samples[step]:.4f}, {how} "
+                    f"{loss.samples[step]:.4f} ({worst[1]:.1%} apart): the result depends on the device order",
+                    device=loss.key,
+                    path=_path(loss.key),
+                    expected=round(base_loss.samples[step], 6),
+                    actual=round(loss.samples[step], 6),
+                    evidence="phase 7",
+                    hint=UUID_PIN,
+                )
+
+
+def _loss_tolerance(ctx: NodeContext) -> float:
+    entry = ctx.policy.rule_for("workload.loss_curve", ctx.node_class)
+    return entry.number("tolerance") if entry is not None else 0.05
+
+
+SPECS = (
+    spec(
+        "workload.evidence",
+        "a workload phase (6, 7) that errored, was skipped or not run; a baseline workload the candidate lost; "
+        "runs whose settings differ",
+        check_evidence,
+        plan_can_accept=False,
+    ),
+    spec(
+        "workload.throughput",
+        "the reference run's samples/s below its baseline's (the statistics of bandwidth.regression)",
+        check_throughput,
+        needs_baseline=True,
+    ),
+    spec(
+        "workload.loss_curve",
+        "the reference run's loss curve departs from its baseline's (same seed, steps and data)",
+        check_loss_curve,
+        needs_baseline=True,
+        params={
+            "tolerance": ParamSpec(kind="number", default=0.05, doc="relative departure at any step", minimum=0),
+            "floor": ParamSpec(kind="number", default=0.1, doc="smallest loss a departure is relative to", minimum=0),
+        },
+    ),
+    spec(
+        "workload.init_time",
+        "process start to the first completed step well above the baseline's",
+        check_init_time,
+        needs_baseline=True,
+        params={
+            "max_ratio": ParamSpec(kind="number", default=2.0, doc="candidate / baseline allowed", minimum=1),
+            "min_increase_s": ParamSpec(kind="number", default=2.0, doc="seconds more that always pass", minimum=0),
+        },
+    ),
+    spec(
+        "workload.collective_timeouts",
+        "NCCL/RCCL timeouts or errors in the reference run's log (more warnings than the baseline warn)",
+        check_collective,
+        plan_can_accept=False,
+    ),
+    spec(
+        "workload.allreduce_latency",
+        "phase 2's small-message all_reduce time above 500 µs or above its baseline's",
+        check_latency,
+        params={
+            "max_us": ParamSpec(kind="number", default=500.0, doc="the incident's RCCL latency ceiling", minimum=0),
+            "tolerance": ParamSpec(kind="number", default=0.25, doc="rise over the baseline's median", minimum=0),
+            "max_bytes": ParamSpec(kind="integer", default=65536, doc="largest small message", minimum=1),
+        },
+    ),
+    spec(
+        "workload.index_dependent",
+        "the perturbation run moved ranks to other GPUs or changed the numbers: the workload binds by index",
+        check_index_dependent,
+    ),
+)
+"""Registered in `rules.__init__`; defaults in the shipped policy."""
