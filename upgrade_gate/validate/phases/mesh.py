@@ -9,6 +9,7 @@ NCCL_* / RCCL_* environment in `settings`. Re-measurement (validate.remeasure, p
 whole sweep, or only the range of its sizes in doubt (`-b FIRST -e LAST`). The median `# Avg bus bandwidth`
 is compared with `PHASE2_BW_THRESHOLD` (GB/s) and written to the `-measured-bw` annotation. A run whose
 printed sweep header differs from the sweep asked for is an error (sweeps.check_requested), never a pass.
+The small sizes' times (`latency/all_reduce/time_us/<bytes>`, <= 1 MiB) feed `workload.allreduce_latency`.
 Around the sweep each GPU's temperature and power are sampled (`phases.thermal`: `thermal/gpu<i>/...`
 measurements, judged by `thermal.outlier`).
 
@@ -22,12 +23,15 @@ Dated notes:
 
 from __future__ import annotations
 
-from upgrade_gate.model import PhaseResult
+from collections.abc import Sequence
+
+from upgrade_gate.model import Measurement, PhaseResult
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
 from upgrade_gate.validate.phases.sweeps import (
     Span,
+    SweepRun,
     check_requested,
     check_sweeps,
     mesh_look,
@@ -44,6 +48,35 @@ TOOL = "all_reduce_perf"
 def mesh_argv(config: CvfConfig, ngpus: int | str, span: Span = None) -> tuple[str, ...]:
     """The phase-2 command line (`span`: of a range of the sweep's sizes alone, re-measurement)."""
     return (TOOL, *sweep_options(config, ngpus, span))
+
+
+LATENCY_MAX_BYTES = 1 << 20
+"""Sizes up to 1 MiB get a latency measurement (`workload.allreduce_latency` judges those <= its max_bytes)."""
+
+
+def latency_measurements(runs: Sequence[SweepRun], measured: Sequence[Measurement]) -> list[Measurement]:
+    """`latency/all_reduce/time_us/<bytes>`: the out-of-place time of the small sizes, one sample per run.
+
+    The incident's acceptance table asks for RCCL latency under 500 µs; rccl-tests prints it as the
+    `time` column (µs). Settings are the size's bus-bandwidth measurement's (like with like).
+    """
+    times: dict[int, list[float]] = {}
+    for run in runs:
+        for row in run.result.rows:
+            if 0 < row.size <= LATENCY_MAX_BYTES and row.out_of_place is not None:
+                times.setdefault(row.size, []).append(row.out_of_place.time_us)
+    settings = {m.key: m.settings for m in measured}
+    return [
+        Measurement(
+            key=f"latency/all_reduce/time_us/{size}",
+            unit="us",
+            samples=tuple(values),
+            settings=dict(settings.get(f"mesh/all_reduce/busbw/{size}", {})),
+            source=TOOL,
+            higher_is_better=False,
+        )
+        for size, values in sorted(times.items())
+    ]
 
 
 class MeshPhase:
@@ -76,6 +109,7 @@ class MeshPhase:
             )
         check_requested(results, out, tool=TOOL, asked=requested_sweep(ctx.config))
         out.measurements.extend(sweep_measurements(results, out, prefix="mesh", op="all_reduce", env=env))
+        out.measurements.extend(latency_measurements(results, out.measurements))
         avg = check_sweeps(
             results,
             out,
