@@ -127,6 +127,30 @@ def test_abi_users_sharing_a_cache_folder_keep_their_own_entries(trees: AbiTrees
     assert all(p.read_bytes()[:4] == tree.ENTRY_MAGIC for p in shared.rglob("*.abi"))
 
 
+@pytest.mark.parametrize("planted", ["link", "their-folder"])
+def test_abi_key_folder_planted_in_a_shared_cache_is_not_written_through(
+    trees: AbiTrees, tmp_path: Path, planted: str
+) -> None:
+    """The key id is visible in a shared folder: another user may plant a link (or a folder of theirs) at
+    its name before this user's next run. The cache is then off for the run; nothing lands elsewhere."""
+    shared = _shared_folder(tmp_path)
+    key = cachekey.user_key()
+    assert key is not None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if planted == "link":
+        (shared / f"key-{key.id}").symlink_to(elsewhere)
+    else:
+        if not IS_ROOT:
+            pytest.skip("making a folder another user's needs root")
+        (shared / f"key-{key.id}").mkdir(mode=0o777)
+        os.chown(shared / f"key-{key.id}", NOBODY, NOBODY)
+    files, _aliases, _not_elf = tree.library_files(trees.running)
+    expected, _hits = tree.scan(files, cache_dir=None, workers=1)
+    assert tree.scan(files, cache_dir=shared, workers=1) == (expected, 0)
+    assert not list(elsewhere.iterdir()) and not list((shared / f"key-{key.id}").iterdir())
+
+
 # --- case 2: the decoded baselines in the store's git folder -----------------------------------------
 
 

@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -169,7 +170,7 @@ def scan(
     """
     memo = {} if memo is None else memo
     key = cachekey.user_key() if cache_dir is not None else None
-    folder = str(cache_dir / f"key-{key.id}") if cache_dir is not None and key is not None else None
+    folder = _key_folder(cache_dir, key) if cache_dir is not None and key is not None else None
     out: dict[Path, ElfAbi] = {}
     hits = 0
     todo: list[Path] = []
@@ -196,6 +197,21 @@ def scan(
         out[path] = abi
         memo[stat_key(path)] = abi
     return out, hits
+
+
+def _key_folder(cache_dir: Path, key: cachekey.CacheKey) -> str | None:
+    """This key's folder in the cache (made 0700), or None, the cache off for this run, when it cannot be
+    made or is not this user's folder: a link or another account's folder planted at its name in a
+    shared cache would have this run write its entries wherever that points."""
+    folder = cache_dir / f"key-{key.id}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        return None
+    return str(folder)
 
 
 def stat_key(path: Path) -> tuple[int, ...]:
