@@ -26,7 +26,10 @@ import typer
 from upgrade_gate.errors import ExitCode, InputError, StoreError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from upgrade_gate.model import Snapshot
+    from upgrade_gate.store.aggregate import ClassAccumulator
     from upgrade_gate.store.gitstore import BaselineStore
 
 STORE_HELP = "Baseline store folder, a git repository created by `baseline save` (default: ./baselines)."
@@ -105,50 +108,52 @@ def save_cmd(
     """
     from upgrade_gate.cli.gate_stream import candidate_paths
     from upgrade_gate.snapshot.io import load_snapshot
+    from upgrade_gate.store.aggregate import ClassAccumulator
 
     paths = candidate_paths(list(snapshots or ()), sources)
-    loaded = [load_snapshot(p) for p in paths]
-    for snap in loaded:
-        problems = baseline_problems(snap)
-        if not problems:
-            continue
-        what = f"{snap.node.name}: cannot be a baseline: {'; '.join(problems)}"
-        if not force:
-            raise InputError(f"{what} (fix the node or its probes; --force saves it anyway)")
-        typer.echo(f"WARNING: {what}; saved anyway because of --force", err=True)
+    accs: dict[str, ClassAccumulator] = {}
+    saved: set[str] = set()
+
+    def each() -> Iterator[Snapshot]:
+        """The snapshots one at a time (issue 26: a fleet is streamed, never held), each checked."""
+        for path in paths:
+            snap = load_snapshot(path)
+            problems = baseline_problems(snap)
+            if problems:
+                what = f"{snap.node.name}: cannot be a baseline: {'; '.join(problems)}"
+                if not force:
+                    raise InputError(f"{what} (fix the node or its probes; --force saves it anyway)")
+                typer.echo(f"WARNING: {what}; saved anyway because of --force", err=True)
+            saved.add(snap.node.name)
+            if class_reference and snap.node.node_class is not None:
+                accs.setdefault(snap.node.node_class, ClassAccumulator(snap.node.node_class)).add(snap)
+            yield snap
+
     with _open(store) as st:
-        documents = _class_documents(st, loaded) if class_reference else {}
-        sha = st.save(loaded, tag=tag, message=message, documents=documents)
+        sha = st.save_stream(each(), tag=tag, message=message, documents=lambda: _class_documents(st, accs, saved))
         for warning in st.warnings:  # landed, but something after the commit point failed
             typer.echo(f"upgrade-gate: warning: {warning}", err=True)
     tagged = f" tagged {tag}" if tag else ""
-    typer.echo(f"saved {len(loaded)} node(s) to {store} as {sha[:12]}{tagged}")
+    typer.echo(f"saved {len(saved)} node(s) to {store} as {sha[:12]}{tagged}")
     return ExitCode.PASS
 
 
-def _class_documents(st: BaselineStore, saved: list[Snapshot]) -> dict[str, tuple[str, object]]:
-    """classes/<class>.json of each class in `saved`: the saved snapshots plus the store's other baselines."""
-    from upgrade_gate.errors import NotFoundError
-    from upgrade_gate.store.aggregate import ClassAccumulator, class_reference_to_document
-
-    accs: dict[str, ClassAccumulator] = {}
-    for snap in saved:
-        if snap.node.node_class is not None:
-            accs.setdefault(snap.node.node_class, ClassAccumulator(snap.node.node_class)).add(snap)
+def _class_documents(
+    st: BaselineStore, accs: dict[str, ClassAccumulator], names: set[str]
+) -> dict[str, tuple[str, object]]:
+    """classes/<class>.json of each class tallied in `accs` (the saved snapshots) with the store's other
+    baselines of that class added (read at HEAD, one at a time)."""
     if not accs:
         return {}
-    names = {s.node.name for s in saved}
-    try:
-        pin = st.pin(None) if st.path.exists() else None
-    except (NotFoundError, StoreError):  # a store being created has no baselines yet
-        pin = None
-    if pin is not None:
-        for node in st.nodes(pin):
-            if node not in names:
-                snap = st.load_trusted(node, pin)
-                acc = accs.get(snap.node.node_class or "")
-                if acc is not None:
-                    acc.add(snap)
+    from upgrade_gate.store.aggregate import class_reference_to_document
+
+    pin = st.pin(None)
+    for node in st.nodes(pin):
+        if node not in names:
+            snap = st.load_trusted(node, pin)
+            acc = accs.get(snap.node.node_class or "")
+            if acc is not None:
+                acc.add(snap)
     return {
         f"classes/{cls}.json": ("class-reference", class_reference_to_document(acc.result()))
         for cls, acc in sorted(accs.items())

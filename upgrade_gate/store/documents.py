@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,17 @@ from upgrade_gate.snapshot.io import canonical_json
 from upgrade_gate.store import layout
 from upgrade_gate.store.denylist import DenyEntry, denylist_from_document, denylist_to_document, with_entry
 
-Build = Callable[[], "dict[str, bytes] | None"]  # files to commit (path -> bytes), or None: no commit
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A file's content already written to the object database (its blob's binary sha): a streamed save
+    writes each baseline as it comes instead of holding the fleet's bytes."""
+
+    sha: bytes
+
+
+Files = Mapping[str, "bytes | Stored"]
+Build = Callable[[], "Files | None"]  # files to commit (path -> bytes or Stored), or None: no commit
 Hook = Callable[[str], None]
 
 
@@ -43,7 +54,9 @@ class StoreDocuments:
     def _json_names(self, folder: str, ref: str | None) -> tuple[str, ...]:
         raise NotImplementedError
 
-    def _write(self, build: Build, message: str, *, tag: str | None = None, hook: Hook | None = None) -> str | None:
+    def _write(
+        self, build: Build, message: str | Callable[[], str], *, tag: str | None = None, hook: Hook | None = None
+    ) -> str | None:
         raise NotImplementedError
 
     def _read_json(self, path: str, ref: str | None) -> Any:

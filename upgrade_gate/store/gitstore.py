@@ -41,7 +41,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TypeVar
@@ -62,12 +62,13 @@ from upgrade_gate.model import NodeName, Snapshot
 from upgrade_gate.snapshot.io import canonical_json, dumps_snapshot, loads_snapshot
 from upgrade_gate.store import gitsafe, gittags, layout, locking
 from upgrade_gate.store.decoded import DecodedCache, blob_id
-from upgrade_gate.store.documents import Build, Hook, StoreDocuments
+from upgrade_gate.store.documents import Build, Files, Hook, Stored, StoreDocuments
 from upgrade_gate.store.gitobjects import (
     DEFAULT_IDENTITY,
     GitObjects,
     first_line,
     head_commit,
+    is_file,
     mapped_errors,
     regular,
 )
@@ -79,6 +80,21 @@ T = TypeVar("T")
 def _fire(hook: Hook | None, point: str) -> None:
     if hook is not None:
         hook(point)
+
+
+def _save_message(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return f"save {len(names)} node(s): {shown}"
+
+
+def _checked_documents(documents: Mapping[str, tuple[str, object]]) -> dict[str, bytes]:
+    """name -> canonical bytes of each document, its name and schema checked."""
+    files: dict[str, bytes] = {}
+    for name, (schema, document) in documents.items():
+        layout.check_document_name(name)
+        schemas.validate(schema, document, source=name)
+        files[name] = canonical_json(document).encode("utf-8")
+    return files
 
 
 __all__ = ["ALLOW_MOVED_TAG_ENV", "BaselineStore", "LogEntry", "MovedTagError", "TagExistsError"]
@@ -259,20 +275,82 @@ class BaselineStore(StoreDocuments):
             if path in files:
                 raise InputError(f"node {snap.node.name} is given twice in one save")
             files[path] = dumps_snapshot(snap).encode("utf-8")
-        for name, (schema, document) in (documents or {}).items():
-            layout.check_document_name(name)
-            schemas.validate(schema, document, source=name)
-            files[name] = canonical_json(document).encode("utf-8")
+        files.update(_checked_documents(documents or {}))
         if tag is not None:
             layout.check_tag(tag)
-        names = sorted(s.node.name for s in snapshots)
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        text = message or f"save {len(names)} node(s): {shown}"
+        text = message or _save_message(sorted(s.node.name for s in snapshots))
         _fire(_hook, "validated")
         sha = self._write(lambda: files, text, tag=tag, hook=_hook)
         assert sha is not None
         self._remember([files[layout.node_path(snap.node.name)] for snap in snapshots])
         return sha
+
+    def save_stream(
+        self,
+        snapshots: Iterable[Snapshot],
+        *,
+        tag: str | None = None,
+        message: str | None = None,
+        documents: Callable[[], Mapping[str, tuple[str, object]]] | None = None,
+    ) -> str:
+        """`save` for a fleet, in memory that does not grow with it (issue 26: 8,192 nodes took 655 MiB).
+
+        Each snapshot is serialised, written as a blob and put in the decoded cache as `snapshots`
+        yields it, and then dropped; only the blob ids are kept. The iterable is consumed under the
+        store lock (its reading, checking and class tallies included), then `documents()` is called
+        (still under the lock, so it reads the HEAD the commit is built on) and its documents are
+        validated. The ref move stays the commit point: whatever `snapshots` or `documents` raise fails
+        the save with the branch and tags where they were; blobs already written are unreferenced, as
+        after a killed save. The first snapshot is taken before the store is created, so a first file
+        that does not load creates nothing.
+        """
+        if tag is not None:
+            layout.check_tag(tag)
+        rest = iter(snapshots)
+        first = next(rest, None)
+        if first is None:
+            raise UsageError("nothing to save: no snapshots given")
+        held: list[Snapshot] = [first]
+        del first
+        names: list[str] = []
+        cache_problem: list[str] = []
+
+        def all_snapshots() -> Iterator[Snapshot]:
+            yield held.pop()
+            yield from rest
+
+        def build() -> dict[str, bytes | Stored]:
+            files: dict[str, bytes | Stored] = {}
+            for snap in all_snapshots():
+                path = layout.node_path(snap.node.name)
+                if path in files:
+                    raise InputError(f"node {snap.node.name} is given twice in one save")
+                data = dumps_snapshot(snap).encode("utf-8")
+                del snap  # only the blob id is kept
+                files[path] = Stored(self._objs.store(b"blob", data))
+                names.append(path.removeprefix(f"{layout.NODES_DIR}/").removesuffix(".json"))
+                if not cache_problem:
+                    self._cache_one(data, cache_problem, prune=len(names) == 1)
+            files.update(_checked_documents(documents() if documents is not None else {}))
+            return files
+
+        sha = self._write(build, lambda: message or _save_message(sorted(names)), tag=tag)
+        assert sha is not None
+        self.warnings.extend(cache_problem)
+        return sha
+
+    def _cache_one(self, data: bytes, problems: list[str], *, prune: bool) -> None:
+        """`_remember` for one baseline of a streamed save (a problem is noted once, as a warning)."""
+        from upgrade_gate import codec
+        from upgrade_gate.model import ClassReference
+
+        try:
+            if prune:
+                self._cache.prune((Snapshot, ClassReference))
+            decoded = codec.decode_json(Snapshot, data, trusted=True, source="saved baseline")
+            self._cache.put(Snapshot, blob_id(data), decoded)
+        except Exception as exc:  # a cache problem never fails a save
+            problems.append(f"saved, but the decoded-baseline cache was not written: {first_line(exc)}")
 
     def _remember(self, documents: Sequence[bytes]) -> None:
         """Put the baselines just committed into the decoded cache (decoded from the very bytes committed,
@@ -291,7 +369,9 @@ class BaselineStore(StoreDocuments):
         except Exception as exc:  # after the commit point a cache problem is a warning, never a failed save
             self.warnings.append(f"saved, but the decoded-baseline cache was not written: {first_line(exc)}")
 
-    def _write(self, build: Build, message: str, *, tag: str | None = None, hook: Hook | None = None) -> str | None:
+    def _write(
+        self, build: Build, message: str | Callable[[], str], *, tag: str | None = None, hook: Hook | None = None
+    ) -> str | None:
         self.init()
         with self._mapped("save"):
             repo = self._open()
@@ -300,10 +380,15 @@ class BaselineStore(StoreDocuments):
                 return self._commit_locked(repo, build, message, tag=tag, hook=hook)
 
     def _commit_locked(
-        self, repo: git.Repo, build: Build, message: str, *, tag: str | None = None, hook: Hook | None = None
+        self,
+        repo: git.Repo,
+        build: Build,
+        message: str | Callable[[], str],
+        *,
+        tag: str | None = None,
+        hook: Hook | None = None,
     ) -> str | None:
         locking.clear_leftovers(Path(repo.git_dir), Path(str(repo.working_tree_dir)), store=self.path)
-        message = message.strip() or "upgrade-gate update"
         if repo.head.is_detached:
             raise StoreError(f"{self.path}: HEAD is detached; check out the store's branch first")
         branch = repo.head.reference.path
@@ -322,9 +407,10 @@ class BaselineStore(StoreDocuments):
         files = build()
         if files is None:
             return None
+        message = (message if isinstance(message, str) else message()).strip() or "upgrade-gate update"
         if tag is not None:
             message = gittags.tagged_message(repo, message, tag, trailers_written=self._writes_trailers(repo))
-        blobs = {path: self._objs.store(b"blob", data) for path, data in files.items()}
+        blobs = {path: self._blob(data) for path, data in files.items()}
         _fire(hook, "blobs")
         root = self._objs.store_tree(head.tree.binsha if head is not None else None, blobs)
         _fire(hook, "tree")
@@ -343,10 +429,18 @@ class BaselineStore(StoreDocuments):
         self._mirror(repo, new, hook)
         return new
 
-    def _holds(self, repo: git.Repo, commit: git.Commit, files: Mapping[str, bytes], tag: str) -> bool:
+    def _blob(self, data: bytes | Stored) -> bytes:
+        return data.sha if isinstance(data, Stored) else self._objs.store(b"blob", data)
+
+    def _holds(self, repo: git.Repo, commit: git.Commit, files: Files, tag: str) -> bool:
         if not gittags.saved_under(commit, tag):
             return False
-        return all(self._objs.read_blob(commit, path) == data for path, data in files.items())
+        for path, data in files.items():
+            found = self._objs.lookup(commit, path)
+            sha = data.sha if isinstance(data, Stored) else blob_id(data)
+            if found is None or found[0] != sha or not is_file(found):
+                return False
+        return True
 
     def _mirror(self, repo: git.Repo, new: str, hook: Hook | None) -> None:
         """Mirror `new` into the working tree; the save has landed, so a failure is a warning."""
