@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import shutil
 import zlib
 from pathlib import Path
 
@@ -229,6 +230,35 @@ def test_decoded_save_drops_the_unkeyed_layout_and_leaves_other_users_entries(tm
     store.save([named_snapshot("node-1", seed=2)], message="two")
     assert sorted(p.name for p in cache.folder.iterdir()) == sorted([cache.root.name, "key-0123456789abcdef"])
     assert theirs.is_dir()
+
+
+@pytest.mark.parametrize("link", ["upgrade-gate", "decoded", "key", "fingerprint"])
+def test_decoded_cache_folder_that_is_a_link_is_neither_written_through_nor_pruned(tmp_path: Path, link: str) -> None:
+    """A store handed over (a tarball, a shared folder) may carry links in its git folder. `baseline save`
+    prunes other fingerprints' folders: through a link it removed every folder of wherever that pointed."""
+    store = BaselineStore(tmp_path / "store")
+    store.save([named_snapshot("node-0")], message="one")
+    cache = DecodedCache(Path(store._open().git_dir))
+    target = {
+        "upgrade-gate": cache.folder.parent,
+        "decoded": cache.folder,
+        "key": cache.root,
+        "fingerprint": cache.root / decoded.fingerprint(Snapshot),
+    }[link]
+    victim = tmp_path / "victim"
+    (victim / "someone-elses-folder").mkdir(parents=True)
+    (victim / "snapshot-0123456789abcdef").mkdir()  # even one named like a fingerprint
+    (victim / "ab").mkdir()
+    for name in ("someone-elses-folder", "snapshot-0123456789abcdef", "ab"):
+        (victim / name / "keep-me").write_text("not the tool's\n", encoding="utf-8")
+    before = sorted(str(p.relative_to(victim)) for p in victim.rglob("*"))
+    shutil.rmtree(target)
+    target.symlink_to(victim)
+    sha = store.save([named_snapshot("node-1", seed=2)], message="two")
+    assert sorted(str(p.relative_to(victim)) for p in victim.rglob("*")) == before
+    again = BaselineStore(store.path)
+    assert again.load_trusted("node-1", sha) == store.load("node-1", sha)
+    assert sorted(str(p.relative_to(victim)) for p in victim.rglob("*")) == before
 
 
 # --- the key file ----------------------------------------------------------------------------------

@@ -35,7 +35,9 @@ Design decisions:
 - Writes are atomic (a temporary file in the entry's folder, renamed over the name), so concurrent
   workers writing the same entry both leave a whole one; entries are read-only (0444) like git objects.
   A read-only store or a full disk only means misses: a write that fails is dropped without a warning,
-  because nothing is lost (the verified read from git is still there, at its old speed).
+  because nothing is lost (the verified read from git is still there, at its old speed). Folders are
+  made one at a time from the git folder down and each is checked not to be a link: a store handed
+  over may hold links in its git folder, and nothing is written, or pruned, through one (issue 26).
 - `baseline save` removes the folders of other fingerprints (another release's entries) in this key's
   folder when it writes its own, and the folders an earlier release kept directly under `decoded/`
   (the unkeyed `UGD1` layout); other keys' folders are other users' and are left alone. Nothing else
@@ -49,7 +51,9 @@ import contextlib
 import functools
 import hashlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 import zlib
 from collections.abc import Collection
@@ -128,20 +132,20 @@ class DecodedCache:
         """The decoded record of `blob`, or None on any miss (module docstring)."""
         if self.key is None:
             return None
+        kind: Any = cls
         try:
             packed = read_bytes(self.entry(cls, blob), limit=MAX_ENTRY_BYTES, follow=False)
             if len(packed) < _HEADER or packed[: len(MAGIC)] != MAGIC:
                 return None
             body = memoryview(packed)[_HEADER:]
             if packed[len(MAGIC) : len(MAGIC) + _ID] != blob or not self.key.verify(
-                memoryview(packed)[len(MAGIC) + _ID : _HEADER], PURPOSE, fingerprint(cls).encode(), blob, body
+                memoryview(packed)[len(MAGIC) + _ID : _HEADER], PURPOSE, fingerprint(kind).encode(), blob, body
             ):
                 return None  # written for another blob or model, forged, or damaged since
             inflater = zlib.decompressobj()
             raw = inflater.decompress(body, MAX_DECODED_BYTES)
             if not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
                 return None  # truncated, inflating beyond the bound, or followed by something else
-            kind: Any = cls
             decoded: T = _decoder(kind).decode(raw)
         except (
             GateError,
@@ -164,7 +168,7 @@ class DecodedCache:
         path = self.entry(cls, blob)
         try:
             data = self.seal(cls, blob, zlib.compress(_ENCODER.encode(value), LEVEL))
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_folders(path.parent)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             try:
                 os.fchmod(fd, 0o444)  # content-addressed: never rewritten in place, like a git object
@@ -183,9 +187,11 @@ class DecodedCache:
 
     def prune(self, keep: Collection[type]) -> None:
         """Remove the folders of every fingerprint but those of `keep` (another release's entries) in
-        this key's folder, and an earlier release's unkeyed folders beside it. Best effort: a reader
-        of a removed entry misses and reads git."""
-        if self.key is None:
+        this key's folder, and an earlier release's unkeyed folders beside it. Only folders named like a
+        fingerprint, only under real folders (a link anywhere on the way, and nothing is removed): a
+        store handed over may hold links, and what the tool did not create is not its to remove. Best
+        effort: a reader of a removed entry misses and reads git."""
+        if self.key is None or not (self._real_folder(self.root) and self._real_folder(self.folder)):
             return
         wanted = {fingerprint(cls) for cls in keep}
         legacy = tuple(f"{cls.__name__.lower()}-" for cls in keep)  # UGD1 kept <fingerprint>/ in `folder`
@@ -195,7 +201,36 @@ class DecodedCache:
         except OSError:
             return
         for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
+            if _FINGERPRINT.fullmatch(folder.name):
+                shutil.rmtree(folder, ignore_errors=True)  # refuses a link itself; never follows one inside
+
+    def _real_folder(self, path: Path) -> bool:
+        """True when `path` and every folder above it up to the git folder is a folder, not a link."""
+        top = self.folder.parent.parent
+        current = top
+        try:
+            for part in path.relative_to(top).parts:
+                current = current / part
+                if not stat.S_ISDIR(os.lstat(current).st_mode):
+                    return False
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _make_folders(self, path: Path) -> None:
+        """Make `path` and the folders above it, one at a time from the git folder down, each checked
+        to be a folder and not a link (OSError otherwise): nothing is written through a link."""
+        current = self.folder.parent.parent
+        for part in path.relative_to(current).parts:
+            current = current / part
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current)
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                raise OSError(f"{current}: a link or not a folder; the decoded cache does not write there")
+
+
+_FINGERPRINT = re.compile(r"[a-z0-9_]+-[0-9a-f]{16}")
+"""What `fingerprint` names a folder: the only names `prune` removes."""
 
 
 def blob_id(data: bytes) -> bytes:
