@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.judge_scenarios import NOW, mi300x_snapshot, reverse_order, upgrade_plan, upgraded
+from tests.workload_support import with_workload
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError
 from upgrade_gate.judge.checklist import (
     SHIPPED,
@@ -24,7 +25,7 @@ from upgrade_gate.model import Finding, GateReport, NodeName, NodeReport, RuleId
 
 
 def _gate(candidate: Snapshot, checklists: list[Checklist], attest: dict[str, str]) -> GateReport:
-    base = mi300x_snapshot()
+    base = with_workload(mi300x_snapshot())
     return judge(
         baselines={base.node.name: base},
         candidates=[candidate],
@@ -49,7 +50,7 @@ def test_checklist_shipped_ones_load_and_cover_the_incident() -> None:
 
 def test_checklist_all_attested_and_healthy_passes_with_rows() -> None:
     lists = [load_checklist(n) for n in SHIPPED]
-    report = _gate(upgraded(), lists, _attest_all(lists))
+    report = _gate(with_workload(upgraded(), seed=2), lists, _attest_all(lists))
     assert report.verdict is Verdict.PASS, [f.message for f in report.findings]
     rows = {r.item_id: r for r in report.checklist}
     assert rows["pre.compare-topology"].status == "pass"
@@ -59,14 +60,15 @@ def test_checklist_all_attested_and_healthy_passes_with_rows() -> None:
 
 
 def test_checklist_unattested_required_blocks_and_optional_warns() -> None:
-    lists = [load_checklist("canary")]
-    attest = {k: v for k, v in _attest_all(lists).items() if k not in ("canary.mixed-precision", "canary.hsa-signals")}
-    report = _gate(upgraded(), lists, attest)
+    lists = [load_checklist("observe")]
+    skip = ("observe.watch-72h", "observe.first-training-cycle")
+    attest = {k: v for k, v in _attest_all(lists).items() if k not in skip}
+    report = _gate(with_workload(upgraded(), seed=2), lists, attest)
     found = {f.device: f.severity for f in report.fleet_findings}
-    assert found == {"canary.mixed-precision": Severity.BLOCK, "canary.hsa-signals": Severity.WARN}
+    assert found == {"observe.watch-72h": Severity.BLOCK, "observe.first-training-cycle": Severity.WARN}
     assert report.verdict is Verdict.BLOCK
-    row = next(r for r in report.checklist if r.item_id == "canary.mixed-precision")
-    assert (row.status, row.actual, row.owner) == ("unattested", "not attested", "ML research")
+    row = next(r for r in report.checklist if r.item_id == "observe.watch-72h")
+    assert (row.status, row.actual, row.owner) == ("unattested", "not attested", "platform on-call")
 
 
 def test_checklist_automatic_item_fails_on_the_incident() -> None:
@@ -77,7 +79,7 @@ def test_checklist_automatic_item_fails_on_the_incident() -> None:
     assert any(f.rule == "checklist.unverified" and f.device == "canary.device-order" for f in report.fleet_findings)
 
 
-def test_checklist_item_without_evidence_fails() -> None:
+def test_checklist_item_without_evidence_is_unverified() -> None:
     lists = [load_checklist("pre-change")]
     report = judge(
         baselines={},
@@ -89,7 +91,7 @@ def test_checklist_item_without_evidence_fails() -> None:
         now=NOW,
     )
     row = next(r for r in report.checklist if r.item_id == "pre.compare-topology")
-    assert row.status == "fail" and "no baseline for mi300x-node-01" in row.actual
+    assert row.status == "unverified" and "no baseline for mi300x-node-01" in row.actual
     assert "rule device.order_changed did not run" in row.actual
 
 
@@ -182,3 +184,39 @@ def test_checklist_paths_must_narrow_one_of_the_items_rules() -> None:
     }
     with pytest.raises(ConfigError, match="not one of the item's rules"):
         checklist_from_dict(doc, source="t")
+
+
+def test_checklist_workload_items_without_workload_evidence_are_unverified_never_pass() -> None:
+    """issue 25: the training run, the perturbation, mixed precision, RCCL latency and the loss curve take
+    their evidence from phases 6-7 (and 2); without it they read `unverified` and block, never `pass`."""
+    lists = [load_checklist("canary")]
+    base = mi300x_snapshot()
+    report = judge(
+        baselines={base.node.name: base},
+        candidates=[upgraded()],
+        plan=upgrade_plan(),
+        policy=load_policy(),
+        checklists=lists,
+        attestations=_attest_all(lists),
+        now=NOW,
+    )
+    rows = {r.item_id: r for r in report.checklist}
+    for item in ("canary.standard-benchmark", "canary.device-order-perturbation", "canary.mixed-precision"):
+        assert rows[item].status == "unverified", (item, rows[item].actual)
+        assert "phase 6 has no result (it did not run)" in rows[item].actual
+    assert "phase 7 has no result" in rows["canary.device-order-perturbation"].actual
+    assert {f.device for f in report.fleet_findings if f.rule == "checklist.unverified"} >= {
+        "canary.standard-benchmark", "canary.device-order-perturbation", "canary.mixed-precision"
+    }  # fmt: skip
+    assert report.verdict is Verdict.BLOCK
+
+
+def test_checklist_workload_items_pass_on_workload_evidence_and_fail_on_its_findings() -> None:
+    lists = [load_checklist("canary")]
+    rows = {r.item_id: r for r in _gate(with_workload(upgraded(), seed=2), lists, _attest_all(lists)).checklist}
+    assert rows["canary.device-order-perturbation"].status == "pass"
+    assert rows["canary.mixed-precision"].status == "pass"
+    moved = with_workload(upgraded(), seed=2, perturbed_order=[7, 6, 5, 4, 3, 2, 1, 0])
+    rows = {r.item_id: r for r in _gate(moved, lists, _attest_all(lists)).checklist}
+    row = rows["canary.device-order-perturbation"]
+    assert row.status == "fail" and "workload.index_dependent" in row.actual

@@ -16,6 +16,10 @@ either:
 - manual (`attest: true`): it passes when attested with `--attest ITEM=NAME`; the name becomes the
   row's owner.
 
+An automatic item whose evidence is missing (a listed phase with no result, or errored, skipped, not
+run; a rule that did not run; no baseline, plan or candidates) reads `unverified`, never `pass`; one
+with evidence against it (a failed phase, a blocking finding) reads `fail`.
+
 Rows carry item, pass criterion, actual result and owner (the incident's table). A failed automatic
 item adds a `checklist.unverified` finding and an unattested manual one `checklist.unattested`; both
 block for required items (at the policy's severity) and only warn for optional ones. An attestation
@@ -208,15 +212,16 @@ def _manual(cl: Checklist, it: ChecklistItem, who: str | None) -> tuple[Checklis
 
 def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tuple[ChecklistRow, str | None]:
     problems: list[str] = []
+    missing: list[str] = []  # evidence that is not there: the row reads `unverified`, never `pass`
     candidates = inputs.candidates
     if "candidates" in it.evidence and not candidates:
-        problems.append("no candidate nodes")
+        missing.append("no candidate nodes")
     if "plan" in it.evidence and inputs.plan is None:
-        problems.append("no change plan given")
+        missing.append("no change plan given")
     if "baseline" in it.evidence:
-        missing = sorted(n for n in candidates if n not in inputs.baselines)
-        if missing:
-            problems.append(f"no baseline for {', '.join(missing)}")
+        lacking = sorted(n for n in candidates if n not in inputs.baselines)
+        if lacking:
+            missing.append(f"no baseline for {', '.join(lacking)}")
     if it.max_canary_fraction is not None and inputs.plan is not None:
         share = inputs.plan.canaries.max_fraction
         if share > it.max_canary_fraction:
@@ -227,16 +232,21 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
         for rule in it.rules:
             entry = inputs.policy.rule_for(rule, cls)
             if entry is not None and entry.enabled and rule not in ran:
-                problems.append(f"{name}: rule {rule} did not run (no baseline to compare with)")
+                missing.append(f"{name}: rule {rule} did not run (no baseline to compare with)")
             elif entry is None or not entry.enabled:
-                problems.append(f"{name}: rule {rule} is switched off by the policy")
+                missing.append(f"{name}: rule {rule} is switched off by the policy")
         results = {r.phase: r for r in snap.phases}
         for phase in it.phases:
             if not inputs.policy.phase_applies(phase, cls):
                 continue
             result = results.get(phase)
-            if result is None or result.status is not PhaseStatus.PASSED:
-                problems.append(f"{name}: phase {phase} {result.status.value if result else 'has no result'}")
+            if result is None:
+                missing.append(f"{name}: phase {phase} has no result (it did not run)")
+            elif result.status in (PhaseStatus.PASSED, PhaseStatus.FAILED):
+                if result.status is PhaseStatus.FAILED:
+                    problems.append(f"{name}: phase {phase} failed")
+            else:
+                missing.append(f"{name}: phase {phase} {result.status.value}")
     blocking: dict[str, int] = {}
     for nr in inputs.node_reports:
         for f in nr.findings:
@@ -245,8 +255,10 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
                 blocking[where] = blocking.get(where, 0) + 1
     for where, count in sorted(blocking.items()):
         problems.append(f"{where} ({count} blocking finding{'s' if count > 1 else ''})")
-    if problems:
-        return _row(cl, it, "fail: " + "; ".join(problems), it.owner, "fail"), "; ".join(problems)
+    if problems or missing:
+        every = problems + missing
+        status = "fail" if problems else "unverified"
+        return _row(cl, it, f"{status}: " + "; ".join(every), it.owner, status), "; ".join(every)
     parts = []
     if it.rules:
         parts.append(f"no blocking findings from {', '.join(it.rules)}")

@@ -68,7 +68,7 @@ class Finding(Record, frozen=True, kw_only=True):
     ] = None
 
 
-CHECKLIST_STATUSES = ("pass", "fail", "unattested", "attested", "n/a", "warn")
+CHECKLIST_STATUSES = ("pass", "fail", "unverified", "unattested", "attested", "n/a", "warn")
 
 
 class ChecklistRow(Record, frozen=True, kw_only=True):

@@ -79,7 +79,7 @@ def render_junit(ctx: ReportContext) -> str:
         failed = 0
         for row in report.checklist:
             case = _element(suite, "testcase", classname="upgrade-gate.checklist", name=row.item_id)
-            if row.status in ("fail", "unattested") and row.required:
+            if row.status in ("fail", "unverified", "unattested") and row.required:
                 failed += 1
                 failure = _element(case, "failure", message=f"{row.item}: {row.actual}", type="BLOCK")
                 failure.text = xml_text(f"criterion: {row.criterion}; owner: {row.owner}")

@@ -413,7 +413,7 @@ SPECS = (
         check_latency,
         params={
             "max_us": ParamSpec(kind="number", default=500.0, doc="the incident's RCCL latency ceiling", minimum=0),
-            "tolerance": ParamSpec(kind="number", default=0.25, doc="rise over the baseline's median", minimum=0),
+            "tolerance": ParamSpec(kind="number", default=0.5, doc="rise over the baseline's median", minimum=0),
             "max_bytes": ParamSpec(kind="integer", default=65536, doc="largest small message", minimum=1),
         },
     ),
