@@ -20,7 +20,8 @@ LOSS = tuple(round(2.4 * 0.97**i, 6) for i in range(30))
 
 def _m(key: str, unit: str, samples: tuple[float, ...], source: str) -> Measurement:
     better = unit == "samples/s"
-    return Measurement(key=key, unit=unit, samples=samples, settings=dict(SETTINGS), source=source, higher_is_better=better)
+    settings = dict(SETTINGS)
+    return Measurement(key=key, unit=unit, samples=samples, settings=settings, source=source, higher_is_better=better)
 
 
 def rates(seed: int, nominal: float = 1528.0, noise: float = 0.02, n: int = 25) -> tuple[float, ...]:
