@@ -1,0 +1,98 @@
+"""The workload rules (issue 25) on hand-built phase 6-7 evidence: each finding names the metric, the
+baseline value and the candidate value in one line; missing evidence blocks; healthy noise passes."""
+
+from __future__ import annotations
+
+from tests.judge_scenarios import judge_one, mi300x_snapshot, upgraded
+from tests.workload_support import LOSS, SETTINGS, with_workload
+from upgrade_gate.model import GateReport, Measurement, PhaseResult, PhaseStatus, Severity, Snapshot, replace
+
+
+def _workload_blocks(report: GateReport) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in report.findings:
+        if f.rule.startswith("workload.") and f.severity is Severity.BLOCK:
+            out.setdefault(f.rule, []).append(f.message)
+    return out
+
+
+def _base() -> Snapshot:
+    return with_workload(mi300x_snapshot())
+
+
+def test_workload_rules_healthy_noise_passes() -> None:
+    report = judge_one(with_workload(upgraded(), seed=2), _base())
+    assert not [f for f in report.findings if f.rule.startswith("workload.")], [f.message for f in report.findings]
+
+
+def test_workload_rules_incident_numbers_block_naming_metric_baseline_candidate() -> None:
+    """The incident: 1,528 -> 641 samples/s, 0 -> 4.7 timeouts an hour, init 1.2 s -> 9.8 s."""
+    cand = with_workload(upgraded(), seed=2, rate=641.0, timeouts=4, init_s=9.8)
+    found = _workload_blocks(judge_one(cand, _base()))
+    (throughput,) = found["workload.throughput"]
+    assert throughput.startswith("workload/samples_per_s: baseline 15") and "candidate 6" in throughput
+    assert "-58" in throughput
+    assert found["workload.init_time"] == [
+        "workload/init_s: baseline 1.2 s, candidate 9.8 s (x8.2; allowed x2 or +2 s)"
+    ]
+    assert found["workload.collective_timeouts"] == [
+        "workload/collective_timeouts: baseline 0, candidate 4 in the job's log"
+    ]
+
+
+def test_workload_rules_ten_percent_slower_blocks_five_percent_does_not() -> None:
+    assert "workload.throughput" in _workload_blocks(judge_one(with_workload(upgraded(), rate=1375.0), _base()))
+    assert "workload.throughput" not in _workload_blocks(judge_one(with_workload(upgraded(), rate=1500.0), _base()))
+
+
+def test_workload_rules_loss_curve_departing_blocks() -> None:
+    diverging = tuple(v * (1 + 0.02 * i) for i, v in enumerate(LOSS))
+    (message,) = _workload_blocks(judge_one(with_workload(upgraded(), loss=diverging), _base()))["workload.loss_curve"]
+    assert message.startswith("workload/loss: step 29: baseline 0.9") and "tolerance 5%" in message
+
+
+def test_workload_rules_index_dependent_blocks_with_the_uuid_pin() -> None:
+    cand = with_workload(upgraded(), perturbed_order=[7, 6, 5, 4, 3, 2, 1, 0])
+    report = judge_one(cand, _base())
+    found = [f for f in report.findings if f.rule == "workload.index_dependent"]
+    assert len(found) == 2 and all(f.severity is Severity.BLOCK for f in found)
+    assert found[0].message.startswith("rank -> GPU map under reversed (HIP_VISIBLE_DEVICES=7,6,5,4,3,2,1,0): rank 0")
+    assert "8 of 8 ranks moved" in found[0].message
+    assert found[0].hint is not None and "UUID" in found[0].hint
+
+
+def test_workload_rules_missing_evidence_blocks() -> None:
+    cand = with_workload(upgraded())
+    errored = replace(
+        cand.phases[-2], status=PhaseStatus.ERROR, reason="no usable workload output: workload: printed nothing"
+    )
+    report = judge_one(replace(cand, phases=(*cand.phases[:-2], errored, cand.phases[-1])), _base())
+    assert any(
+        "phase 6 (workload) error: no usable workload output" in m
+        for m in _workload_blocks(report)["workload.evidence"]
+    )
+    lost = judge_one(upgraded(), _base())
+    assert any("the baseline ran the workload" in m for m in _workload_blocks(lost)["workload.evidence"])
+
+
+def test_workload_rules_settings_that_differ_are_not_comparable() -> None:
+    cand = with_workload(upgraded())
+    six = cand.phases[-2]
+    other = tuple(replace(m, settings={**m.settings, "batch_size": "64"}) for m in six.measurements)
+    report = judge_one(
+        replace(cand, phases=(*cand.phases[:-2], replace(six, measurements=other), cand.phases[-1])), _base()
+    )
+    (message,) = _workload_blocks(report)["workload.evidence"]
+    assert "settings differ: batch_size 32 -> 64" in message
+
+
+def test_workload_rules_allreduce_latency_above_500us_blocks() -> None:
+    def latency(snap: Snapshot, us: float) -> Snapshot:
+        m = Measurement(key="latency/all_reduce/time_us/1024", unit="us", samples=(us, us, us), settings=dict(SETTINGS),
+                        higher_is_better=False)  # fmt: skip
+        two = PhaseResult(phase=2, name="gpu-mesh-validation", status=PhaseStatus.PASSED, measurements=(m,))
+        return replace(snap, phases=(*(p for p in snap.phases if p.phase != 2), two))
+
+    report = judge_one(latency(with_workload(upgraded()), 640.0), latency(_base(), 41.0))
+    (message,) = _workload_blocks(report)["workload.allreduce_latency"]
+    assert message == "latency/all_reduce/time_us/1024: baseline 41.0 µs, candidate 640.0 µs (above 500 µs)"
