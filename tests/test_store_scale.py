@@ -5,7 +5,9 @@ is measured by bench/bench_store_save.py, not here (no timed or sized asserts in
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,9 +37,10 @@ def _locked(store: Path) -> bool:
         return True
 
 
-def test_save_stream_writes_each_baseline_as_it_comes_under_the_lock(tmp_path: Path) -> None:
-    """When the stream yields snapshot i, the blob of snapshot i-1 is already in the object database and
-    the store lock is held: nothing waits for the whole fleet in memory."""
+def test_save_stream_writes_each_baseline_as_it_comes_without_holding_the_lock(tmp_path: Path) -> None:
+    """When the stream yields snapshot i, the blob of snapshot i-1 is already in the object database:
+    nothing waits for the whole fleet in memory. The store lock is not held while the fleet is read
+    (minutes at 8,192 nodes), so another writer (here a `deny`) lands meanwhile, and the save after it."""
     path = tmp_path / "store"
     with BaselineStore(path) as st:
         st.save([snapshot_for("node-seed")])
@@ -49,15 +52,37 @@ def test_save_stream_writes_each_baseline_as_it_comes_under_the_lock(tmp_path: P
             if i > 0:
                 previous = blob_id(dumps_snapshot(snaps[i - 1]).encode())
                 seen.append((_locked(path), _has_object(path, previous)))
+            if i == 3:
+                with BaselineStore(path, lock_timeout_s=0) as other:
+                    other.deny("SERIAL-9", "failed phase 3")
             yield snap
 
     with BaselineStore(path) as st:
         sha = st.save_stream(stream(), tag="t1")
         assert st.nodes("t1") == ("node-000", "node-001", "node-002", "node-003", "node-004", "node-005", "node-seed")
         assert st.load("node-003", sha) == snaps[3]
-    assert seen == [(True, True)] * 5
+        assert "SERIAL-9" in st.denylist("t1")
+    assert seen == [(False, True)] * 5
+    assert git(path, "log", "-2", "--format=%s").splitlines()[1].startswith("deny GPU SERIAL-9")
     assert git(path, "status", "--porcelain") == ""
     assert_fsck_clean(path)
+
+
+def test_a_streamed_object_being_written_is_not_cleared_by_another_writer(tmp_path: Path) -> None:
+    """A streamed save's temp object (`objects/ug-*.tmp`, written without the lock) is another writer's
+    leftover only once stale; gitdb's own (`objects/obj*`, written under the lock) is one at once."""
+    path = tmp_path / "store"
+    with BaselineStore(path) as st:
+        st.save([snapshot_for("node-a")])
+    young = path / ".git" / "objects" / "ug-young.tmp"
+    stale = path / ".git" / "objects" / "ug-stale.tmp"
+    for f in (young, stale):
+        f.write_bytes(b"half")
+    old = time.time() - 2 * locking.STALE_AFTER_S
+    os.utime(stale, (old, old))
+    with BaselineStore(path) as st:
+        st.save([snapshot_for("node-b")])
+    assert young.exists() and not stale.exists()
 
 
 def test_save_stream_commits_what_save_commits(tmp_path: Path) -> None:

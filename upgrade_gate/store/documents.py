@@ -54,9 +54,7 @@ class StoreDocuments:
     def _json_names(self, folder: str, ref: str | None) -> tuple[str, ...]:
         raise NotImplementedError
 
-    def _write(
-        self, build: Build, message: str | Callable[[], str], *, tag: str | None = None, hook: Hook | None = None
-    ) -> str | None:
+    def _write(self, build: Build, message: str, *, tag: str | None = None, hook: Hook | None = None) -> str | None:
         raise NotImplementedError
 
     def _read_json(self, path: str, ref: str | None) -> Any:

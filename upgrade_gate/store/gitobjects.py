@@ -49,6 +49,7 @@ BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
 ZERO_SHA = "0" * 40
 DEFAULT_IDENTITY = ("upgrade-gate", "upgrade-gate@localhost")
+STREAM_TMP_PREFIX = "ug-"  # objects/ug-*.tmp: a streamed save's object being written (store.locking)
 
 Entry = tuple[bytes, int]  # (binary sha, mode)
 
@@ -255,6 +256,31 @@ class GitObjects:
         loose = LooseObjectDB(os.path.join(self.repo.git_dir, "objects"))
         binsha: bytes = loose.store(IStream(kind, len(data), io.BytesIO(data))).binsha
         return binsha
+
+    def store_unlocked(self, kind: bytes, data: bytes) -> bytes:
+        """Write one object without the store lock (a streamed save's blobs); its binary sha.
+
+        gitdb's temp files (`objects/obj*`) are cleared by any writer holding the lock, so they may only
+        be made under it; these are `objects/ug-<random>.tmp`, cleared only once stale
+        (`store.locking`). An object that is already there is left as it is (same id, same content).
+        """
+        raw = b"%s %d\x00" % (kind, len(data)) + data
+        sha = hashlib.sha1(raw).digest()
+        objects = Path(self.repo.git_dir) / "objects"
+        target = objects / sha.hex()[:2] / sha.hex()[2:]
+        if target.exists():
+            return sha
+        target.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=STREAM_TMP_PREFIX, suffix=".tmp", dir=objects)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(zlib.compress(raw, 1))
+            os.chmod(tmp, 0o444)  # as git leaves loose objects
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return sha
 
     def store_tree(self, base: bytes | None, changes: Mapping[str, bytes]) -> bytes:
         """The tree `base` (or an empty one) with the blobs in `changes` (path -> blob sha) put in."""

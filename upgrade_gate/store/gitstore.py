@@ -10,8 +10,9 @@ module's read/list/write).
 Design decisions:
 - Readers read from the committed tree (git objects at a ref), never from the working tree, so a
   half-written working tree can never be read back as a baseline. Everything read is schema-checked.
-- A write validates and serialises everything in memory first (nothing touches the disk for a
-  schema-invalid snapshot), then, holding the store's flock: writes blobs, trees and the commit
+- `save` validates and serialises everything in memory first (nothing touches the disk for a
+  schema-invalid snapshot); `save_stream` (a fleet, `store.saving`) writes each baseline's blob as it
+  reads it, before the lock. Then, holding the store's flock: writes blobs, trees and the commit
   object into the object database, moves the branch with one `git update-ref --stdin` transaction
   that compare-and-swaps the branch from the commit it was built on and creates the tag (if the tag
   exists, nothing moves), and last mirrors the new commit into the working tree and the index so
@@ -41,7 +42,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TypeVar
@@ -56,13 +56,12 @@ from upgrade_gate.errors import (
     SchemaError,
     StoreConflictError,
     StoreError,
-    UsageError,
 )
 from upgrade_gate.model import NodeName, Snapshot
-from upgrade_gate.snapshot.io import canonical_json, dumps_snapshot, loads_snapshot
+from upgrade_gate.snapshot.io import canonical_json, loads_snapshot
 from upgrade_gate.store import gitsafe, gittags, layout, locking
 from upgrade_gate.store.decoded import DecodedCache, blob_id
-from upgrade_gate.store.documents import Build, Files, Hook, Stored, StoreDocuments
+from upgrade_gate.store.documents import Build, Files, Hook, Stored
 from upgrade_gate.store.gitobjects import (
     DEFAULT_IDENTITY,
     GitObjects,
@@ -73,6 +72,7 @@ from upgrade_gate.store.gitobjects import (
     regular,
 )
 from upgrade_gate.store.gittags import ALLOW_MOVED_TAG_ENV, LogEntry, MovedTagError, TagExistsError
+from upgrade_gate.store.saving import StoreSaving
 
 T = TypeVar("T")
 
@@ -82,25 +82,10 @@ def _fire(hook: Hook | None, point: str) -> None:
         hook(point)
 
 
-def _save_message(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return f"save {len(names)} node(s): {shown}"
-
-
-def _checked_documents(documents: Mapping[str, tuple[str, object]]) -> dict[str, bytes]:
-    """name -> canonical bytes of each document, its name and schema checked."""
-    files: dict[str, bytes] = {}
-    for name, (schema, document) in documents.items():
-        layout.check_document_name(name)
-        schemas.validate(schema, document, source=name)
-        files[name] = canonical_json(document).encode("utf-8")
-    return files
-
-
 __all__ = ["ALLOW_MOVED_TAG_ENV", "BaselineStore", "LogEntry", "MovedTagError", "TagExistsError"]
 
 
-class BaselineStore(StoreDocuments):
+class BaselineStore(StoreSaving):
     """A git repository of node snapshots (see the module docstring for the guarantees)."""
 
     def __init__(self, path: Path, *, lock_timeout_s: float = 60.0, allow_moved_tag: bool | None = None) -> None:
@@ -250,128 +235,7 @@ class BaselineStore(StoreDocuments):
         if done.returncode != 0:
             raise StoreError(f"{path}: init: git init: {first_line(done.stderr)}")
 
-    def save(
-        self,
-        snapshots: Sequence[Snapshot],
-        *,
-        tag: str | None = None,
-        message: str | None = None,
-        documents: Mapping[str, tuple[str, object]] | None = None,
-        _hook: Hook | None = None,
-    ) -> str:
-        """Store each snapshot as nodes/<node>.json in one commit (sha returned), optionally tagged.
-
-        `documents` (name -> (schema, document)), e.g. the class references of the classes saved, are
-        validated and committed in the same commit, so a tag names baselines and references together.
-
-        `_hook` is for tests only: it is called with the name of each step reached ("validated",
-        "locked", "blobs", "tree", "commit", "ref", "worktree-partial", "worktree", "index").
-        """
-        if not snapshots:
-            raise UsageError("nothing to save: no snapshots given")
-        files: dict[str, bytes] = {}
-        for snap in snapshots:
-            path = layout.node_path(snap.node.name)
-            if path in files:
-                raise InputError(f"node {snap.node.name} is given twice in one save")
-            files[path] = dumps_snapshot(snap).encode("utf-8")
-        files.update(_checked_documents(documents or {}))
-        if tag is not None:
-            layout.check_tag(tag)
-        text = message or _save_message(sorted(s.node.name for s in snapshots))
-        _fire(_hook, "validated")
-        sha = self._write(lambda: files, text, tag=tag, hook=_hook)
-        assert sha is not None
-        self._remember([files[layout.node_path(snap.node.name)] for snap in snapshots])
-        return sha
-
-    def save_stream(
-        self,
-        snapshots: Iterable[Snapshot],
-        *,
-        tag: str | None = None,
-        message: str | None = None,
-        documents: Callable[[], Mapping[str, tuple[str, object]]] | None = None,
-    ) -> str:
-        """`save` for a fleet, in memory that does not grow with it (issue 26: 8,192 nodes took 655 MiB).
-
-        Each snapshot is serialised, written as a blob and put in the decoded cache as `snapshots`
-        yields it, and then dropped; only the blob ids are kept. The iterable is consumed under the
-        store lock (its reading, checking and class tallies included), then `documents()` is called
-        (still under the lock, so it reads the HEAD the commit is built on) and its documents are
-        validated. The ref move stays the commit point: whatever `snapshots` or `documents` raise fails
-        the save with the branch and tags where they were; blobs already written are unreferenced, as
-        after a killed save. The first snapshot is taken before the store is created, so a first file
-        that does not load creates nothing.
-        """
-        if tag is not None:
-            layout.check_tag(tag)
-        rest = iter(snapshots)
-        first = next(rest, None)
-        if first is None:
-            raise UsageError("nothing to save: no snapshots given")
-        held: list[Snapshot] = [first]
-        del first
-        names: list[str] = []
-        cache_problem: list[str] = []
-
-        def all_snapshots() -> Iterator[Snapshot]:
-            yield held.pop()
-            yield from rest
-
-        def build() -> dict[str, bytes | Stored]:
-            files: dict[str, bytes | Stored] = {}
-            for snap in all_snapshots():
-                path = layout.node_path(snap.node.name)
-                if path in files:
-                    raise InputError(f"node {snap.node.name} is given twice in one save")
-                data = dumps_snapshot(snap).encode("utf-8")
-                del snap  # only the blob id is kept
-                files[path] = Stored(self._objs.store(b"blob", data))
-                names.append(path.removeprefix(f"{layout.NODES_DIR}/").removesuffix(".json"))
-                if not cache_problem:
-                    self._cache_one(data, cache_problem, prune=len(names) == 1)
-            files.update(_checked_documents(documents() if documents is not None else {}))
-            return files
-
-        sha = self._write(build, lambda: message or _save_message(sorted(names)), tag=tag)
-        assert sha is not None
-        self.warnings.extend(cache_problem)
-        return sha
-
-    def _cache_one(self, data: bytes, problems: list[str], *, prune: bool) -> None:
-        """`_remember` for one baseline of a streamed save (a problem is noted once, as a warning)."""
-        from upgrade_gate import codec
-        from upgrade_gate.model import ClassReference
-
-        try:
-            if prune:
-                self._cache.prune((Snapshot, ClassReference))
-            decoded = codec.decode_json(Snapshot, data, trusted=True, source="saved baseline")
-            self._cache.put(Snapshot, blob_id(data), decoded)
-        except Exception as exc:  # a cache problem never fails a save
-            problems.append(f"saved, but the decoded-baseline cache was not written: {first_line(exc)}")
-
-    def _remember(self, documents: Sequence[bytes]) -> None:
-        """Put the baselines just committed into the decoded cache (decoded from the very bytes committed,
-        as a gate's miss would), so the first gate after a save reads them fast too; drop another
-        release's entries. The save has landed: nothing here may fail it. An entry that cannot be written
-        is a later miss; anything else is a warning."""
-        from upgrade_gate import codec
-        from upgrade_gate.model import ClassReference
-
-        try:
-            cache = self._cache
-            cache.prune((Snapshot, ClassReference))
-            for data in documents:
-                decoded = codec.decode_json(Snapshot, data, trusted=True, source="saved baseline")
-                cache.put(Snapshot, blob_id(data), decoded)
-        except Exception as exc:  # after the commit point a cache problem is a warning, never a failed save
-            self.warnings.append(f"saved, but the decoded-baseline cache was not written: {first_line(exc)}")
-
-    def _write(
-        self, build: Build, message: str | Callable[[], str], *, tag: str | None = None, hook: Hook | None = None
-    ) -> str | None:
+    def _write(self, build: Build, message: str, *, tag: str | None = None, hook: Hook | None = None) -> str | None:
         self.init()
         with self._mapped("save"):
             repo = self._open()
@@ -383,7 +247,7 @@ class BaselineStore(StoreDocuments):
         self,
         repo: git.Repo,
         build: Build,
-        message: str | Callable[[], str],
+        message: str,
         *,
         tag: str | None = None,
         hook: Hook | None = None,
@@ -407,7 +271,7 @@ class BaselineStore(StoreDocuments):
         files = build()
         if files is None:
             return None
-        message = (message if isinstance(message, str) else message()).strip() or "upgrade-gate update"
+        message = message.strip() or "upgrade-gate update"
         if tag is not None:
             message = gittags.tagged_message(repo, message, tag, trailers_written=self._writes_trailers(repo))
         blobs = {path: self._blob(data) for path, data in files.items()}

@@ -15,7 +15,9 @@ Design notes:
   than `STALE_AFTER_S`; a younger one fails the write with a message naming it (retry, or remove it
   once sure no git process runs). Temp files of our own making (gitdb's `objects/obj*` object temp
   files and `.*.tmp` working-tree temp files) are removed whatever their age: only a flock holder
-  writes them, and they are never read as data.
+  writes them, and they are never read as data. A streamed save (`BaselineStore.save_stream`) writes
+  its blobs before taking the flock, under another name (`objects/ug-*.tmp`): those are removed only
+  once older than `STALE_AFTER_S`, so a writer never removes one that is being written.
 - flock is advisory and local: on NFS it may not exclude writers on other hosts. The ref update is a
   compare-and-swap (`git update-ref NEW OLD`), so such a writer still cannot overwrite a save; it gets
   `StoreConflictError` instead.
@@ -126,4 +128,18 @@ def clear_leftovers(git_dir: Path, work_tree: Path, *, store: Path, now: float |
     for tmp in own_temp_files(git_dir, work_tree):
         tmp.unlink(missing_ok=True)
         removed.append(tmp)
+    for tmp in streamed_temp_files(git_dir):  # written without the flock: only a stale one is a leftover
+        try:
+            if current - tmp.stat().st_mtime >= STALE_AFTER_S:
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+        except FileNotFoundError:
+            continue
     return tuple(removed)
+
+
+def streamed_temp_files(git_dir: Path) -> tuple[Path, ...]:
+    """Object temp files of a streamed save (`objects/ug-*.tmp`), which writes blobs without the flock
+    (a fleet's reading takes minutes; other writers must not wait for it): each lives milliseconds."""
+    objects = git_dir / "objects"
+    return tuple(sorted(p for p in objects.glob("ug-*.tmp") if p.is_file())) if objects.is_dir() else ()
