@@ -5,7 +5,9 @@ is measured by bench/bench_store_save.py, not here (no timed or sized asserts in
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -175,3 +177,42 @@ def test_cli_save_streams_the_fleet_with_its_class_reference(
     assert "tag 't1' already exists" in capsys.readouterr().err
     assert git(store, "status", "--porcelain") == ""
     assert layout.node_path("node-000") in git(store, "ls-files")
+
+
+FORK = multiprocessing.get_context("fork")
+
+
+def _stream_killed_at(path: Path, step: str) -> None:
+    def die(point: str) -> None:
+        if point == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def stream() -> Iterator[Snapshot]:
+        for i in range(4):
+            if i == 2:
+                die("mid-stream")
+            yield snapshot_for(f"node-{i}", rocm="6.2.0")
+
+    BaselineStore(path).save_stream(stream(), tag="v2", _hook=die)
+
+
+@pytest.mark.parametrize("step", ["mid-stream", "streamed", "locked", "blobs", "commit", "ref", "worktree"])
+def test_save_stream_killed_at_each_step_leaves_the_old_state_or_the_new(tmp_path: Path, step: str) -> None:
+    """A streamed save SIGKILLed anywhere: before the ref move the store is exactly as it was (fsck clean,
+    tag absent), after it the save has landed; the next save recovers whatever was left."""
+    path = tmp_path / "store"
+    with BaselineStore(path) as st:
+        st.save([snapshot_for("node-0")], tag="v1")
+    child = FORK.Process(target=_stream_killed_at, args=(path, step))
+    child.start()
+    child.join()
+    assert child.exitcode == -signal.SIGKILL
+    assert_fsck_clean(path)
+    landed = step in ("ref", "worktree")
+    with BaselineStore(path) as st:
+        assert ("v2" in git(path, "tag")) == landed
+        assert st.nodes() == (("node-0", "node-1", "node-2", "node-3") if landed else ("node-0",))
+        assert st.load("node-0", "v1") == snapshot_for("node-0")
+        st.save([snapshot_for("node-9")], tag="v3")
+    assert git(path, "status", "--porcelain") == ""
+    assert_fsck_clean(path)
