@@ -279,3 +279,57 @@ def test_git_never_runs_with_the_callers_pager_or_editor_either(
         st.log("node-b")
     assert _ran(marks) == []
     assert os.environ["GIT_PAGER"].endswith("env.pager")  # the process's own environment is left alone
+
+
+def _verb(args: str) -> str:
+    """The git command of an argv written as `-c k=v -c k=v ... VERB ...`."""
+    words = args.split()
+    i = 0
+    while words[i] == "-c":
+        i += 2
+    return words[i]
+
+
+def test_every_git_process_the_store_starts_carries_the_library_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Structural: a `git` first on PATH logs each invocation (the persistent `cat-file` processes
+    included); every one has the hooks path, fsmonitor and attribute settings and the environment."""
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
+    bin_dir, log = tmp_path / "bin", tmp_path / "git.log"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s|%s|%s|%s\\n" "$GIT_CONFIG_NOSYSTEM" "$GIT_CONFIG_GLOBAL" "$GIT_DIR" "$*" >> "{log}"\n'
+        f'exec "{real}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    store = tmp_path / "store"
+    s = str(store)
+    snap = tmp_path / "a.json"
+    write_snapshot(mi300x_snapshot(), snap)
+    cand = tmp_path / "cand.json"
+    write_snapshot(upgraded(), cand)
+    node = str(mi300x_snapshot().node.name)
+    for argv in (
+        ["baseline", "save", str(snap), "--store", s, "--tag", "t1"],
+        ["baseline", "save", str(cand), "--store", s, "--tag", "t2", "--force"],
+        ["baseline", "show", f"{node}@t1", "--store", s],
+        ["baseline", "log", node, "--store", s],
+        ["baseline", "deny", "SERIAL-X", "--reason", "r", "--store", s],
+        ["gate", "--store", s, "--ref", "t1", "--candidate", str(cand), "--plan", str(PLAN)],
+    ):
+        assert run(argv) in (ExitCode.PASS, ExitCode.BLOCK), argv
+        capsys.readouterr()
+    calls = log.read_text().splitlines()
+    verbs = {_verb(c.split("|")[3]) for c in calls}
+    assert {"init", "update-ref", "diff-index", "update-index", "log"} <= verbs, verbs
+    for call in calls:
+        nosystem, global_config, git_dir, args = call.split("|")
+        assert (nosystem, global_config) == ("1", os.devnull), call
+        assert f"-c core.hooksPath={os.devnull} -c core.fsmonitor=false" in args, call
+        assert "-c core.attributesFile=" in args and "-c protocol.allow=never" in args, call
+        if _verb(args) != "init":
+            assert git_dir == str((store / ".git").resolve()) or git_dir == str(store / ".git"), call
