@@ -26,6 +26,7 @@ from tests.k8s.realcluster import RealCluster
 from upgrade_gate.fleet.cronjobs import soak_cronjob
 from upgrade_gate.fleet.drain import drain_node
 from upgrade_gate.fleet.errors import KubeForbiddenError
+from upgrade_gate.fleet.executor import stop_leftovers
 from upgrade_gate.fleet.jobs import run_on_nodes
 from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.labels import CVF_CONFIGMAP
@@ -248,6 +249,7 @@ def test_deploy_rbac_is_sufficient_and_least_privilege(real_cluster: RealCluster
     client.wait_mpijob(mpi.name, "upgrade-gate", timeout_s=60, poll_s=0.1)
     client.mpijob_logs(mpi.name, "upgrade-gate")
     client.delete_mpijob(mpi.name, "upgrade-gate")
+    assert stop_leftovers(client, "upgrade-gate", [NodeName("gpu-01")], poll_s=0.1, timeout_s=60) == ()
     stamp = "2026-12-01T00:00:00Z"
     client.set_node_condition("gpu-01", {"type": "UpgradeGateDrift", "status": "False", "reason": "NoDrift",
                                          "message": "no drift", "lastHeartbeatTime": stamp,

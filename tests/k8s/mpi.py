@@ -131,7 +131,7 @@ class MpiController:
             "kind": "Job",
             "metadata": {
                 "name": f"{name}-launcher",
-                "labels": dict(labels),
+                "labels": {"app": name},  # mpi-operator v0.7.0 newLauncherJob: only this (issue 28, item 3)
                 "ownerReferences": [owner_ref(mpi, "MPIJob")],
             },
             "spec": {"backoffLimit": spec.get("runPolicy", {}).get("backoffLimit", 6), "template": template},

@@ -260,7 +260,7 @@ class MpiStandIn:
             "kind": "Job",
             "metadata": {
                 "name": f"{name}-launcher",
-                "labels": dict(template["metadata"]["labels"]),
+                "labels": {"app": name},  # mpi-operator v0.7.0 newLauncherJob: only this (issue 28, item 3)
                 "ownerReferences": [_owner(mpi, "MPIJob")],
             },
             "spec": {"backoffLimit": spec.get("runPolicy", {}).get("backoffLimit", 6), "template": template},

@@ -48,17 +48,19 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.collect.bundle import Bundle, load_bundle
 from upgrade_gate.errors import BundleError, InputError
-from upgrade_gate.fleet.errors import KubeNotFoundError
+from upgrade_gate.fleet.errors import KubeNotFoundError, KubeWaitTimeoutError
 from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, run_on_nodes
 from upgrade_gate.fleet.labels import (
     CVF_CANDIDATE,
     CVF_CONFIGMAP,
     MANAGED_BY,
     MANAGER,
-    MPI_JOB_NAME,
     NFD_AMD_NIC,
     NODE,
+    NODES,
     PHASE_LABELS,
+    PURPOSE,
+    RUN_ID,
     node_label_value,
 )
 from upgrade_gate.fleet.launcher import VANISHED, ExecutorSettings, KubeLauncher
@@ -102,26 +104,44 @@ def load_cluster_config(client: KubeClient, namespace: str) -> CvfConfig:
 def stop_leftovers(
     client: KubeClient, namespace: str, nodes: Sequence[NodeName], *, poll_s: float = 2.0, timeout_s: float = 120.0
 ) -> tuple[str, ...]:
-    """Delete our still-active Jobs (and phase 5 MPIJobs) on `nodes` left by a run that died (an API
+    """Delete our still-active Jobs and phase 5 MPIJobs on `nodes` left by a run that died (an API
     outage, a killed operator) and wait until their pods are gone: they would hold the nodes' GPUs,
-    and a repeated `window validate` must start from a quiet node. Returns the deleted names."""
+    and a repeated `window validate` must start from a quiet node. Returns the deleted names.
+
+    Found only by what upgrade-gate itself stamps (issue 28, item 3): our labels on Jobs, MPIJobs and
+    every pod template, `upgrade-gate/node` on a Job, `upgrade-gate/nodes` on an MPIJob. The operator's
+    own labels are not relied on (mpi-operator v0.7.0 labels the launcher Job `app: <name>` only). An
+    MPIJob of another window on other nodes is left alone. Pods still there after `timeout_s`: exit 4."""
+    ours = f"{MANAGED_BY}={MANAGER}"
     wanted = {node_label_value(n) for n in nodes}
-    doomed: list[tuple[str, str]] = []  # (kind, name)
-    for job in client.list_jobs(namespace, f"{MANAGED_BY}={MANAGER}"):
-        if job.phase is not JobPhase.ACTIVE:
-            continue
-        if job.labels.get(NODE) in wanted:
-            doomed.append(("job", job.name))
-        elif MPI_JOB_NAME in job.labels:  # the launcher of an MPIJob (phase 5 runs on the canaries)
-            doomed.append(("mpijob", job.labels[MPI_JOB_NAME]))
-            doomed.append(("job", job.name))
-    for kind, name in doomed:
+    names = set(nodes)
+    doomed: list[tuple[str, str, tuple[str, str]]] = []  # (kind, name, (purpose, run id) stamped on its pods)
+    for job in client.list_jobs(namespace, ours):
+        if job.phase is JobPhase.ACTIVE and job.labels.get(NODE) in wanted:
+            doomed.append(("job", job.name, (job.labels.get(PURPOSE, ""), job.labels.get(RUN_ID, ""))))
+    for mpi in client.list_mpijobs(namespace, ours):
+        if mpi.phase is JobPhase.ACTIVE and names & set(mpi.annotations.get(NODES, "").split(",")):
+            doomed.append(("mpijob", mpi.name, (mpi.labels.get(PURPOSE, ""), mpi.labels.get(RUN_ID, ""))))
+    for kind, name, _ in doomed:
         (client.delete_mpijob if kind == "mpijob" else client.delete_job)(name, namespace)
+    stamps = {stamp for _, _, stamp in doomed}
     deadline = time.monotonic() + timeout_s
-    for kind, name in doomed:
-        while kind == "job" and client.job_pods(name, namespace) and time.monotonic() < deadline:
-            time.sleep(poll_s)
-    return tuple(name for _, name in doomed)
+    while True:
+        left = [
+            p.name
+            for p in client.pods(namespace, ours)
+            if p.phase not in ("Succeeded", "Failed")
+            and ((p.labels.get(PURPOSE, ""), p.labels.get(RUN_ID, "")) in stamps or p.labels.get(NODE) in wanted)
+        ]
+        if not left:
+            return tuple(name for _, name, _ in doomed)
+        if time.monotonic() >= deadline:
+            raise KubeWaitTimeoutError(
+                f"pods of an earlier run still on {', '.join(sorted(names))} after {timeout_s:g}s: "
+                f"{', '.join(sorted(left)[:5])} (namespace {namespace}); they hold the nodes' GPUs",
+                verb="list", resource="pods", namespace=namespace,
+            )  # fmt: skip
+        time.sleep(poll_s)
 
 
 # --------------------------------------------------------------------------- capture
@@ -215,14 +235,18 @@ def run_phases(
     samples: int | None = None,
     progress: Progress | None = None,
     resampling: Resampling | None = None,
+    peers: Sequence[KubeNode] = (),
 ) -> dict[NodeName, tuple[PhaseResult, ...]]:
     """The CVF pipeline on the nodes through a KubeLauncher; a vanished node's results are errors.
 
+    `peers`: partners for phases 4-5 that are not reported (a one-canary window's peer, `fleet.peer`).
+
     `resampling`: re-measure an inconclusive metric (`validate.remeasure`; `window validate` builds it
     from the policy and the canaries' baselines, as `validate --policy --baseline` does on one node)."""
-    launcher = KubeLauncher(client, nodes, settings, run_id=run_id)
+    launcher = KubeLauncher(client, [*nodes, *peers], settings, run_id=run_id)
     results = run_pipeline(
         [n.name for n in nodes],
+        peers=[p.name for p in peers],
         phases=phases,
         config=config,
         launcher=launcher,
@@ -234,7 +258,8 @@ def run_phases(
         resampling=resampling,
     )
     for node, why in launcher.vanished.items():
-        results[node] = tuple(_vanished(r, why) for r in results[node])
+        if node in results:  # a vanished peer costs the canaries their phases 4-5, which say so themselves
+            results[node] = tuple(_vanished(r, why) for r in results[node])
     return results
 
 

@@ -60,6 +60,8 @@ NODE = PREFIX + "node"  # on Jobs/pods: the node a Job validates
 RUN_ID = PREFIX + "run-id"  # on Jobs: one fleet run
 PURPOSE = PREFIX + "purpose"  # on Jobs: capture / phase1 ... phase5
 CORDONED_BY = PREFIX + "cordoned-by"  # annotation: we cordoned it, so only we uncordon it
+PEER_OF = PREFIX + "peer-of"  # annotation on a one-canary window's peer while phases 4-5 hold it: window id
+NODES = PREFIX + "nodes"  # annotation on an MPIJob and its pod templates: the nodes it runs on (comma list)
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "upgrade-gate"
 

@@ -44,6 +44,7 @@ from upgrade_gate.fleet.labels import (
     MPI_JOB_NAME,
     MPI_JOB_ROLE,
     NODE,
+    NODES,
     PURPOSE,
     RUN_ID,
     job_name,
@@ -56,6 +57,7 @@ from upgrade_gate.model import NodeName
 
 Json = dict[str, Any]
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+MPI_LAUNCHER_RETRIES = 2  # phase 5's launcher: attempts after the first (the sshd race), never the workers
 HOST_ROOT = "/host"
 
 
@@ -289,12 +291,14 @@ class MpiJobSpec:
             "env": [{"name": k, "value": v} for k, v in self.env],
         }
 
+    def _stamp(self) -> Json:
+        """Our own labels and the `upgrade-gate/nodes` annotation: on the MPIJob and on both pod templates,
+        so a leftover is found by what we wrote, whatever labels the operator adds or leaves out (issue 28)."""
+        return {"labels": _labels(self.purpose, self.run_id), "annotations": {NODES: ",".join(self.nodes)}}
+
     def _template(self, spec: Json) -> Json:
         tolerations = _tolerations(self.settings, scheduled=True)  # canaries are cordoned and tainted
-        return {
-            "metadata": {"labels": _labels(self.purpose, self.run_id)},
-            "spec": {"tolerations": tolerations, **spec},
-        }
+        return {"metadata": self._stamp(), "spec": {"tolerations": tolerations, **spec}}
 
     def manifest(self) -> Json:
         """The MPIJob."""
@@ -318,16 +322,16 @@ class MpiJobSpec:
         return {
             "apiVersion": "kubeflow.org/v2beta1",
             "kind": "MPIJob",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.settings.namespace,
-                "labels": _labels(self.purpose, self.run_id),
-            },
+            "metadata": {"name": self.name, "namespace": self.settings.namespace, **self._stamp()},
             "spec": {
                 "slotsPerWorker": self.gpus_per_node,
+                # the launcher starts once every worker is Ready (mpi-operator v0.5+), and may start again
+                # MPI_LAUNCHER_RETRIES times: an mpirun that reached a worker before its sshd listened is a
+                # race, not a measurement (issue 28, item 7)
+                "launcherCreationPolicy": "WaitForWorkersReady",
                 "runPolicy": {
                     "cleanPodPolicy": "Running",
-                    "backoffLimit": 0,
+                    "backoffLimit": MPI_LAUNCHER_RETRIES,
                     "activeDeadlineSeconds": self.settings.active_deadline_s,
                 },
                 "mpiImplementation": "OpenMPI",

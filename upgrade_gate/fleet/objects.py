@@ -118,6 +118,7 @@ class PodState:
     disruption: str | None = None  # reason of a True DisruptionTarget condition (PodGC, eviction, taint)
     waiting: str | None = None  # `reason: message` of a container waiting to start (ErrImagePull, ...)
     unscheduled: str | None = None  # message of a False PodScheduled condition (no node would take it)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +132,8 @@ class MpiJobState:
     reason: str | None = None
     message: str | None = None
     conditions: tuple[Condition, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 # The kubelet's waiting reasons of a container whose image cannot be had (kubelet images/types.go).
@@ -285,6 +288,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodState:
         disruption=disruption,
         waiting=waiting,
         unscheduled=unscheduled,
+        labels=_str_map(meta.get("labels")),
     )
 
 
@@ -301,4 +305,6 @@ def mpijob_from_api(obj: Mapping[str, Any]) -> MpiJobState:
         reason=terminal.reason if terminal else None,
         message=terminal.message if terminal else None,
         conditions=conditions,
+        labels=_str_map(meta.get("labels")),
+        annotations=_str_map(meta.get("annotations")),
     )

@@ -229,6 +229,13 @@ class WorkloadCalls(ApiBase):
         answer = self._create("mpijobs", _mpijobs(namespace), dict(manifest), name=name, namespace=namespace)
         return mpijob_from_api(answer)
 
+    def list_mpijobs(self, namespace: str, selector: str) -> tuple[MpiJobState, ...]:
+        """The MPIJobs matching a label selector (ours: `app.kubernetes.io/managed-by=upgrade-gate`)."""
+        page = self._json_request(
+            "list", "mpijobs", "GET", _mpijobs(namespace), namespace=namespace, query={"labelSelector": selector}
+        )
+        return tuple(mpijob_from_api(item) for item in items(page))
+
     def get_mpijob(self, name: str, namespace: str) -> MpiJobState:
         """One MPIJob's status."""
         return mpijob_from_api(self._read_mpijob(name, namespace))
