@@ -19,8 +19,10 @@ Design decisions:
   inside edited to match) made the candidate read as the running library, and a BLOCK a PASS. Now the
   MAC (keyed BLAKE2b with this user's secret, `cachekey`) covers the format, the file's hash and the
   body: an entry this user's runs did not write is a miss and the file is read again. Each key has a
-  folder of its own, so users sharing a folder each keep (and read) only their own entries; a key
-  that is refused (a link, group- or world-accessible, another user's) turns the cache off.
+  folder of its own (made 0700), so users sharing a folder each keep (and read) only their own
+  entries. A key that is refused (a link, group- or world-accessible, another user's) turns the cache
+  off, and so does a key folder that is a link or another account's (planted at its name, which is
+  visible in a shared folder): nothing is written through it.
 - An entry is read without following a link, without waiting on a FIFO and up to `MAX_ENTRY_BYTES`
   (`docio.read_bytes`), and decoded strictly (a msgspec Struct of exactly the keys and JSON types
   `_dump` writes): anything else, damaged or edited, is a miss and the file is read again, never a
@@ -61,7 +63,7 @@ CACHE_FORMAT = "abi-3"
 
 ENTRY_MAGIC = b"UGA3"  # then the MAC, then the JSON rows (abi-2 entries were bare, unauthenticated JSON)
 PURPOSE = b"ug-abi-entry"  # the MAC's personalisation: an entry of another cache never reads here
-MAX_ENTRY_BYTES = 64 * 1024 * 1024  # an entry read at all; larger is a miss (the biggest library's ~2 MB)
+MAX_ENTRY_BYTES = 64 * 1024 * 1024  # an entry read at all; larger is a miss (Debian's libamd_comgr: 1.07 MB)
 _HEADER = len(ENTRY_MAGIC) + cachekey.MAC_BYTES
 
 _SHARED_NAME = re.compile(r".+\.so(\.[0-9][0-9A-Za-z._+-]*)?")
