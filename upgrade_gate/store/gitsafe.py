@@ -70,15 +70,16 @@ class GitCommand(Protocol):
     def update_environment(self, **kwargs: Any) -> dict[str, str | None]: ...
 
 
-def safe_env(git_dir: Path, work_tree: Path | None) -> dict[str, str]:
-    """Environment for every git process run on the store at `git_dir` (see the module docstring)."""
+def safe_env(git_dir: Path, work_tree: Path | None, objects: Path | None = None) -> dict[str, str]:
+    """Environment for every git process run on the store at `git_dir` (see the module docstring);
+    `objects` is its object folder when not `git_dir/objects` (a linked worktree's common folder)."""
     env = {
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_ATTR_NOSYSTEM": "1",
         "GIT_DIR": str(git_dir),
         "GIT_INDEX_FILE": str(git_dir / "index"),
-        "GIT_OBJECT_DIRECTORY": str(git_dir / "objects"),
+        "GIT_OBJECT_DIRECTORY": str(objects or git_dir / "objects"),
         "GIT_ALTERNATE_OBJECT_DIRECTORIES": "",
         "GIT_NO_REPLACE_OBJECTS": "1",
         "GIT_GRAFT_FILE": os.devnull,
@@ -96,10 +97,10 @@ def safe_env(git_dir: Path, work_tree: Path | None) -> dict[str, str]:
     return env
 
 
-def harden(cmd: GitCommand, git_dir: Path, work_tree: Path | None) -> None:
+def harden(cmd: GitCommand, git_dir: Path, work_tree: Path | None, objects: Path | None = None) -> None:
     """Make every later command of `cmd` run with `SAFE_CONFIG` and `safe_env`."""
     cmd.set_persistent_git_options(c=list(SAFE_CONFIG))
-    cmd.update_environment(**safe_env(git_dir, work_tree))
+    cmd.update_environment(**safe_env(git_dir, work_tree, objects))
 
 
 # Inherited variables that would point `git init` at another repository or work tree.
@@ -117,11 +118,11 @@ def init_command(git: str, path: Path) -> tuple[list[str], dict[str, str]]:
     return [*argv, "init", "-q", "--template=", str(path)], env
 
 
-def refusal(git_dir: Path, store: Path) -> str | None:
+def refusal(common_dir: Path, store: Path) -> str | None:
     """Why the store cannot be read safely (a one-line reason), or None. An alternates file makes git
     read objects from another folder, which no setting can switch off."""
     for rel in ALTERNATES:
-        file = git_dir / rel
+        file = common_dir / rel
         if file.exists() or file.is_symlink():
             return (
                 f"{store}: {file} borrows objects from outside the store, which upgrade-gate does not read; "

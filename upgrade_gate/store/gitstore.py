@@ -139,13 +139,14 @@ class BaselineStore(StoreSaving):
         if repo.bare or repo.working_tree_dir is None:
             repo.close()
             raise StoreError(f"{path}: is a bare git repository, not a baseline store")
-        problem = gitsafe.refusal(Path(repo.git_dir), path)
+        common = Path(repo.common_dir)
+        problem = gitsafe.refusal(common, path)
         if problem is None and Path(repo.working_tree_dir).resolve() != path.resolve():
             problem = f"{path}: its git config moves the working tree elsewhere (core.worktree); refusing to use it"
         if problem is not None:
             repo.close()
             raise StoreError(problem)
-        gitsafe.harden(repo.git, Path(repo.git_dir), path.resolve())  # the store is inert data (issue 26)
+        gitsafe.harden(repo.git, Path(repo.git_dir), path.resolve(), common / "objects")  # inert data (issue 26)
         head = head_commit(repo)
         if head is not None:  # an unborn branch is a store whose init was cut short: init finishes it
             marker = GitObjects(repo).read_blob(head, layout.MARKER_PATH)
