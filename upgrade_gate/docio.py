@@ -27,6 +27,12 @@ table, manifests, snapshots, store documents) goes through this module, at two l
 - Non-finite numbers: YAML's `.nan` / `.inf` and JSON's `NaN` / `Infinity` / `1e400`. A threshold of
   NaN compares false with everything, so a schema's `exclusiveMinimum` accepts it and a floor
   silently switches off. Refused as `ConfigError` (exit 3) naming the key path (`$.rules.x.min`).
+- Duplicate keys (issue 26): YAML and JSON keep the last of two equal keys, so `severity: block`
+  then `severity: warn` in one rule let a BIOS change pass. Refused (`ConfigError` for YAML,
+  `InputError` for JSON; exit 3) with the key path and both lines (`dupkeys`). Each loader notices
+  a duplicate as a mapping shorter than its node (no extra pass); `json.loads` by its pairs hook.
+  YAML merge keys (`<<`, `!!merge`) are refused too: they exist to copy an anchor (refused above),
+  and a merged key that an explicit one overrides is the same silent "last one wins".
 
 Writing: `write_atomic(path, chunks)` / `write_text_atomic(path, text)` are the one atomic writer of
 the documents the tool produces (snapshots, reports, metrics, pages): a temp file in the same folder,
@@ -42,8 +48,8 @@ than the pure-Python loader. Anything else - an alias, deeper nesting, a syntax 
 the pure-Python `_NoAliasLoader`, as does a document libyaml's loader refuses after the scan, so
 refusals, their messages and their line numbers stay the pure-Python loader's own.
 
-Design decision: this module sits at the bottom (it imports only `errors` and PyYAML), so every
-stage can use it; it is the only place that constructs a YAML loader.
+Design decision: this module sits at the bottom (it imports only `errors`, `dupkeys` and PyYAML), so
+every stage can use it; it is the only place that constructs a YAML loader.
 """
 
 from __future__ import annotations
@@ -60,8 +66,9 @@ from typing import Any
 import yaml
 from yaml.composer import ComposerError
 from yaml.events import AliasEvent
-from yaml.nodes import Node
+from yaml.nodes import MappingNode, Node
 
+from upgrade_gate.dupkeys import Refused, UniqueKeys, yaml_path
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError
 
 MAX_YAML_BYTES = 1024 * 1024
@@ -72,11 +79,29 @@ _CHUNK = 64 * 1024
 """Bytes asked of each read of a pipe (its buffer's size), and of a file after its stated size."""
 FAST_YAML_DEPTH = 64
 """Deepest nesting libyaml loads (ours are under 10); deeper documents take the pure-Python path."""
-_CSafeLoader: type[Any] | None = getattr(yaml, "CSafeLoader", None) if yaml.__with_libyaml__ else None
+_MERGE = "tag:yaml.org,2002:merge"
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing aliases before they are resolved."""
+_CSafeLoader: type[Any] | None = None
+if yaml.__with_libyaml__:
+
+    class _CUniqueLoader(UniqueKeys, yaml.CSafeLoader):
+        """libyaml's safe loader with `UniqueKeys`; merge keys never reach it (`_plain_events`)."""
+
+    _CSafeLoader = _CUniqueLoader
+
+
+class _NoAliasLoader(UniqueKeys, yaml.SafeLoader):
+    """PyYAML's safe loader, refusing aliases before they are resolved, and merge keys."""
+
+    def flatten_mapping(self, node: MappingNode) -> None:
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                where = yaml_path(self.ug_root or node, node)
+                raise Refused(
+                    f"merge key (<<) at line {key_node.start_mark.line + 1} ({where}); write the keys out in full"
+                )
+        super().flatten_mapping(node)
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
@@ -106,6 +131,8 @@ def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
             data = loader.get_single_data()
         except yaml.YAMLError:  # refused after all (two documents, an unhashable key): the reference's words
             return _load_yaml(text, source=source, fast=False)
+        except Refused as exc:
+            raise ConfigError(f"{source}: {exc}") from None
         finally:
             loader.dispose()
         check_finite(data, source=source)
@@ -115,6 +142,8 @@ def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
         data = loader.get_single_data()
     except RecursionError:
         raise yaml.YAMLError(f"{source}: nested too deep") from None
+    except Refused as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     finally:
         loader.dispose()
     check_finite(data, source=source)
@@ -122,7 +151,8 @@ def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
 
 
 def _plain_events(text: str) -> bool:
-    """True when libyaml parses `text` without an error, an alias or nesting over FAST_YAML_DEPTH."""
+    """True when libyaml parses `text` without an error, an alias, a merge key (or any `<<`: only the
+    pure-Python loader says where a merge key is) or nesting over FAST_YAML_DEPTH."""
     assert _CSafeLoader is not None
     loader = _CSafeLoader(text)
     depth = 0
@@ -135,7 +165,7 @@ def _plain_events(text: str) -> bool:
                     return False
             elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
                 depth -= 1
-            elif kind is AliasEvent:
+            elif kind is AliasEvent or (kind is yaml.ScalarEvent and (event.value == "<<" or event.tag == _MERGE)):
                 return False
     except yaml.YAMLError:
         return False
@@ -155,13 +185,30 @@ def _finite_float(text: str) -> float:
     return value
 
 
+class _KeyTwice(Exception):
+    """An object named a key twice (`json.loads`'s pairs hook); the error path says where."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping = dict(pairs)
+    if len(mapping) < len(pairs):
+        raise _KeyTwice
+    return mapping
+
+
 def loads_json(text: str | bytes, *, source: str = "document") -> Any:
-    """Parse JSON like `json.loads`; NaN, Infinity and overflowing numbers are refused (InputError).
+    """Parse JSON like `json.loads`; NaN, Infinity, overflowing numbers and a key named twice in one
+    object are refused (InputError; a duplicate with its key path and both lines).
 
     Syntax errors still raise `json.JSONDecodeError`, so callers keep their own wording for them.
     """
     try:
-        data = json.loads(text, parse_constant=_constant, parse_float=_finite_float)
+        data = json.loads(text, parse_constant=_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs)
+    except _KeyTwice:
+        from upgrade_gate.dupkeys import json_duplicate
+
+        found = json_duplicate(text)
+        raise InputError(found.message(source) if found else f"{source}: a key is named twice") from None
     except RecursionError:
         raise InputError(f"{source}: nested too deep") from None
     except json.JSONDecodeError:

@@ -113,7 +113,7 @@ def encode_node(node: NodeReport) -> bytes:
 
 def check_node(encoded: bytes, *, source: str) -> None:
     """Raise SchemaError unless `encoded` is a node report the report schema accepts (module docstring)."""
-    decoded = codec.decode_json(NodeReport, encoded, source=source)
+    decoded = codec.decode_json(NodeReport, encoded, source=source, own=True)  # our own bytes: no key repeats
     for cause in decoded.causes:
         if len(set(cause.findings)) != len(cause.findings):
             raise SchemaError(f"{source}: cause {cause.key}: findings {list(cause.findings)} repeat an index")

@@ -1,0 +1,146 @@
+"""Duplicate keys: where a document names one key twice, by key path and both lines (issue 26).
+
+YAML, `json.loads` and msgspec all keep the last of two equal keys without a word, so a policy rule
+with `severity: block` then `severity: warn` let a BIOS change pass, and a CVF ConfigMap with
+`PHASE2_BW_THRESHOLD` given twice set the floor from its second line. upgrade-gate refuses every such
+document (exit 3). The readers detect a duplicate cheaply on their own (`docio`'s loaders by the size
+of each mapping, `codec.decode_json` by counting keys); this module only says where it is, so it runs
+on the error path only:
+
+- `json_duplicate(text)`: the first key named twice in a JSON document that parsed (tokens by one
+  regex, keys compared decoded, so `"a"` and `"\\u0061"` are the same key), as `Duplicate`.
+- `UniqueKeys`: the constructor of `docio`'s two YAML loaders: a mapping shorter than its node named
+  a key twice, and is refused (`Refused`, which `docio.load_yaml` turns into a ConfigError naming the
+  document); `yaml_path(root, target)` is the key path of a composed node for such messages.
+
+Key paths are written as `docio.check_finite` writes them: `$.rules.bios.severity`, `$.entries[3].serial`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Duplicate:
+    """A key named twice: its key path and the 1-based lines of its first and second naming."""
+
+    path: str
+    first_line: int
+    second_line: int
+
+    def __str__(self) -> str:
+        return (
+            f"duplicate key {self.path} at lines {self.first_line} and {self.second_line}; "
+            "name each key once (the later value would silently win)"
+        )
+
+    def message(self, source: str) -> str:
+        """The one-line refusal naming `source`."""
+        return f"{source}: {self}"
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s{}\[\],:"]+')
+
+
+@dataclass(slots=True)
+class _Frame:
+    path: str
+    seen: dict[str, int] | None  # an object's keys (offset of their first naming); None for an array
+    index: int = 0
+
+
+def json_duplicate(text: str | bytes) -> Duplicate | None:
+    """The first duplicate key of a JSON document that parsed (None when every key is unique)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    stack: list[_Frame] = []
+    path = "$"
+    key_next = False
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        first = token[0]
+        if first == "{":
+            stack.append(_Frame(path, {}))
+            key_next = True
+        elif first == "[":
+            stack.append(_Frame(path, None))
+            path = f"{path}[0]"
+        elif first in "}]":
+            stack.pop()
+        elif first == ",":
+            frame = stack[-1]
+            if frame.seen is None:
+                frame.index += 1
+                path = f"{frame.path}[{frame.index}]"
+            else:
+                key_next = True
+        elif key_next and first == '"':
+            key_next = False
+            frame = stack[-1]
+            assert frame.seen is not None
+            key = json.loads(token)
+            path = f"{frame.path}.{key}"
+            if key in frame.seen:
+                return Duplicate(
+                    path=path, first_line=_line(text, frame.seen[key]), second_line=_line(text, match.start())
+                )
+            frame.seen[key] = match.start()
+    return None
+
+
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def yaml_path(root: Node, target: Node) -> str:
+    """The key path of `target` inside the composed document `root` ("$" for the root itself)."""
+    stack: list[tuple[Node, str]] = [(root, "$")]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                label = key.value if isinstance(key, ScalarNode) else "?"
+                stack.append((value, f"{path}.{label}"))
+        elif isinstance(node, SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    return "$"
+
+
+class Refused(Exception):
+    """A document refused for what it means (a key named twice, a merge key), not for its syntax."""
+
+
+class UniqueKeys(yaml.constructor.SafeConstructor):
+    """The loaders' mappings: a key named twice is refused with its path and both lines."""
+
+    ug_root: Node | None = None  # set per document
+
+    def construct_document(self, node: Any) -> Any:
+        self.ug_root = node  # where the key paths of a refusal start
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep=deep)
+        if len(mapping) < len(node.value):  # a key was named twice: the later one replaced the first
+            raise Refused(self._duplicate(node))
+        return mapping
+
+    def _duplicate(self, node: MappingNode) -> str:
+        seen: dict[Any, Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                where = f"{yaml_path(self.ug_root or node, node)}.{getattr(key_node, 'value', key)}"
+                first, second = seen[key].start_mark.line + 1, key_node.start_mark.line + 1
+                return str(Duplicate(path=where, first_line=first, second_line=second))
+            seen[key] = key_node
+        return "a key is named twice"  # not reached: the mapping was shorter than its node
