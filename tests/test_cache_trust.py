@@ -152,6 +152,26 @@ def test_abi_key_folder_planted_in_a_shared_cache_is_not_written_through(
     assert not list(elsewhere.iterdir()) and not list((shared / f"key-{key.id}").iterdir())
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link-to-dev-zero", "folder"])
+def test_abi_entry_that_is_not_a_regular_file_is_a_miss_without_waiting(
+    trees: AbiTrees, tmp_path: Path, kind: str
+) -> None:
+    """abi-2 read an entry with `read_bytes()`: a FIFO planted at its name hung `abi` for good, a link to
+    /dev/zero exited 70 (MemoryError) after taking all the memory it could."""
+    files, _aliases, _not_elf = tree.library_files(trees.running)
+    cache = tmp_path / "cache"
+    expected, _hits = tree.scan(files, cache_dir=cache, workers=1)
+    for entry in cache.rglob("*.abi"):
+        entry.unlink()
+        if kind == "fifo":
+            os.mkfifo(entry)
+        elif kind == "folder":
+            entry.mkdir()
+        else:
+            entry.symlink_to("/dev/zero")
+    assert tree.scan(files, cache_dir=cache, workers=1) == (expected, 0)  # every entry a miss, read again
+
+
 # --- case 2: the decoded baselines in the store's git folder -----------------------------------------
 
 
