@@ -1,5 +1,8 @@
 """`upgrade-gate demo`: the whole story offline, in a work folder it names at the end.
 
+`--scenario workload-regression` and `--scenario index-pinned` are the workload stories (demo.workload),
+blocked as expected (exit 1).
+
 Exit codes follow docs/architecture.md: the default (blocked) story exits 1 - BLOCK is its expected outcome and
 the last lines say so - and `--healthy` exits 0 after promoting new baselines. 2 for bad flags (a
 `--workdir` that is not empty), 4 when the demo cannot run (no git for the store, a fleet that is
@@ -34,16 +37,32 @@ def demo_cmd(
     keep: bool = typer.Option(
         False, "--keep", help="Also keep the fake nodes (their tools and host trees) in the work folder."
     ),
+    scenario: str | None = typer.Option(
+        None,
+        "--scenario",
+        help="A workload story: workload-regression (slower, timeouts, slow init) or index-pinned (exit 1).",
+    ),
 ) -> ExitCode:
     """Gate a ROCm 6.1.3 -> 6.2.0 change on an 8-node fake MI300X fleet, offline (exit 1: blocked, as expected)."""
     from upgrade_gate.cli.collect_cmds import parser_check
     from upgrade_gate.demo import run_demo
+    from upgrade_gate.demo.workload import SCENARIOS
+    from upgrade_gate.errors import UsageError
     from upgrade_gate.model import Severity, Verdict
 
+    if scenario is not None and (scenario not in SCENARIOS or healthy):
+        why = "takes no --healthy" if scenario in SCENARIOS else f"expected one of {', '.join(SCENARIOS)}"
+        raise UsageError(f"--scenario {scenario}: {why}")
     folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="upgrade-gate-demo-"))
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     outcome = run_demo(
-        folder, healthy=healthy, say=typer.echo, output_check=parser_check(), color=color, keep_nodes=keep
+        folder,
+        healthy=healthy,
+        say=typer.echo,
+        output_check=parser_check(),
+        color=color,
+        keep_nodes=keep,
+        scenario=scenario,
     )
     typer.echo("")
     if outcome.verdict is Verdict.BLOCK:
@@ -54,7 +73,8 @@ def demo_cmd(
         typer.echo(
             f"stopped the change on its canaries ({', '.join(nodes)}, one cause each) before it reached the others."
         )
-        typer.echo("Run `upgrade-gate demo --healthy` to see the same change pass and promote new baselines.")
+        if scenario is None:
+            typer.echo("Run `upgrade-gate demo --healthy` to see the same change pass and promote new baselines.")
     else:
         typer.echo(
             f"Verdict: PASS (exit code {int(ExitCode.PASS)}): the canaries match their baselines except for what "

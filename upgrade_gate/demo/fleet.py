@@ -103,8 +103,10 @@ def gather(
     config: CvfConfig,
     output_check: OutputCheck,
     on_done: Callable[[NodeEvidence], None] | None = None,
+    phases: Mapping[NodeName, frozenset[int]] | None = None,
 ) -> dict[NodeName, NodeEvidence]:
-    """(Re)build each node under fleet_root/<node>, then capture, snapshot and validate it (phases 0-3).
+    """(Re)build each node under fleet_root/<node>, then capture, snapshot and validate it (phases 0-3, or
+    the node's entry of `phases`: the workload phases 6-7 run on the canaries only).
 
     Bundles and snapshots go under `out`. `on_done` is called once per node in name order, as soon as
     that node and every node before it have finished, so the narration reads the same on every run.
@@ -117,7 +119,8 @@ def gather(
     def one(name: NodeName) -> NodeEvidence:
         nonlocal reported
         node = build_fake_node(fleet_root / name, specs[name])
-        evidence = _gather_one(name, node, out=out, config=config, output_check=output_check)
+        numbers = (phases or {}).get(name, VALIDATION_PHASES)
+        evidence = _gather_one(name, node, out=out, config=config, output_check=output_check, phases=numbers)
         with lock:
             done[name] = evidence
             while reported < len(names) and names[reported] in done:
@@ -132,7 +135,13 @@ def gather(
 
 
 def _gather_one(
-    name: NodeName, node: FakeNode, *, out: Path, config: CvfConfig, output_check: OutputCheck
+    name: NodeName,
+    node: FakeNode,
+    *,
+    out: Path,
+    config: CvfConfig,
+    output_check: OutputCheck,
+    phases: frozenset[int] = VALIDATION_PHASES,
 ) -> NodeEvidence:
     env = node.env(os.environ)
     bundle = capture(
@@ -142,7 +151,7 @@ def _gather_one(
     snapshot = build_snapshot(bundle, node_class=NODE_CLASS)
     results = run_pipeline(
         [name],
-        phases=select_phases(VALIDATION_PHASES),
+        phases=select_phases(phases),
         config=config,
         launcher=LocalLauncher({name: env}),
         snapshots={name: snapshot},
@@ -170,18 +179,32 @@ def measured_mesh_bw(evidence: NodeEvidence) -> str | None:
 
 
 def phase_summary(phases: Sequence[PhaseResult]) -> str:
-    """`0-3 passed` when all passed, else `0 passed, 1 passed, 2 failed (reason), 3 not-run`, in one line."""
-    numbers = [p.phase for p in phases]
-    if (
-        phases
-        and all(p.status is PhaseStatus.PASSED for p in phases)
-        and numbers == list(range(numbers[0], numbers[-1] + 1))
-    ):
-        return f"{numbers[0]}-{numbers[-1]} passed" if len(numbers) > 1 else f"{numbers[0]} passed"
+    """`0-3 passed` (`0-3, 6-7 passed`) when all passed, else `0 passed, 1 passed, 2 failed (reason), 3 not-run`."""
+    if phases and all(p.status is PhaseStatus.PASSED for p in phases):
+        return f"{spans(sorted(p.phase for p in phases))} passed"
     parts = []
     for p in phases:
         text = f"{p.phase} {p.status.value}"
-        if p.status is not PhaseStatus.PASSED and p.reason:
-            text += f" ({p.reason})"
+        if p.status not in (PhaseStatus.PASSED, PhaseStatus.NOT_RUN) and p.reason:
+            reason = p.reason if len(p.reason) <= REASON_WIDTH else p.reason[: REASON_WIDTH - 3] + "..."
+            text += f" ({reason})"
         parts.append(text)
     return ", ".join(parts)
+
+
+REASON_WIDTH = 60
+"""A failed phase's reason in a node's line is cut here (the reports carry it whole)."""
+
+
+def spans(numbers: Sequence[int]) -> str:
+    """[0, 1, 2, 3, 6, 7] -> `0-3, 6-7`."""
+    out: list[str] = []
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(f"{start}-{prev}" if prev > start else str(start))
+        if n is not None:
+            start = prev = n
+    return ", ".join(out)

@@ -38,6 +38,7 @@ from upgrade_gate.demo import fleet as demo_fleet
 from upgrade_gate.demo.canaries import describe_rule, select_canaries
 from upgrade_gate.demo.fleet import NodeEvidence
 from upgrade_gate.demo.plan import PLAN_FILE, POLICY_FILE, read_plan, read_policy, summarize, write_plan, write_policy
+from upgrade_gate.demo.workload import WORKLOAD, apply_scenario, demo_config, torch_missing
 from upgrade_gate.errors import EnvironmentFailure, StoreError, UsageError
 from upgrade_gate.fakenode import NodeSpec, faults
 from upgrade_gate.judge.checklist import load_checklist
@@ -47,7 +48,7 @@ from upgrade_gate.model import GateReport, NodeName, Snapshot, Verdict, replace
 from upgrade_gate.report.interface import ReportContext, ReportFormat
 from upgrade_gate.report.registry import render
 from upgrade_gate.store.inputs import load_judge_inputs
-from upgrade_gate.validate.config import CvfConfig, default_config
+from upgrade_gate.validate.config import CvfConfig
 
 if TYPE_CHECKING:
     from upgrade_gate.store.gitstore import BaselineStore
@@ -57,7 +58,7 @@ Say = Callable[[str], None]
 
 CHECKLIST = "canary"
 ATTESTED_BY = "demo-operator"
-ATTESTATIONS: Mapping[str, str] = {"canary.mixed-precision": ATTESTED_BY, "canary.hsa-signals": ATTESTED_BY}
+ATTESTATIONS: Mapping[str, str] = {"canary.hsa-signals": ATTESTED_BY}
 """The canary checklist's manual items, attested for the demo (a real operator uses --attest ITEM=NAME)."""
 
 OLD = demo_fleet.ROCM_6_1_3
@@ -117,6 +118,8 @@ class _Setting:
     say: Say
     output_check: OutputCheck
     config: CvfConfig
+    scenario: str | None = None
+    workload: bool = True  # False: PyTorch is not installed, phases 6-7 are not run (their items stay unverified)
 
 
 def run_demo(
@@ -127,18 +130,27 @@ def run_demo(
     output_check: OutputCheck,
     color: bool = False,
     keep_nodes: bool = False,
+    scenario: str | None = None,
 ) -> DemoOutcome:
-    """Play the story in `workdir` (empty or absent) and return the outcome."""
+    """Play the story in `workdir` (empty or absent) and return the outcome (`scenario`: demo.workload)."""
     started = time.monotonic()
     st = _Setting(
-        workdir=prepare_workdir(workdir), healthy=healthy, say=say, output_check=output_check, config=default_config()
+        workdir=prepare_workdir(workdir),
+        healthy=healthy or scenario is not None,
+        say=say,
+        output_check=output_check,
+        config=demo_config(),
+        scenario=scenario,
+        workload=not torch_missing(),
     )
     variant = "healthy variant: the change is clean" if healthy else "the change breaks two canaries"
+    variant = f"scenario {scenario}" if scenario is not None else variant
     say(f"upgrade-gate demo ({variant}): ROCm {OLD.rocm} -> {NEW.rocm} on an 8-node MI300X fleet.")
     say("Offline: fake nodes whose tools print real output formats; no GPU, network or cluster is used.")
     say(f"Work folder: {st.workdir}")
     names = demo_fleet.node_names()
-    store = _before_the_change(st, names)
+    planned = select_canaries(names, read_plan(write_plan(st.workdir / PLAN_FILE)).canaries)
+    store = _before_the_change(st, names, planned)
     plan_path, policy_path, canaries = _plan_and_canaries(st, names)
     after = _change_the_canaries(st, canaries)
     report, ctx = _gate(st, store, plan_path, policy_path, {n: after[n].snapshot for n in canaries}, color)
@@ -168,8 +180,9 @@ def run_demo(
     )
 
 
-def _before_the_change(st: _Setting, names: tuple[NodeName, ...]) -> Path:
-    """Steps 1-2: the fleet, its snapshots and phases, saved as baselines tagged OLD_TAG; the store."""
+def _before_the_change(st: _Setting, names: tuple[NodeName, ...], canaries: tuple[NodeName, ...]) -> Path:
+    """Steps 1-2: the fleet, its snapshots and phases (the plan's canaries also run the reference training
+    run, phase 6), saved as baselines tagged OLD_TAG; the store."""
     say = st.say
     say("")
     say(f"[1/6] The fleet: {len(names)} fake nodes of class {demo_fleet.NODE_CLASS} (8x MI300X, 8 NICs each) on ROCm")
@@ -177,12 +190,20 @@ def _before_the_change(st: _Setting, names: tuple[NodeName, ...]) -> Path:
     say("")
     say("[2/6] Before the change: capture every probe, build a snapshot, and run CVF phases 0-3 on every node")
     say("      (phase 2 measures each node's bus bandwidth curve, so the baseline has numbers to compare with).")
+    specs = apply_scenario({n: demo_fleet.node_spec(n, OLD) for n in names}, canaries, st.scenario, after=False)
+    phases = {c: demo_fleet.VALIDATION_PHASES | {6} for c in canaries} if st.workload else {}
+    if st.workload:
+        say(f"      The plan's canaries ({', '.join(canaries)}) also run the reference training workload (phase 6):")
+        say("      PyTorch DDP for real on the CPUs, two ranks, on the fake node's GPU identities.")
+    else:
+        say("      PyTorch is not installed (pip install 'upgrade-gate[workload]'): no reference training run.")
     before = demo_fleet.gather(
-        {n: demo_fleet.node_spec(n, OLD) for n in names},
+        specs,
         fleet_root=st.workdir / "fleet",
         out=st.workdir / "before",
         config=st.config,
         output_check=st.output_check,
+        phases=phases,
     )
     for line in fleet_lines([before[n] for n in names]):
         say(line)
@@ -215,11 +236,15 @@ def _change_the_canaries(st: _Setting, canaries: tuple[NodeName, ...]) -> dict[N
     say("")
     say(f"[4/6] The change lands on the canaries: ROCm {NEW.rocm}, amdgpu {NEW.driver}.")
     changed = {n: demo_fleet.node_spec(n, NEW) for n in canaries}
-    if st.healthy:
+    if st.scenario is not None:
+        changed = apply_scenario(changed, canaries, st.scenario, after=True, say=say)
+    elif st.healthy:
         say("      Healthy variant: nothing else changes on them.")
+        changed = apply_scenario(changed, canaries, None, after=True)
     else:
-        changed = _break(changed, canaries, say)
-    say("      Then capture, snapshot and CVF phases 0-3 again, on the canaries only:")
+        changed = _break(apply_scenario(changed, canaries, None, after=True), canaries, say)
+    workload = ", phases 6-7 (training run, device-order perturbation)" if st.workload else ""
+    say(f"      Then capture, snapshot, CVF phases 0-3{workload} again, on the canaries only:")
     after = demo_fleet.gather(
         changed,
         fleet_root=st.workdir / "fleet",
@@ -227,10 +252,11 @@ def _change_the_canaries(st: _Setting, canaries: tuple[NodeName, ...]) -> dict[N
         config=st.config,
         output_check=st.output_check,
         on_done=lambda e: say(node_line(e)),
+        phases={c: demo_fleet.VALIDATION_PHASES | (WORKLOAD if st.workload else frozenset()) for c in canaries},
     )
     if all(e.all_phases_passed for e in after.values()):
         if st.healthy:
-            say("      Every canary passed CVF phases 0-3.")
+            say(f"      Every canary passed CVF phases 0-3{' and phases 6-7' if st.workload else ''}.")
         else:
             say("      CVF's own phases pass every canary: on their own they would let this change through.")
     return after
@@ -308,10 +334,12 @@ def node_line(e: NodeEvidence) -> str:
     snap = e.snapshot
     probes = f"{len(snap.probes)} probes" + (f" ({len(e.failed_probes)} failed)" if e.failed_probes else " ok")
     bw = demo_fleet.measured_mesh_bw(e)
+    rate = next((a for p in e.phases for k, a in p.annotations.items() if k.endswith("-measured-samples-per-s")), None)
     return (
         f"      {e.node}  ROCm {snap.software.rocm_version}  {probes}, {len(snap.gpus)} GPUs,"
         f" {len(snap.nics)} NICs; phases {demo_fleet.phase_summary(e.phases)}"
         + (f"; mesh avg busbw {bw}" if bw else "")
+        + (f"; training {rate} samples/s" if rate else "")
     )
 
 
@@ -322,11 +350,13 @@ def fleet_lines(evidence: Sequence[NodeEvidence]) -> list[str]:
         return [node_line(e) for e in evidence]
     first = healthy[0].snapshot
     bws = sorted(float(bw.split()[0]) for e in healthy if (bw := demo_fleet.measured_mesh_bw(e)) is not None)
-    phases = sorted({p.phase for e in healthy for p in e.phases})
+    phases = sorted({p.phase for e in healthy for p in e.phases if p.phase < 6})
     span = f"; mesh avg busbw {bws[0]:.1f}-{bws[-1]:.1f} GB/s" if bws else ""
+    trained = [e.node for e in healthy if any(p.phase == 6 for p in e.phases)]
     return [
         f"      {len(healthy)} nodes: ROCm {first.software.rocm_version}, {len(first.probes)} probes ok, "
-        f"{len(first.gpus)} GPUs, {len(first.nics)} NICs each; phases {phases[0]}-{phases[-1]} passed{span}"
+        f"{len(first.gpus)} GPUs, {len(first.nics)} NICs each; phases {demo_fleet.spans(phases)} passed{span}",
+        *([f"      phase 6 (training run) passed on {', '.join(trained)}"] if trained else []),
     ]
 
 

@@ -33,6 +33,10 @@ def policy_params(policy: Policy, node_class: str | None) -> curves.Params:
     return curve_params(entry) if entry is not None else curves.Params()
 
 
+REMEASURED = frozenset({"workload/samples_per_s"})
+"""Phase 6's throughput: judged by `workload.throughput` with the same statistics, re-measured the same way."""
+
+
 class BaselineComparison:
     """Which of a phase's measurements are inconclusive against the node's baseline (judge.curves)."""
 
@@ -54,7 +58,7 @@ class BaselineComparison:
         base, broken = merged_measurements(baseline)
         rows = []
         for m in measurements:
-            b = base.get(m.key) if bandwidth_key(m.key) else None
+            b = base.get(m.key) if bandwidth_key(m.key) or m.key in REMEASURED else None
             if b is None or m.key in broken or b.unit != m.unit or not b.samples or not m.samples:
                 continue
             if {k: v for k, v in b.settings.items() if k not in ignore} != {

@@ -270,6 +270,9 @@ def main(argv: list[str]) -> int:
                 emit({"record": "init", "init_s": round(float(first[0]), 6)})
     if rank == 0:
         emit({"record": "end", "steps": args.steps})
+    # Every rank leaves together: gloo aborts a process ("terminate called without an active exception",
+    # exit 250) whose peer tore the group down while its own threads still talked to it.
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 

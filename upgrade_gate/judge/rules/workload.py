@@ -23,7 +23,9 @@ Every finding names the metric, the baseline value and the candidate value in on
   `max_us` (the incident's acceptance table: 500 µs) blocks, and so does a rise beyond the baseline's
   by more than `tolerance` (judged on the samples' medians).
 - `workload.index_dependent`: a perturbation run (phase 7) whose rank -> GPU UUID map differs from
-  phase 6's, or whose throughput falls beyond the tolerance, or whose loss curve departs from phase
+  phase 6's, or whose throughput falls below phase 6's by more than `throughput_tolerance` (15%; the
+  runs are minutes apart on one node, but one run is one sample of the machine's load, so the per-step
+  statistics alone would read a busy minute as a regression), or whose loss curve departs from phase
   6's: the workload binds GPUs by enumeration index. Blocks by default; the next step is the UUID pin.
 """
 
@@ -330,8 +332,9 @@ def _perturbed_numbers(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         rate, loss = measures.get(f"perturbation/{how}/samples_per_s"), measures.get(f"perturbation/{how}/loss")
         if base_rate is not None and rate is not None and base_rate.samples and rate.samples:
             decision = throughput_decision(ctx, base_rate, rate, rate.key)
-            if decision is not None and decision.outcome == "block":
-                bm, cm = _median(base_rate), _median(rate)
+            bm, cm = _median(base_rate), _median(rate)
+            slower = (bm - cm) / bm > entry.number("throughput_tolerance")
+            if decision is not None and decision.outcome == "block" and slower:
                 yield finding(
                     ctx,
                     entry,
@@ -421,6 +424,11 @@ SPECS = (
         "workload.index_dependent",
         "the perturbation run moved ranks to other GPUs or changed the numbers: the workload binds by index",
         check_index_dependent,
+        params={
+            "throughput_tolerance": ParamSpec(
+                kind="number", default=0.15, doc="a permuted run slower than phase 6's by more blocks", minimum=0
+            ),
+        },
     ),
 )
 """Registered in `rules.__init__`; defaults in the shipped policy."""

@@ -18,9 +18,11 @@ change.
 
 Measurements (unit, settings = the run's `start` record and the rank count):
 - phase 6: `workload/samples_per_s` (one sample per step after warm-up; the throughput the judge
-  compares with the statistics of bandwidth), `workload/step_time_s` (the distribution), `workload/loss`
-  (every step in order: the curve), `workload/init_s`, `workload/collective_timeouts`,
-  `workload/collective_errors`, `workload/collective_warnings` (counts of NCCL/RCCL lines in the log);
+  compares with the statistics of bandwidth; with a baseline to compare with, validate --baseline, the
+  job is re-run while the comparison is inconclusive, up to MAX_RUNS runs, their steps pooled),
+  `workload/step_time_s` (the distribution), `workload/loss` (every step in order: the curve),
+  `workload/init_s`, `workload/collective_timeouts`, `workload/collective_errors`,
+  `workload/collective_warnings` (counts of NCCL/RCCL lines in the log);
 - phase 7: `perturbation/<reversed|rotated>/samples_per_s` and `.../loss`; its device map holds both
   runs' ranks (`visible` names the list each ran with), which `workload.index_dependent` compares with
   phase 6's map.
@@ -53,6 +55,9 @@ from upgrade_gate.validate.phase import Outcome, PhaseContext
 SOURCE_WORKLOAD = "phase 6 workload"
 SOURCE_PERTURBATION = "phase 7 perturbation"
 PERTURBATIONS = ("reversed", "rotated")
+THROUGHPUT = "workload/samples_per_s"
+MAX_RUNS = 3
+"""Runs of phase 6 at most while its throughput is inconclusive against the baseline (re-measurement)."""
 
 
 def shipped_script() -> str:
@@ -196,6 +201,28 @@ def run_measurements(prefix: str, run: WorkloadRun, phase: int) -> list[Measurem
     return out
 
 
+def _remeasured(ctx: PhaseContext, out: Outcome, argv: tuple[str, ...], first: list[Measurement]) -> list[Measurement]:
+    """Re-run the job while its throughput is inconclusive against the node's baseline (the injected
+    comparison of validate.remeasure, as the bandwidth phases do), at most MAX_RUNS runs; the per-step
+    samples of every run are pooled, the loss curve and init time stay the first run's."""
+    compare = ctx.resampling.compare
+    rate = next(m for m in first if m.key == THROUGHPUT)
+    runs, why = 1, None
+    while compare is not None and runs < MAX_RUNS and ctx.resampling.max_samples > 0:
+        doubt = compare(ctx.node, [rate])
+        if THROUGHPUT not in doubt:
+            break
+        why = doubt[THROUGHPUT]
+        again = run_once(ctx, out, argv, f"re-measure {runs + 1}")
+        if again is None:
+            break
+        more = next(m for m in run_measurements("workload", again.run, 6) if m.key == THROUGHPUT)
+        rate = replace(rate, samples=rate.samples + more.samples)
+        runs += 1
+    out.took("workload", runs, why)
+    return [rate if m.key == THROUGHPUT else m for m in first]
+
+
 def ranks(ctx: PhaseContext, out: Outcome) -> int | None:
     """How many ranks the job runs (UPGRADE_GATE_WORKLOAD_NPROC, else one per GPU); None: no GPU known."""
     gpus = len(ctx.snapshot.gpus) if ctx.snapshot is not None else 0
@@ -218,11 +245,12 @@ class WorkloadPhase:
         nproc = ranks(ctx, out)
         if nproc is None:
             return out.result(self, ctx.config)
-        got = run_once(ctx, out, workload_argv(ctx.config, nproc), "")
+        argv = workload_argv(ctx.config, nproc)
+        got = run_once(ctx, out, argv, "")
         devices: tuple[RankDevice, ...] = ()
         extra: dict[str, str] = {}
         if got is not None:
-            out.measurements.extend(run_measurements("workload", got.run, 6))
+            out.measurements.extend(_remeasured(ctx, out, argv, run_measurements("workload", got.run, 6)))
             out.measurements.append(_measure("workload/init_s", "s", [got.run.init_s], dict(got.run.settings), 6))
             devices = got.devices
             rate = sorted(s.samples_per_s for s in got.run.measured)
