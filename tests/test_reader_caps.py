@@ -42,7 +42,7 @@ def test_parse_cmd_refuses_a_file_over_the_cap_before_reading_it(
 
 def test_parse_cap_is_what_a_bundle_member_may_hold() -> None:
     """Any file a capture bundle can carry can be parsed, and nothing larger is read."""
-    assert MAX_PARSE_BYTES == DEFAULT_LIMITS.max_member_bytes
+    assert DEFAULT_LIMITS.max_member_bytes == MAX_PARSE_BYTES
 
 
 def test_parse_cmd_refuses_endless_stdin() -> None:
@@ -156,3 +156,49 @@ def test_candidates_folder_unreadable_is_exit_3(tmp_path: Path) -> None:
             candidates.candidate_paths([], [folder])
     finally:
         folder.chmod(0o700)
+
+
+def _frame(declared: int, payload: bytes) -> str:
+    import base64
+    import gzip
+
+    from upgrade_gate.fleet.resultframe import BEGIN, END, PREFIX
+
+    body = base64.b64encode(gzip.compress(payload)).decode("ascii")
+    lines = [PREFIX + body[i : i + 76] for i in range(0, len(body), 76)]
+    return "\n".join([f"{BEGIN} exit=0 bytes={declared} sha256={'0' * 64}", *lines, END, ""])
+
+
+def test_result_frame_gzip_bomb_is_not_inflated_past_its_stated_size() -> None:
+    """A pod log's frame is inflated at most to the size its header states: 64 MiB of zeros claimed as
+    10 bytes fails its checksum having allocated kilobytes (gzip.decompress inflated all of it)."""
+    import tracemalloc
+
+    from upgrade_gate.errors import ParseError
+    from upgrade_gate.fleet.resultframe import extract
+
+    log = _frame(10, bytes(64 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ParseError, match="result frame checksum mismatch"):
+            extract(log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+
+
+def test_result_frame_stating_more_than_the_cap_is_refused_unread() -> None:
+    from upgrade_gate.errors import ParseError
+    from upgrade_gate.fleet.resultframe import MAX_PAYLOAD_BYTES, extract
+
+    with pytest.raises(ParseError, match="result frame over the 128 MiB a result may have"):
+        extract(_frame(MAX_PAYLOAD_BYTES + 1, b"x"))
+
+
+def test_read_yaml_reads_no_more_than_a_yaml_document_may_have() -> None:
+    """A policy, plan or ConfigMap path naming /dev/zero was read to 512 MiB before the 1 MiB YAML cap."""
+    from upgrade_gate import docio
+
+    with pytest.raises(InputError, match=r"^/dev/zero: over the 1 MiB a document may have; refused$"):
+        docio.read_yaml(Path("/dev/zero"))

@@ -280,10 +280,10 @@ def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
 
 
-def read_text(path: Path) -> str:
-    """The UTF-8 text of `path`; NotFoundError or InputError naming it."""
+def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """The UTF-8 text of `path`, at most `limit` bytes; NotFoundError or InputError naming it."""
     try:
-        return read_bytes(path).decode("utf-8")
+        return read_bytes(path, limit=limit).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: unreadable: {exc}") from exc
 
@@ -299,8 +299,8 @@ def parse_yaml(text: str, *, source: str, error: type[InputError] = ConfigError,
 
 
 def read_yaml(path: Path, *, error: type[InputError] = ConfigError, what: str = "YAML/JSON") -> Any:
-    """A YAML (or JSON) document file, parsed (see `parse_yaml`)."""
-    return parse_yaml(read_text(path), source=str(path), error=error, what=what)
+    """A YAML (or JSON) document file of at most MAX_YAML_BYTES, parsed (see `parse_yaml`)."""
+    return parse_yaml(read_text(path, limit=MAX_YAML_BYTES), source=str(path), error=error, what=what)
 
 
 def parse_json(data: str | bytes, *, source: str, error: type[InputError] = InputError) -> Any:

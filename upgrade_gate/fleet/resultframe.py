@@ -18,7 +18,9 @@ Design decisions (why pod logs, not a ConfigMap per node)
   Because the frame is printed in one go after the command finished, no stderr line lands inside it;
   lines outside the frame are ignored. The reader takes the last complete frame and checks the length
   and SHA-256 of the decompressed payload, so a truncated or rotated log fails closed (ParseError,
-  never a partial result). gzip keeps large captures (dmesg) well below the rotation size.
+  never a partial result). The payload is inflated no further than the length its header states, at
+  most MAX_PAYLOAD_BYTES, so a gzip bomb in a pod log stops there. gzip keeps large captures (dmesg)
+  well below the rotation size.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from __future__ import annotations
 import ast
 import base64
 import functools
-import gzip
 import hashlib
 import re
 import sys
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +42,8 @@ from upgrade_gate.fleet.framewrapper import BEGIN, END, EXEC_FAILED, PREFIX, fra
 __all__ = ["BEGIN", "END", "EXEC_FAILED", "PREFIX", "extract", "frame", "main", "wrapper_source"]
 
 TOOL = "result-frame"
+MAX_PAYLOAD_BYTES = 128 * 1024 * 1024
+"""Largest payload a frame may carry (a capture bundle's members are at most 96 MiB in all, issue 26)."""
 _BEGIN_RE = re.compile(rf"^{re.escape(BEGIN)} exit=(-?\d+) bytes=(\d+) sha256=([0-9a-f]{{64}})$")
 
 
@@ -62,11 +66,14 @@ def extract(log: str) -> tuple[bytes, int]:
             chunks.append(line[len(PREFIX) :])
     else:
         raise ParseError(TOOL, len(lines), lines[-1] if lines else "", "result frame is not terminated (log cut?)")
-    try:
-        payload = gzip.decompress(base64.b64decode("".join(chunks), validate=True))
-    except (ValueError, OSError, EOFError) as exc:
-        raise ParseError(TOOL, start + 1, lines[start], f"result frame does not decode: {exc}") from exc
     exit_code, size, digest = int(head.group(1)), int(head.group(2)), head.group(3)
+    if size > MAX_PAYLOAD_BYTES:  # refused before anything is inflated (a gzip bomb in a pod log)
+        too_big = f"result frame over the {MAX_PAYLOAD_BYTES >> 20} MiB a result may have"
+        raise ParseError(TOOL, start + 1, lines[start], too_big)
+    try:  # inflated no further than the size the header states (+1 to see more): a bomb stops there
+        payload = zlib.decompressobj(wbits=31).decompress(base64.b64decode("".join(chunks), validate=True), size + 1)
+    except (ValueError, zlib.error) as exc:
+        raise ParseError(TOOL, start + 1, lines[start], f"result frame does not decode: {exc}") from exc
     if len(payload) != size or hashlib.sha256(payload).hexdigest() != digest:
         raise ParseError(TOOL, start + 1, lines[start], "result frame checksum mismatch")
     return payload, exit_code
