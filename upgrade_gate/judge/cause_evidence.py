@@ -37,7 +37,7 @@ _PROBE_PATH = re.compile(r"^(?P<side>baseline\.)?probes\[name=(?P<name>[^\]]+)\]
 _PHASE = re.compile(r"^phase (?P<n>\d+)$")
 _PREFLIGHT = re.compile(r"preflight-failed:(?P<probe>[A-Za-z0-9_]+)=")
 _STOPPED = (PhaseStatus.NOT_RUN, PhaseStatus.ERROR, PhaseStatus.SKIPPED)
-ROOT_PREFIXES = ("evidence:", "evidence.baseline:", "probe.fallback:", "phase:")
+ROOT_PREFIXES = ("evidence:", "evidence.baseline:", "probe.fallback:", "phase:", "partition:")
 
 
 @dataclass(slots=True)

@@ -3,6 +3,10 @@
 Part of `judge.causes` (see its docstring for the order of claims): claims 4-6 live here, bandwidth
 families (a drop, or "not comparable"), firmware/VBIOS, and one cause per rule for the rest, with
 `Pool`, the findings of one node and which are still free.
+
+Device-level causes name the device in their headline (index, BDF, serial: `Pool.gpus_text`) when the
+finding's own message does not; routing is by component: a GPU's PCIe link goes to the platform
+(hardware), a NIC's to the network on-call, as the checklists name them.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from upgrade_gate.judge.cause_text import category_of, drop_text, owner_of, plural, size_text
+from upgrade_gate.judge.cause_text import category_of, devices_text, drop_text, owner_of, plural, size_text
+from upgrade_gate.judge.identity import match_gpus
 from upgrade_gate.model import (
     Cause,
     CauseCategory,
     Finding,
+    Gpu,
     NodeName,
     RuleId,
     Severity,
@@ -27,6 +33,7 @@ from upgrade_gate.parse.common import digits
 
 RANK = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 FIRMWARE_PATH = re.compile(r"gpus\[[^\]]*\]\.(?:firmware\.(?P<block>.+)|(?P<vbios>vbios))$")
+_GPU_LABEL = re.compile(r"^gpus\[(?P<label>[^\]]+)\]")
 _METRIC = re.compile(r"measurements\[key=(?P<key>.+)\]")
 _SIZE = re.compile(r"^(?P<family>.+)/busbw(?:_inplace)?/(?P<bytes>\d+)$")
 MORE_SHOWN = 4  # a per-rule cause lists this many of its other findings' messages under its headline
@@ -42,6 +49,24 @@ class Pool:
     findings: Sequence[Finding]
     free: set[int] = field(default_factory=set)
     causes: list[Cause] = field(default_factory=list)
+    baseline: Snapshot | None = None
+    candidate: Snapshot | None = None
+    _gpus: dict[str, Gpu] | None = None
+
+    def gpu_of(self, f: Finding) -> Gpu | None:
+        """The GPU a finding is about (its path's pair label, or its device's BDF), candidate side first."""
+        if self._gpus is None:
+            self._gpus = gpu_labels(self.baseline, self.candidate)
+        label = _GPU_LABEL.match(f.path or "")
+        if label is not None:
+            return self._gpus.get(label["label"])
+        return self._gpus.get(f"bdf={f.device}") if f.device else None
+
+    def gpus_text(self, indexes: Sequence[int]) -> str:
+        """ " on GPU 3 (0000:75:00.0, serial 6924...)" for the GPUs `indexes` are about; "" when none is known."""
+        gpus = {g.index: g for i in indexes if (g := self.gpu_of(self.findings[i])) is not None}
+        total = len(self.candidate.gpus) if self.candidate is not None else 0
+        return devices_text([gpus[k] for k in sorted(gpus)], total)
 
     def take(self, keep: Callable[[Finding], bool]) -> list[int]:
         """Claim every free finding `keep` accepts, in report order."""
@@ -79,6 +104,22 @@ class Pool:
                 details=details,
             )
         )
+
+
+def gpu_labels(baseline: Snapshot | None, candidate: Snapshot | None) -> dict[str, Gpu]:
+    """Pair label (`serial=X`, as in finding paths) and `bdf=B` -> the GPU, candidate side first."""
+    out: dict[str, Gpu] = {}
+    if baseline is None and candidate is None:
+        return out
+    pairs = match_gpus(baseline.gpus if baseline else (), candidate.gpus if candidate else ())
+    for pair in pairs:
+        gpu = pair.candidate or pair.baseline
+        if gpu is not None:
+            out[pair.label] = gpu
+    for gpu in (*(baseline.gpus if baseline else ()), *(candidate.gpus if candidate else ())):
+        if gpu.bdf is not None:
+            out[f"bdf={gpu.bdf}"] = gpu
+    return out
 
 
 # --------------------------------------------------------------------------- 4. bandwidth
@@ -261,7 +302,7 @@ def claim_firmware(pool: Pool) -> None:
     pool.add(
         "firmware",
         taken,
-        f"firmware moved {where}: {len(blocks)} block(s), {', '.join(parts)}",
+        f"firmware moved {where}{pool.gpus_text(taken)}: {len(blocks)} block(s), {', '.join(parts)}",
         category=CauseCategory.FIRMWARE,
         owner=owner_of("firmware.unplanned"),
     )
@@ -285,19 +326,41 @@ def claim_by_rule(pool: Pool, candidate: Snapshot | None) -> None:
             key = f"fleet.odd_one_out:{(f.path or '').split('[')[0].split('.')[0]}"
         elif f.rule.startswith("software."):
             key = str(f.rule)
+        elif f.rule == "pcie.downgrade" and pool.gpu_of(f) is not None:
+            key = "pcie.downgrade:gpu"  # a GPU's link is the platform's; a NIC's stays the network's
         groups.setdefault(key, []).append(i)
     for key, indexes in sorted(groups.items()):
         pool.free.difference_update(indexes)
         found = [pool.findings[i] for i in indexes]
         first = min(found, key=lambda f: RANK[f.severity])
-        headline = first.message if len(found) == 1 else f"{first.message} (and {len(found) - 1} more like it)"
+        headline = first.message + _unnamed_gpus(pool, indexes, first)
+        if len(found) > 1:
+            headline += f" (and {len(found) - 1} more like it)"
         if key.startswith("evidence:") and not key.startswith("evidence:phases") and len(found) > 1:
             headline = f"{key.split(':', 1)[1]}: {plural(len(found), 'probe')} failed, e.g. {first.message}"
         others = [f.message for f in found if f is not first]
         details = tuple(others[:MORE_SHOWN])
         if len(others) > MORE_SHOWN:
             details += (f"... and {len(others) - MORE_SHOWN} more (--verbose lists them)",)
-        pool.add(key, indexes, headline, next_step=_rule_step(pool.node, first), details=details)
+        gpu_link = key == "pcie.downgrade:gpu"
+        pool.add(
+            key,
+            indexes,
+            headline,
+            category=CauseCategory.HARDWARE if gpu_link else None,
+            owner=owner_of("device.missing") if gpu_link else None,
+            next_step=_rule_step(pool.node, first),
+            details=details,
+        )
+
+
+def _unnamed_gpus(pool: Pool, indexes: Sequence[int], first: Finding) -> str:
+    """The GPUs of a per-rule cause, when its first message does not name them by BDF already."""
+    text = pool.gpus_text(indexes)
+    gpu = pool.gpu_of(first)
+    if not text or (gpu is not None and gpu.bdf is not None and str(gpu.bdf) in first.message):
+        return ""
+    return text
 
 
 def rerun_phase(node: NodeName, phase: int) -> str:

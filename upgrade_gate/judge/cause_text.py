@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from upgrade_gate.model import CauseCategory, RuleId
+from upgrade_gate.model import CauseCategory, Gpu, RuleId
 from upgrade_gate.parse.bdf import address_of
 
 DEFAULT_OWNER = "platform on-call"
@@ -124,3 +124,22 @@ def moved_summary(before: Sequence[object], after: Sequence[object]) -> str:
 def plural(count: int, word: str) -> str:
     """ "1 finding", "3 findings"."""
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def gpu_text(gpu: Gpu) -> str:
+    """ "GPU 3 (0000:75:00.0, serial 692409006560)": index, BDF and board serial (or unique id)."""
+    ident = gpu.serial or gpu.unique_id
+    parts = [str(gpu.bdf) if gpu.bdf is not None else "no BDF"] + ([f"serial {ident}"] if ident else [])
+    return f"GPU {gpu.index} ({', '.join(parts)})"
+
+
+def devices_text(gpus: Sequence[Gpu], total: int) -> str:
+    """ " on GPU 3 (...)", " on GPUs 1 (...), 4 (...)", " on all 8 GPUs", " on 5 of 8 GPUs: GPU 0 (...), ..."."""
+    if not gpus:
+        return ""
+    if len(gpus) == 1:
+        return f" on {gpu_text(gpus[0])}"
+    if total and len(gpus) >= total:
+        return f" on all {total} GPUs"
+    shown = ", ".join(gpu_text(g) for g in gpus[:3]) + (f" and {len(gpus) - 3} more" if len(gpus) > 3 else "")
+    return f" on {len(gpus)}{f' of {total}' if total else ''} GPUs: {shown}"

@@ -14,6 +14,8 @@ Claims run in a fixed order, each taking the findings its fault explains from th
 0. an evidence failure owns every finding whose evidence it is (`judge.cause_evidence` states the rule:
    a probe or phase that failed on either side, a stand-in's values, a phase stopped by an earlier
    one): "amd-smi unusable (reason); rocm-smi used", "ibv_devinfo unusable (missing binary)";
+   then a compute/memory partition mode change (`judge.cause_partition`) owns the partitions that
+   appeared or vanished, their XGMI links and the order: "compute partition SPX -> CPX ... on 8 GPUs";
 4. a bandwidth metric family (`mesh/all_reduce`, `rail/ionic_0`, ...) is one cause per kind: a drop
    (baseline regression, CVF floor and the odd-one-out findings that restate it) and "not comparable";
 5. firmware and VBIOS findings of a node (baseline or class) are one cause, software ones per field;
@@ -42,6 +44,7 @@ from upgrade_gate.judge.cause_groups import (
     claim_by_rule,
     claim_firmware,
 )
+from upgrade_gate.judge.cause_partition import claim_partition_change
 from upgrade_gate.judge.cause_text import moved_summary, owner_of, permutation_table, plural
 from upgrade_gate.judge.identity import match_gpus, normalise_id, rocr_uuid
 from upgrade_gate.model import (
@@ -93,8 +96,15 @@ def _covers(causes: Sequence[Cause], findings: Sequence[Finding]) -> bool:
 
 def node_causes(node: NodeReport, baseline: Snapshot | None, candidate: Snapshot | None) -> tuple[Cause, ...]:
     """The causes of one node's findings (see the module docstring for the order of claims)."""
-    pool = Pool(node=node.node, findings=node.findings, free=set(range(len(node.findings))))
+    pool = Pool(
+        node=node.node,
+        findings=node.findings,
+        free=set(range(len(node.findings))),
+        baseline=baseline,
+        candidate=candidate,
+    )
     claim_evidence_failures(pool, baseline, candidate)
+    claim_partition_change(pool, baseline, candidate)
     _missing_gpus(pool, baseline, candidate)
     _order(pool, baseline, candidate)
     claim_bandwidth(pool, candidate)
@@ -138,6 +148,8 @@ def _missing_gpus(pool: Pool, baseline: Snapshot | None, candidate: Snapshot | N
         return False
 
     taken = pool.take(follows)
+    if not taken:
+        return  # explained already (a partition change: the partitions are not missing devices)
     left = len(candidate.gpus)
     names = "; ".join(_gpu_text(g) for g in gone)
     head = f"GPU {names} missing" if len(gone) == 1 else f"{len(gone)} GPUs missing: {names}"

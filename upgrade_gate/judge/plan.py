@@ -7,6 +7,7 @@ value is a `ConfigError` (exit 3) naming the file and the field. Example:
     change:
       rocm: {from: "6.1.3", to: "6.2.0"}
       firmware: [{block: PLDM_BUNDLE, to: "01.25.17.07"}]
+      partition: {from: {compute: SPX, memory: NPS1}, to: {compute: CPX, memory: NPS4}}
     accept:
       - {path: "gpus[*].firmware.RLC", reason: "loaded by the new driver"}
       - {metric: "mesh/all_reduce/busbw/*", shift: -0.03, tolerance: 0.07}
@@ -39,6 +40,7 @@ from typing import Any
 
 from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
+from upgrade_gate.judge.plan_partition import PartitionChange, explain_partition, partition_from_dict
 from upgrade_gate.model import Change, NodeName, replace
 from upgrade_gate.parse.sanity import error_text
 
@@ -79,6 +81,7 @@ class PlannedChange:
     nic_firmware: VersionChange | None = None
     firmware: tuple[FirmwareChange, ...] = ()
     sonames: tuple[SonameChange, ...] = ()  # expected soname bumps (`abi`, rule library.unplanned)
+    partition: PartitionChange | None = None  # compute/memory partition modes (judge.plan_partition)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,6 +184,7 @@ def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
             for f in change.get("firmware", ())
         ),
         sonames=tuple(SonameChange(from_soname=c["from"], to_soname=c["to"]) for c in change.get("sonames", ())),
+        partition=partition_from_dict(change.get("partition")),
     )
     blocks = [f.block for f in planned.firmware]
     twice = sorted({b for b in blocks if blocks.count(b) > 1})
@@ -358,6 +362,8 @@ def explain(plan: ChangePlan | None, path: str, before: object, after: object) -
         return "change.vbios"
     elif _NIC_FW.fullmatch(path) and c.nic_firmware is not None and _lands(c.nic_firmware, before, after):
         return "change.nic_firmware"
+    elif explain_partition(c.partition, path, before, after):
+        return "change.partition"
     return accepted(plan, path, before, after)
 
 

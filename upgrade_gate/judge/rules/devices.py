@@ -17,6 +17,9 @@ Design decisions:
   stopped being reported, is `device.identity_changed` (a board swap behind the same ASIC, a re-flashed
   FRU, a corrupted identity: exactly what the denylist relies on). Two devices printing the same
   serial or unique id (partitions of one device excepted) are `device.duplicate_id`, baseline or not.
+- A planned partition change (`change.partition`, `judge.plan_partition`) is judged per physical
+  device: the partitions that appeared or vanished on a device that moved as planned are the change,
+  and the order compares the physical devices (each once, in enumeration order), which must not move.
 - Every lookup is a dictionary built once per node: the rules stay O(n log n) in the GPU count.
 """
 
@@ -35,6 +38,7 @@ from upgrade_gate.judge.identity import (
     rocr_uuid,
 )
 from upgrade_gate.judge.order_table import order_data
+from upgrade_gate.judge.plan_partition import changed_slots, physical_order, planned_slots, slot_of
 from upgrade_gate.judge.rules.base import NodeContext, finding, spec
 from upgrade_gate.model import Finding, Gpu, GpuSerial, Severity
 
@@ -55,6 +59,8 @@ def _describe(gpu: Gpu) -> str:
 def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """index -> id and index -> BDF must match the baseline."""
     assert ctx.baseline is not None
+    if _partitions_as_planned(ctx):
+        return
     base_by_index = {g.index: g for g in ctx.baseline.gpus}
     cand_by_index = {g.index: g for g in ctx.candidate.gpus}
     replaced = _replaced_slots(ctx.pairs)
@@ -86,6 +92,20 @@ def check_order(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         hint=_order_pin(ctx),
         data=order_data(base_by_index, cand_by_index, set(moved)),
     )
+
+
+def _planned(ctx: NodeContext) -> frozenset[tuple[int, int, int]]:
+    change = ctx.plan.change.partition if ctx.plan is not None else None
+    return planned_slots(change, ctx.baseline, ctx.candidate)
+
+
+def _partitions_as_planned(ctx: NodeContext) -> bool:
+    """Every partition layout that changed did so as planned, and the physical devices kept their order."""
+    assert ctx.baseline is not None
+    planned = _planned(ctx)
+    if not planned or not set(changed_slots(ctx.baseline, ctx.candidate)) <= planned:
+        return False
+    return physical_order(ctx.baseline.gpus) == physical_order(ctx.candidate.gpus)
 
 
 def _pairs_by_baseline(pairs: tuple[GpuPair, ...]) -> dict[int, GpuPair]:
@@ -122,9 +142,12 @@ def _order_pin(ctx: NodeContext) -> str:
 def _unpaired(ctx: NodeContext, entry: RuleEntry, *, baseline_side: bool) -> Iterable[Finding]:
     """GPUs present on one side only (and not a replacement in their slot): missing or new."""
     replaced = _replaced_slots(ctx.pairs)
+    planned = _planned(ctx) if ctx.plan is not None and ctx.plan.change.partition is not None else frozenset()
     was, now = ("present", "absent") if baseline_side else ("absent", "present")
     for pair in ctx.pairs:
         gpu, other = (pair.baseline, pair.candidate) if baseline_side else (pair.candidate, pair.baseline)
+        if gpu is not None and planned and slot_of(gpu.bdf) in planned:
+            continue  # a partition of a device whose partition mode moved as planned
         if other is None and gpu is not None and gpu.bdf not in replaced:
             yield finding(
                 ctx,

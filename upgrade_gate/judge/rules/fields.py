@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from upgrade_gate.judge.coverage import UNPLANNED, CoverageKind, coverage_of
 from upgrade_gate.judge.identity import canonical_uid
 from upgrade_gate.judge.paths import item_names, path_item
+from upgrade_gate.judge.plan_partition import planned_item, planned_slots
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
 from upgrade_gate.model import Change, ChangeOp, Finding, RuleId, Severity
 
@@ -65,6 +66,20 @@ def same_value(change: Change) -> bool:
     return before is not None and before == canonical(change.candidate)
 
 
+def _partition_only(ctx: NodeContext, change: Change, planned: frozenset[tuple[int, int, int]]) -> bool:
+    """A whole-section change (`gpus`, `gpu_links`) whose every item is a planned partition change's."""
+    if change.path not in ("gpus", "gpu_links"):
+        return False
+    bdf_of = {p.label: gpu.bdf for p in ctx.pairs if (gpu := p.candidate or p.baseline) is not None}
+    items = [
+        (key, value)
+        for side in (change.baseline, change.candidate)
+        if isinstance(side, dict)
+        for key, value in side.items()
+    ]
+    return bool(items) and all(planned_item(change.path, str(k), v, planned, bdf_of) for k, v in items)
+
+
 def _short(value: object) -> str:
     text = show(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -74,8 +89,10 @@ def unplanned_findings(
     ctx: NodeContext, entry: RuleEntry, changes: Iterable[Change], found: Sequence[Finding]
 ) -> Iterable[Finding]:
     """Blocking findings for the unexpected changes at compared fields nothing else spoke for."""
+    change_of = ctx.plan.change.partition if ctx.plan is not None else None
+    planned = planned_slots(change_of, ctx.baseline, ctx.candidate) if change_of is not None else frozenset()
     for change in changes:
-        if change.expected or same_value(change):
+        if change.expected or same_value(change) or (planned and _partition_only(ctx, change, planned)):
             continue
         covered = coverage_of(change.path)
         rule = UNPLANNED

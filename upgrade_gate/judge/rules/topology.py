@@ -6,6 +6,9 @@ Design decisions:
   A degraded XGMI link typically shows as a pair falling back to PCIE or gaining hops.
 - A candidate with no link matrix at all while the baseline had one is one finding (the topology
   probe lost its evidence), not one per pair.
+- Under a planned partition change (`change.partition`) the links of a changed device's partitions
+  beyond its first (BDF function 0) are the change: the devices' own links (first partitions) are
+  still compared.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from upgrade_gate.judge.plan_partition import function_of, planned_slots, slot_of
 from upgrade_gate.judge.rules.base import NodeContext, finding, spec
 from upgrade_gate.model import Finding, GpuLink
 
@@ -54,7 +58,15 @@ def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             evidence="amdsmi_topology",
         )
         return
+    change = ctx.plan.change.partition if ctx.plan is not None else None
+    planned = planned_slots(change, ctx.baseline, ctx.candidate) if change is not None else frozenset()
+
+    def partition_link(key: tuple[str, str]) -> bool:
+        return any(slot_of(end) in planned and function_of(end) != 0 for end in key)
+
     for key in sorted(before.keys() | after.keys()):
+        if planned and partition_link(key):
+            continue
         was, now = before.get(key), after.get(key)
         if was is not None and now is not None and _shape(was) == _shape(now):
             continue
