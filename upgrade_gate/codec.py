@@ -106,19 +106,17 @@ def _check_unique_keys(data: bytes | str, source: str) -> None:
     msgspec keeps the last of two equal keys (msgspec#648), so they are counted: each member of an
     object has one `:` outside strings, and msgspec writes every `:` inside a string as it is. So the
     document re-encoded from its plain decode has as many `:` as the original exactly when no member
-    was dropped, unless the original spelled a `:` in a string as `\\u003a` (then the exact locator
-    runs). On a 132 KB bench-fleet candidate: ~690 us CPU beside the ~510 us strict decode; `json.loads`
-    with a pairs hook took ~910 us (docs/limits.md)."""
+    was dropped, unless the original spelled a `:` in a string as `\\u003a` (then `docio.parse_json`
+    decides, exactly). On a 132 KB bench-fleet candidate: ~690 us CPU beside the ~510 us strict
+    decode; `json.loads` with a pairs hook took ~910 us (docs/limits.md)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     escaped = b"\\u003" in raw
     if not escaped and raw.count(b":") == _PLAIN_ENCODER.encode(_PLAIN_DECODER.decode(raw)).count(b":"):
         return
-    from upgrade_gate.dupkeys import json_duplicate
+    from upgrade_gate.docio import parse_json
 
-    found = json_duplicate(raw)
-    if found is not None:
-        raise InputError(found.message(source))
-    if not escaped:  # the count says a member was dropped: fail closed even if the locator missed it
+    parse_json(raw, source=source)  # exact (json's C scanner, a pairs hook); names the key and its lines
+    if not escaped:  # the count says a member was dropped: fail closed even if the scanner saw none
         raise InputError(f"{source}: a key is named twice in one object")
 
 
