@@ -1,12 +1,16 @@
 """The fake node's `torchrun`: the real training script and PyTorch on the CPUs, on imagined GPUs.
 
-A fake node has no GPU, so its `torchrun` (written into `bin/` by `build_fake_node`) starts the
-script's processes itself, as `torchrun --standalone` would (RANK, LOCAL_RANK, WORLD_SIZE,
-MASTER_ADDR/PORT; the launcher's own PyTorch import, ~1/3 of a short CPU run, is saved), and they
-train for real with the gloo backend on the CPUs. It hands the script the one thing a CPU run cannot
-have: the node's GPU identities, in its enumeration order, through UPGRADE_GATE_FAKE_GPUS (the
-documented seam of `reference_train.py`). The visible-device variables the phase sets reach the
-script untouched, and the script applies them as the runtime would.
+A fake node has no GPU, so its `torchrun` (written into `bin/` by `build_fake_node`) runs the real
+launcher, `python -m torch.distributed.run`, and the real script with the gloo backend on the CPUs. It
+hands the script the one thing a CPU run cannot have: the node's GPU identities, in its enumeration
+order, through UPGRADE_GATE_FAKE_GPUS (the documented seam of `reference_train.py`). The
+visible-device variables the phase sets reach the script untouched, and the script applies them as
+the runtime would.
+
+Dated note (2026-12, torch 2.15 CPU): starting the ranks without the launcher (RANK, MASTER_PORT ...
+set by hand, the store hosted by rank 0) saved the launcher's import but sometimes killed a rank at
+exit ("terminate called without an active exception", exit 250: rank 0 took the store away while its
+peer was still tearing down); torchrun's launcher hosts the store itself, so the real launcher is used.
 
 What `WorkloadProfile` changes (each a fault the judge must see):
 - `ranks`: gloo processes, whatever `--nproc-per-node` asked (8 CPU processes would swamp a laptop);
@@ -66,7 +70,7 @@ def workload_table(spec: NodeSpec) -> dict[str, Any]:
 
 
 STUB = """
-import json, os, signal, socket, subprocess, sys
+import json, os, signal, subprocess, sys
 sys.path.insert(0, {lib!r})
 from _replay.main import _apply_fault
 table = json.load(open({table!r}))
@@ -74,24 +78,15 @@ argv = sys.argv[1:]
 fault = table.get("fault")
 if fault is not None and argv[: len(fault["argv_prefix"])] == fault["argv_prefix"]:
     sys.exit(_apply_fault(fault))
-script = next((i for i, a in enumerate(argv) if a.endswith(".py")), None)
-if script is None:
-    sys.exit("torchrun (fake node): no training script in " + " ".join(argv))
-command = [{python!r}, argv[script], *table["extra"], *argv[script + 1 :]]
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-ranks = table["ranks"]
+for i, a in enumerate(argv[:-1]):
+    if a == "--nproc-per-node":
+        argv[i + 1] = str(table["ranks"])
+script = next((i for i, a in enumerate(argv) if a.endswith(".py")), len(argv))
+argv = argv[: script + 1] + table["extra"] + argv[script + 1 :]
 env = dict(os.environ, UPGRADE_GATE_FAKE_GPUS=json.dumps(table["gpus"]), **table["env"])
-env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks))
 env.setdefault("OMP_NUM_THREADS", "1")
-children = []
-for rank in range(ranks):
-    env_r = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-    pipe = subprocess.PIPE if rank == 0 else subprocess.DEVNULL
-    children.append(subprocess.Popen(command, env=env_r, stdout=pipe))
-out = children[0].communicate()[0].decode("utf-8", "replace")
-codes = [c.wait() for c in children]
+child = subprocess.run([{python!r}, "-m", "torch.distributed.run", *argv], env=env, stdout=subprocess.PIPE)
+out = child.stdout.decode("utf-8", "replace")
 mode = table["output"]
 if mode == "truncated":
     out = out[: len(out) // 2]
@@ -102,7 +97,7 @@ for line in table["stderr_after"]:
     print(line, file=sys.stderr)
 if mode == "signal":
     os.kill(os.getpid(), signal.SIGKILL)
-sys.exit(next((c for c in codes if c != 0), 0))
+sys.exit(child.returncode)
 """
 
 
