@@ -22,7 +22,7 @@ Design decisions:
   before its content is decompressed. Members that come before the manifest (a re-packed folder) are
   not read on the first pass, only noted; once the manifest admits them, a second pass reads them.
 - Limits are set so that the worst bundle the reader accepts stays well under 256 MiB of memory: a
-  probe's output is capped at capture (8 MiB, `collect.runner`), a member may hold 32 MiB (tool output
+  probe's output is capped at capture (16 MiB, `collect.runner`), a member may hold 32 MiB (tool output
   that is not UTF-8 grows up to 3x when the replacement characters are re-encoded), 96 MiB in all.
 """
 
