@@ -44,6 +44,7 @@ from upgrade_gate.fakenode import NodeSpec, faults
 from upgrade_gate.judge.checklist import load_checklist
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.plan import CanarySettings
+from upgrade_gate.judge.rules.evidence import read_clock
 from upgrade_gate.model import GateReport, NodeName, Snapshot, Verdict, replace
 from upgrade_gate.report.interface import ReportContext, ReportFormat
 from upgrade_gate.report.registry import render
@@ -141,7 +142,7 @@ def run_demo(
         output_check=output_check,
         config=demo_config(),
         scenario=scenario,
-        workload=not torch_missing(),
+        workload=(healthy or scenario is not None) and not torch_missing(),  # the blocked story keeps to its two
     )
     variant = "healthy variant: the change is clean" if healthy else "the change breaks two canaries"
     variant = f"scenario {scenario}" if scenario is not None else variant
@@ -195,7 +196,7 @@ def _before_the_change(st: _Setting, names: tuple[NodeName, ...], canaries: tupl
     if st.workload:
         say(f"      The plan's canaries ({', '.join(canaries)}) also run the reference training workload (phase 6):")
         say("      PyTorch DDP for real on the CPUs, two ranks, on the fake node's GPU identities.")
-    else:
+    elif st.healthy and torch_missing():
         say("      PyTorch is not installed (pip install 'upgrade-gate[workload]'): no reference training run.")
     before = demo_fleet.gather(
         specs,
@@ -288,6 +289,7 @@ def _gate(
         attestations=ATTESTATIONS,
         checklists=[load_checklist(CHECKLIST)],
         now=format_taken_at(datetime.now(UTC)),
+        clock=read_clock(),  # the wall clock (evidence.taken_at), whatever time the report says
     )
     ctx = ReportContext(report=report, baselines=baselines, candidates=candidates)
     for line in render(ReportFormat.CONSOLE, replace(ctx, color=color)).rstrip("\n").splitlines():
