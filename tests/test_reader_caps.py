@@ -202,3 +202,32 @@ def test_read_yaml_reads_no_more_than_a_yaml_document_may_have() -> None:
 
     with pytest.raises(InputError, match=r"^/dev/zero: over the 1 MiB a document may have; refused$"):
         docio.read_yaml(Path("/dev/zero"))
+
+
+def test_store_blob_over_the_cap_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    """A baseline committed by hand as 64 MiB + 1 of zeros (~65 KB packed): the object's stated size is
+    refused before its content is inflated (`zlib.decompress` inflated all of it; 10 GB for ~10 MB)."""
+    import subprocess
+    import tracemalloc
+
+    from tests.test_store_gitstore import snapshot_for
+    from upgrade_gate.store import layout
+    from upgrade_gate.store.gitobjects import MAX_OBJECT_BYTES
+    from upgrade_gate.store.gitstore import BaselineStore
+
+    store = tmp_path / "store"
+    with BaselineStore(store) as st:
+        st.save([snapshot_for("node-01")], message="a baseline")
+    with (store / layout.node_path("node-01")).open("wb") as fh:
+        fh.truncate(MAX_OBJECT_BYTES + 1)
+    for args in (["add", "-A"], ["-c", "user.name=x", "-c", "user.email=x@y", "commit", "-qm", "by hand"]):
+        subprocess.run(["git", *args], cwd=store, check=True, capture_output=True)
+    with BaselineStore(store) as st:
+        tracemalloc.start()
+        try:
+            with pytest.raises(InputError, match=r"a git object over the 64 MiB a store object may have; refused"):
+                st.load("node-01")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 16 << 20

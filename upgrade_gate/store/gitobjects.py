@@ -83,12 +83,35 @@ def parse_tree(data: bytes) -> dict[str, Entry]:
     return {name: (sha, mode) for sha, mode, name in tree_entries_from_data(data)}
 
 
+MAX_OBJECT_BYTES = 64 * 1024 * 1024
+"""Largest object read from a store, as a snapshot file's cap (`snapshot.io.MAX_SNAPSHOT_BYTES`): a
+blob committed by hand is refused at it (issue 26), not inflated whole (10 GB of zeros is ~10 MB)."""
+_HEADER_ROOM = 64  # b"<kind> <size>\0" before an object's content
+_STATED_SIZE = re.compile(rb"[a-z]+ (\d{1,20})\x00")
+
+
 def _loose(path: Path) -> bytes | None:
-    """A loose object file's inflated bytes; None when there is none or it does not inflate."""
+    """A loose object file's inflated bytes; None when there is none or it does not inflate; InputError
+    for one over MAX_OBJECT_BYTES (neither the file nor its content is read past the cap)."""
+    from upgrade_gate.docio import read_bytes
+
     try:
-        return zlib.decompress(path.read_bytes())
-    except (FileNotFoundError, zlib.error):
+        packed = read_bytes(path, limit=MAX_OBJECT_BYTES + MAX_OBJECT_BYTES // 64)  # zlib adds < 0.1%
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(packed, _HEADER_ROOM)  # the header first: a stated size over the cap
+        stated = _STATED_SIZE.match(raw)  # is refused before the content is inflated
+        if stated is not None and int(stated.group(1)) > MAX_OBJECT_BYTES:
+            raise _too_big(path)
+        raw += inflater.decompress(inflater.unconsumed_tail, MAX_OBJECT_BYTES + _HEADER_ROOM - len(raw))
+    except (NotFoundError, zlib.error):
         return None
+    if inflater.unconsumed_tail:
+        raise _too_big(path)
+    return raw
+
+
+def _too_big(where: object) -> InputError:
+    return InputError(f"{where}: a git object over the {MAX_OBJECT_BYTES >> 20} MiB a store object may have; refused")
 
 
 def is_file(entry: Entry | None) -> bool:
@@ -157,6 +180,8 @@ class GitObjects:
         raw = _loose(path)  # the object as git hashes it: b"<kind> <size>\0" + content
         if raw is None:  # packed, or unreadable: git knows
             stream = self.repo.odb.stream(sha)
+            if stream.size > MAX_OBJECT_BYTES:
+                raise _too_big(source or hexsha)
             if stream.type != kind:
                 raise InputError(f"{source or path}: a {stream.type.decode()}, not a {kind.decode()} object")
             data: bytes = stream.read()
