@@ -12,7 +12,9 @@ Design notes and tool quirks:
   no timestamp continue the previous message (NVIDIA's multi-line "fallen off the bus" in corpus
   dmesg/nvidia-fallen-off-bus-...); they are joined with one space before matching.
 - The event's BDF is the device prefix the driver printed (`amdgpu 0000:e3:00.0: ...`), else the first
-  full `dddd:bb:dd.f` in the message; `[drm]` lines carry none (None).
+  full `dddd:bb:dd.f` in the message; a line without one (`[drm:amdgpu_job_timedout [amdgpu]] ...`)
+  takes the device of the nearest lines of the same driver around it when they agree (`_neighbour_device`),
+  else None.
 - NVIDIA (`NVRM:`) messages are not amdgpu events and the default table has no NVIDIA pattern: an AMD
   gate does not judge Xids. A site that wants them adds patterns to its own table.
 - `dmesg: read kernel buffer failed: ...` (dmesg_restrict for non-root) or an empty log is no evidence at
@@ -53,6 +55,7 @@ _CTIME_TS_RE = re.compile(
 _DEVICE_PREFIX_RE = re.compile(r"^[\w.-]+ (?P<bdf>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):")
 _ANY_BDF_RE = re.compile(r"(?<![0-9a-fA-F:])(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\b")
 _DMESG_ERROR_RE = re.compile(r"^dmesg: ")
+_NEIGHBOURS = 3  # messages either side searched for the device of an event line that names none
 _NOT_TEXT_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 
 
@@ -254,21 +257,49 @@ def parse_dmesg(text: str, patterns: PatternTable | None = None, *, family: str 
     table = patterns if patterns is not None else load_default_patterns()
     active = tuple(p for p in table.patterns if p.applies_to(family))
     messages, style = _messages(text)
+    devices = [_bdf_of(message, line_no) for line_no, message in messages]
     events: list[KernelEvent] = []
-    for line_no, message in messages:
+    for at, (line_no, message) in enumerate(messages):
         for pattern in active:
             if pattern.regex.search(message):
                 events.append(
                     KernelEvent(
                         kind=pattern.id,
                         severity=pattern.severity,
-                        bdf=_bdf_of(message, line_no),
+                        bdf=devices[at] or _neighbour_device(messages, devices, at, pattern.driver),
                         line_no=line_no,
                         text=message,
                     )
                 )
                 break
     return DmesgResult(events=tuple(events), message_count=len(messages), timestamp_style=style)
+
+
+def _neighbour_device(messages: list[tuple[int, str]], devices: list[Bdf | None], at: int, driver: str) -> Bdf | None:
+    """The device of the driver instance around message `at`, when that is unambiguous.
+
+    `[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout ...` and
+    `[drm:amdgpu_device_ip_early_init [amdgpu]] *ERROR* early_init of IP block <psp> failed -19` carry no
+    device, but the driver instance printing them names its device on the lines around them
+    (`amdgpu 0000:1b:00.0: Direct firmware load for amdgpu/psp_13_0_6_sos.bin failed ...`). Unambiguous:
+    the nearest device-naming messages of the same driver before and after it, within `_NEIGHBOURS`
+    messages, name the same device; or the driver names one device in the whole log (a one-GPU host).
+    Eight GPUs resetting at once (corpus dmesg/mi300x-8gpu-aca-...: `amdgpu: Failed to restore process
+    queues` eight times after one device's lines) stay without a device.
+    """
+
+    def nearest(indexes: range) -> Bdf | None:
+        for i in indexes:
+            if devices[i] is not None and driver in messages[i][1]:
+                return devices[i]
+        return None
+
+    before = nearest(range(at - 1, max(at - 1 - _NEIGHBOURS, -1), -1))
+    after = nearest(range(at + 1, min(at + 1 + _NEIGHBOURS, len(messages))))
+    if before is not None and before == after:
+        return before
+    named = {d for d, (_, m) in zip(devices, messages, strict=True) if d is not None and driver in m}
+    return next(iter(named)) if len(named) == 1 else None
 
 
 def _parse_dmesg_default(text: str) -> DmesgResult:
