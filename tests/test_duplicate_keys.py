@@ -18,7 +18,7 @@ from upgrade_gate import codec, docio
 from upgrade_gate.cli.main import run
 from upgrade_gate.collect.bundle import load_bundle
 from upgrade_gate.dupkeys import json_duplicate
-from upgrade_gate.errors import BundleError, ConfigError, InputError
+from upgrade_gate.errors import BundleError, ConfigError, InputError, SchemaError
 from upgrade_gate.judge.checklist import load_checklist
 from upgrade_gate.judge.plan import load_plan
 from upgrade_gate.judge.policy import load_policy
@@ -87,7 +87,7 @@ def test_policy_rule_with_severity_twice_is_exit_3_not_a_pass(tmp_path: Path) ->
     """The issue's case: `severity: block` then `severity: warn` on host.bios let a BIOS change pass."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY, encoding="utf-8")
-    with pytest.raises(ConfigError, match=rf"policy\.yaml: duplicate key \$\.rules\[0\]\.severity at lines 3 and 4"):
+    with pytest.raises(ConfigError, match=r"policy\.yaml: duplicate key \$\.rules\[0\]\.severity at lines 3 and 4"):
         load_policy(policy)
 
 
@@ -185,6 +185,24 @@ def test_decode_json_duplicate_count_is_not_fooled_by_colons_in_strings() -> Non
     dropped = _with_duplicate(text, "taken_at", '"a:b:c"')  # the dropped value had colons of its own
     with pytest.raises(InputError, match=r"duplicate key \$\.taken_at"):
         codec.decode_json(Snapshot, dropped, source="c.json")
+
+
+def test_decode_json_counts_a_document_without_every_field_the_slower_way() -> None:
+    """A document an older writer made (a field left out) misses the complete mirror's fast count and
+    is counted from its plain decode: a key named twice is refused all the same, a clean one decoded."""
+    doc = json.loads(dumps_snapshot(upgraded()))
+    del doc["evidence_issues"]  # optional: the model's default
+    text = json.dumps(doc, indent=2)
+    assert codec.decode_json(Snapshot, text) == upgraded()
+    with pytest.raises(InputError, match=r"c\.json: duplicate key \$\.taken_at at lines"):
+        codec.decode_json(Snapshot, _with_duplicate(text, "taken_at", '"2099-01-01T00:00:00Z"'), source="c.json")
+
+
+def test_decode_json_reports_a_wrong_type_as_before_not_as_a_missing_field() -> None:
+    doc = json.loads(dumps_snapshot(upgraded()))
+    doc["schema_version"] = 99
+    with pytest.raises(SchemaError, match=r"c\.json: Expected .* - at `\$\.schema_version`"):
+        codec.decode_json(Snapshot, json.dumps(doc), source="c.json")
 
 
 def test_diff_cli_with_a_duplicate_key_candidate_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

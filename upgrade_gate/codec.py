@@ -21,7 +21,9 @@ same annotations, so they too need no change when the model grows:
   Literal, `format: date-time` by the schema validator's own regex. `uniqueItems` is the one keyword left
   to the callers (`report.json_report.check_node`); a new schema-only keyword fails the mirror's build.
   An object that names a key twice is refused too (InputError with the key path and both lines,
-  issue 26): msgspec, like `json.loads`, would keep the later value without a word.
+  issue 26): msgspec, like `json.loads`, would keep the later value without a word, so the members
+  kept are counted against the document (`_decode_unique`: through a complete mirror, every field
+  required, for documents that have them all, as upgrade-gate writes them).
 
 A class's `RETIRED_FIELDS` (a field removed from the model) are accepted as null in documents written
 before the removal and dropped; the generated schemas accept them the same way.
@@ -85,9 +87,7 @@ def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, sourc
         if trusted:
             decoded: T = _typed_decoder(kind).decode(data)
             return decoded
-        if not own:
-            _check_unique_keys(data, source)
-        mirrored = _mirror_decoder(kind).decode(data)
+        mirrored = _mirror_decoder(kind).decode(data) if own else _decode_unique(kind, data, source)
         converted: T = msgspec.convert(mirrored, cls, from_attributes=True)
         return converted
     except msgspec.ValidationError as exc:
@@ -100,6 +100,31 @@ _PLAIN_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 _PLAIN_ENCODER = msgspec.json.Encoder()
 
 
+def _decode_unique(cls: type, data: bytes | str, source: str) -> Any:
+    """The mirror of `cls` decoded from `data`, refusing a key named twice (InputError, key path and lines).
+
+    The fast way, for a document that has every field (as upgrade-gate writes them): decoded through
+    the complete mirror (every field required, none retired), whose re-encoding then holds exactly the
+    members the document kept, so `_same_colons` says whether one was dropped (+~320 us CPU on a 132 KB
+    bench-fleet candidate, ~520 -> ~840 us). A document without some field is decoded through the
+    ordinary mirror and counted by `_check_unique_keys` (+~750 us; docs/limits.md)."""
+    try:
+        mirrored = _mirror_decoder(cls, complete=True).decode(data)
+    except msgspec.ValidationError:  # a field left out (an older writer), or a real error: said below
+        _check_unique_keys(data, source)
+        return _mirror_decoder(cls).decode(data)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if not _same_colons(raw, _PLAIN_ENCODER.encode(mirrored)):
+        _check_unique_keys(raw, source)
+    return mirrored
+
+
+def _same_colons(raw: bytes, encoded: bytes) -> bool:
+    """True when `encoded` (msgspec's encoding of what `raw` decoded to, no member added) has the `:` of
+    `raw`: then no member was dropped (see `_check_unique_keys`)."""
+    return b"\\u003" not in raw and raw.count(b":") == encoded.count(b":")
+
+
 def _check_unique_keys(data: bytes | str, source: str) -> None:
     """InputError naming the key path and both lines where an object of `data` names a key twice.
 
@@ -107,11 +132,11 @@ def _check_unique_keys(data: bytes | str, source: str) -> None:
     object has one `:` outside strings, and msgspec writes every `:` inside a string as it is. So the
     document re-encoded from its plain decode has as many `:` as the original exactly when no member
     was dropped, unless the original spelled a `:` in a string as `\\u003a` (then `docio.parse_json`
-    decides, exactly). On a 132 KB bench-fleet candidate: ~690 us CPU beside the ~510 us strict
-    decode; `json.loads` with a pairs hook took ~910 us (docs/limits.md)."""
+    decides, exactly). On a 132 KB bench-fleet candidate ~750 us CPU; `json.loads` with a pairs hook
+    took ~940 us (docs/limits.md)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     escaped = b"\\u003" in raw
-    if not escaped and raw.count(b":") == _PLAIN_ENCODER.encode(_PLAIN_DECODER.decode(raw)).count(b":"):
+    if not escaped and _same_colons(raw, _PLAIN_ENCODER.encode(_PLAIN_DECODER.decode(raw))):
         return
     from upgrade_gate.docio import parse_json
 
@@ -126,33 +151,34 @@ def _typed_decoder(cls: type) -> msgspec.json.Decoder[Any]:
 
 
 @functools.cache
-def _mirror_decoder(cls: type) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(_mirror(cls))
+def _mirror_decoder(cls: type, *, complete: bool = False) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_mirror(cls, complete))
 
 
 @functools.cache
-def _mirror(tp: Any) -> Any:
-    """The msgspec Struct twin of a model type: same fields, defaults and types; unknown keys refused."""
+def _mirror(tp: Any, complete: bool = False) -> Any:
+    """The msgspec Struct twin of a model type: same fields, defaults and types; unknown keys refused.
+    `complete`: every field required and no retired one accepted (`_decode_unique`'s fast way)."""
     supertype = getattr(tp, "__supertype__", None)
     if supertype is not None:
-        return _mirror(supertype)
+        return _mirror(supertype, complete)
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
-        return Union[tuple(_mirror(a) for a in get_args(tp))]  # noqa: UP007 - built from a runtime tuple
+        return Union[tuple(_mirror(a, complete) for a in get_args(tp))]  # noqa: UP007 - built from a runtime tuple
     if origin is tuple:
         args = get_args(tp)
-        return tuple[_mirror(args[0]), ...]  # type: ignore[misc]
+        return tuple[_mirror(args[0], complete), ...]  # type: ignore[misc]
     if origin is dict:
         key, value = get_args(tp)
-        return dict[_mirror(key), _mirror(value)]  # type: ignore[misc]
+        return dict[_mirror(key, complete), _mirror(value, complete)]  # type: ignore[misc]
     if isinstance(tp, type) and is_record(tp):
         hints = _hints(tp)
         marked = typing.get_type_hints(tp, include_extras=True)
         required: list[Any] = []
-        optional: list[Any] = [(name, None, None) for name in _retired(tp)]
+        optional: list[Any] = [] if complete else [(name, None, None) for name in _retired(tp)]
         for f in _fields(tp):
-            kind = _schema_only(_mirror(hints[f.name]), marked[f.name])
-            if always(marked[f.name]):  # documents must carry it, as the generated schema says
+            kind = _schema_only(_mirror(hints[f.name], complete), marked[f.name])
+            if complete or always(marked[f.name]):  # documents must carry it, as the generated schema says
                 required.append((f.name, kind))
             elif f.default is not _MISSING:
                 optional.append((f.name, kind, f.default))
