@@ -226,3 +226,11 @@ def test_bundle_manifest_with_a_key_twice_is_a_bundle_error(tmp_path: Path) -> N
 def test_json_documents_the_tool_writes_have_no_duplicates_to_find() -> None:
     doc = json.loads(dumps_snapshot(upgraded()))
     assert json_duplicate(json.dumps(doc, indent=2)) is None
+
+
+def test_snapshots_the_tool_writes_take_the_fast_count() -> None:
+    """`dumps_snapshot` writes every field, so a candidate decodes through the complete mirror (the
+    key count is then the re-encoding alone, docs/limits.md); a writer that left fields out would
+    silently move every candidate to the slower count."""
+    for snap in (upgraded(), mi300x_snapshot()):
+        codec._mirror_decoder(Snapshot, complete=True).decode(dumps_snapshot(snap))
