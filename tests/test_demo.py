@@ -201,3 +201,59 @@ def test_demo_reports_group_the_findings_into_causes_without_changing_them(block
     suites = {s.get("name"): s for s in ET.parse(blocked.workdir / "reports" / "junit.xml").getroot().iter("testsuite")}
     failing = [c.get("name") for c in suites["gpu-node-02"].iter("testcase") if c.find("failure") is not None]
     assert failing == ["bandwidth:mesh/all_reduce"]
+
+
+def _checklist_rows(ran: Ran) -> dict[str, dict[str, object]]:
+    data = json.loads((ran.workdir / "reports" / "report.json").read_text(encoding="utf-8"))
+    return {r["item_id"]: r for r in data["checklist"]}
+
+
+WORKLOAD_ITEMS = ("canary.standard-benchmark", "canary.device-order-perturbation", "canary.mixed-precision")
+
+
+def test_demo_healthy_runs_the_reference_workload_and_its_items_pass_on_that_evidence(healthy: Ran) -> None:
+    """issue 25: the healthy story runs phases 6-7 on the canaries (PyTorch for real), so the training run,
+    the perturbation and mixed precision pass on evidence; the HTML shows them with it."""
+    pytest.importorskip("torch")
+    rows = _checklist_rows(healthy)
+    for item in WORKLOAD_ITEMS:
+        assert rows[item]["status"] == "pass", rows[item]
+    assert "phase(s) 6, 7 passed" in str(rows["canary.device-order-perturbation"]["actual"])
+    snap = json.loads((healthy.workdir / "after" / "snapshots" / "gpu-node-01.json").read_text(encoding="utf-8"))
+    assert [p["phase"] for p in snap["phases"]] == [0, 1, 2, 3, 6, 7]
+    assert "phases 0-3, 6-7 passed" in healthy.out and "samples/s" in healthy.out
+
+
+def test_demo_blocked_story_workload_items_read_unverified_never_pass(blocked: Ran) -> None:
+    """The false pass of issue 25: without a training run the items are unverified, in every report."""
+    rows = _checklist_rows(blocked)
+    for item in WORKLOAD_ITEMS:
+        assert rows[item]["status"] == "unverified", rows[item]
+        assert "phase 6 has no result (it did not run)" in str(rows[item]["actual"])
+    html = (blocked.workdir / "reports" / "report.html").read_text(encoding="utf-8")
+    row = html[html.index("Device-order perturbation check") :][:2000]
+    assert "unverified" in row and ">pass<" not in row
+
+
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    pytest.importorskip("torch")
+    workdir = tmp_path_factory.mktemp("demo") / "workload-regression"
+    code, out = _demo("--scenario", "workload-regression", "--workdir", str(workdir))
+    return Ran(code=code, out=out, workdir=workdir)
+
+
+def test_demo_workload_regression_blocks_naming_throughput_timeouts_and_init(regression: Ran) -> None:
+    assert regression.code == ExitCode.BLOCK, regression.out
+    assert len(regression.out.rstrip("\n").splitlines()) <= SCREEN, regression.out
+    report = json.loads((regression.workdir / "reports" / "report.json").read_text(encoding="utf-8"))
+    rules = {(f["node"], f["rule"]) for n in report["nodes"] for f in n["findings"] if f["severity"] == "block"}
+    assert ("gpu-node-01", "workload.throughput") in rules
+    assert ("gpu-node-01", "workload.collective_timeouts") in rules
+    assert {n for n, _ in rules} == {"gpu-node-01"}
+    assert "4 NCCL watchdog timeouts" in regression.out
+
+
+def test_demo_scenario_refuses_an_unknown_name_and_healthy(tmp_path: Path) -> None:
+    assert _demo("--scenario", "nope", "--workdir", str(tmp_path / "a"))[0] == ExitCode.USAGE
+    assert _demo("--scenario", "index-pinned", "--healthy", "--workdir", str(tmp_path / "b"))[0] == ExitCode.USAGE

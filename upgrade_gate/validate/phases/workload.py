@@ -38,6 +38,7 @@ Fail closed (each cause is the result's reason, one line):
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import signal
 from importlib import resources
@@ -105,6 +106,18 @@ class Run(NamedTuple):
     devices: tuple[RankDevice, ...]
 
 
+_BANNER = re.compile(r"^[=*\-\s]*$")
+_CAUSE = re.compile(r"(Error|error:|Exception|exitcode|Killed|not found|No module named)")
+
+
+def _cause_line(stderr: str) -> str | None:
+    """The line of a failed job's log that says why: torchrun ends with a banner of `=` and a summary,
+    so the last line is no cause (2026-12, torch 2.15: `ChildFailedError`, then `exitcode : 1`)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not _BANNER.match(ln)]
+    hits = [ln for ln in lines if _CAUSE.search(ln) and "ChildFailedError" not in ln]
+    return hits[-1][:200] if hits else None
+
+
 def _died(result: CommandResult) -> str | None:
     code = result.returncode
     if code is not None and code < 0:
@@ -130,6 +143,9 @@ def run_once(ctx: PhaseContext, out: Outcome, argv: tuple[str, ...], label: str)
         out.fail(where + died)
         return None
     if out.tool_failure(result):
+        detail = _cause_line(result.stderr)
+        if detail is not None and detail not in out.reasons[-1]:
+            out.reasons[-1] += f" ({detail})"
         if where:
             out.reasons[-1] = where + out.reasons[-1]
         return None
