@@ -56,6 +56,11 @@ def _by_prefix(table: tuple[tuple[str, str], ...], default: str) -> Callable[[st
     return key_of
 
 
+def _nvidia_smi_key(name: str) -> str:
+    """nvidia-smi outputs by subcommand, named in the file name (`-topo-m-`, `-nvlink-s-`)."""
+    return "nvidia-smi-topo" if "-topo-m-" in name else "nvidia-smi-nvlink" if "-nvlink-s-" in name else ""
+
+
 def _sysfs_views(result: object) -> dict[str, Any]:
     if not isinstance(result, sysfs.SysfsValues):
         return {}
@@ -273,6 +278,32 @@ SUITES = (
     ),
     Suite(folder="perftest", cases=lambda _: "ib_write_bw", views=_perftest_views),
     Suite(folder="rvs", cases=_by_prefix((("agfhc", "agfhc"),), "rvs"), views=_rvs_views),
+    # NVIDIA (issue 30): the nvidia-smi subcommands share one folder, as in the corpus.
+    Suite(
+        folder="nvidia-smi",
+        outputs=("*.txt", "*.xml"),
+        cases=lambda name: "nvidia-smi-q-x" if name.endswith(".xml") else _nvidia_smi_key(name),
+        rejected={"h100-dgx-topo-m-12nic-truncated.txt": ("nvidia-smi-topo", "header names 20 devices but 14 rows")},
+        foreign=("h100-dgx-default-table-driver580-truncated.txt", "v100-pcie-default-table-driver560-under-load.txt"),
+        corpus="nvidia-smi",
+        corpus_glob="*",
+    ),
+    Suite(
+        folder="dcgmi",
+        cases=lambda _: "dcgmi-diag",
+        rejected={
+            "v100-pcie-diag-r2-dcgm3.3.9-truncated-last-line.txt": ("dcgmi-diag", "partial border line: output cut"),
+            "fragment-deployment-error-row-remap-pending.txt": ("dcgmi-diag", "without its closing border"),
+        },
+        corpus="dcgmi",
+    ),
+    Suite(
+        folder="dmesg-nvidia",
+        cases=lambda _: "dmesg-nvidia",
+        shape=Shape.WRAPPED,
+        corpus="dmesg",
+        corpus_glob="nvidia-*",
+    ),
 )
 
 
@@ -296,6 +327,7 @@ PINNED_KEYS = {
     "ibv_devinfo", "kfd-properties", "lspci", "rccl-tests", "rdma-dev", "rdma-link", "readlink-rccl",
     "rocm-smi", "rocm-smi-concise", "rocm-smi-showtopo", "rocm-smi-thermal", "rocminfo", "rvs", "show_gids",
     "sysfs-grep", "uname-r",
+    "dcgmi-diag", "dmesg-nvidia", "nvidia-smi-nvlink", "nvidia-smi-q-x", "nvidia-smi-topo",
 }  # fmt: skip
 """The registry's keys: `upgrade-gate parse --tool KEY` and the probe catalogue's parser keys."""
 

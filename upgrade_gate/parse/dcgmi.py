@@ -111,7 +111,7 @@ class _TextTable:
     def __init__(self, border: str) -> None:
         self.width = len(border)
         self.split = border.index("+", 1)
-        self.wrap = self.width - self.split - 1 - 3  # message characters per row (45 in the 78-column table)
+        self.wrap = self.width - self.split - 5  # message characters per row (45 in the 78-column table)
         self.section = ""
         self.metadata: dict[str, str] = {}
         self.tests: list[_Test] = []

@@ -23,6 +23,11 @@ PARSER_MODULES = (
     "upgrade_gate.parse.perftest",
     "upgrade_gate.parse.rvs",
     "upgrade_gate.parse.host",
+    "upgrade_gate.parse.nvidia_smi_xml",
+    "upgrade_gate.parse.nvidia_smi_topo",
+    "upgrade_gate.parse.nvidia_smi_nvlink",
+    "upgrade_gate.parse.dcgmi",
+    "upgrade_gate.parse.nvidia_dmesg",
 )
 
 
