@@ -179,6 +179,10 @@ def window_plan_cmd(
         typer.echo(
             f"  canary {c.node}  class {c.node_class}  " + ("idle" if c.idle else f"busy: {', '.join(c.busy_pods)}")
         )
+    if "peer" in record.doc:  # issue 28: one canary, so phases 4-5 pair it with a known-good node
+        peer = record.doc["peer"]
+        typer.echo(f"  peer {peer['node']}  class {peer['class']}  for phases 4-5 only: cordoned and tainted while "
+                   "they run, released after, never labelled")  # fmt: skip
     typer.echo(f"next: upgrade-gate window start --id {record.id} --store {store}")
     return ExitCode.PASS
 
@@ -336,6 +340,8 @@ def _print_record(record: WindowRecord) -> None:
     typer.echo(f"window {record.id}: {record.state}  (change {doc['change_id']}, plan {doc['plan']['source']})")
     for c in doc["canaries"]:
         typer.echo(f"  canary {c['node']}  class {c['class']}  {'idle' if c['idle'] else 'busy'}")
+    if "peer" in doc:
+        typer.echo(f"  peer {doc['peer']['node']}  class {doc['peer']['class']}  (phases 4-5 only)")
     validation = doc.get("validation")
     if validation is not None:
         typer.echo(f"  validation {validation['verdict']} at {validation['at']} by {validation['by']} "

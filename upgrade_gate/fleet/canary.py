@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from upgrade_gate.errors import ConfigError
-from upgrade_gate.fleet.labels import CANARY, NODE_CLASS
+from upgrade_gate.fleet.labels import CANARY, CHANGE_ID, NODE_CLASS
 from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.judge.plan import CanarySettings
@@ -79,6 +79,37 @@ def ineligible_reason(node: KubeNode, tolerations: Sequence[Toleration] = JobSet
         ):
             return f"tainted {taint}, which the Jobs do not tolerate (--tolerate to add a toleration)"
     return None
+
+
+def select_peer(
+    nodes: Sequence[KubeNode],
+    canary: Canary,
+    *,
+    change: str,
+    class_label: str = NODE_CLASS,
+    busy: Mapping[str, Sequence[str]] | None = None,
+    held: Mapping[str, str] | None = None,
+    tolerations: Sequence[Toleration] = JobSettings().tolerations,
+) -> tuple[NodeName | None, tuple[tuple[NodeName, str], ...]]:
+    """A partner for phases 4-5 of a window with one canary (issue 28), and why each other node of its class
+    is not one: same class, not a canary, eligible as a canary would be (Ready, not cordoned by anyone, its
+    taints tolerated), not held by an open window, idle, and still on the old version (no
+    `upgrade-gate/change-id` of this `change`): it is the known-good side of the pair. First by name."""
+    busy = busy or {}
+    held = held or {}
+    passed: list[tuple[NodeName, str]] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        if node.name == canary.node or node.labels.get(class_label) != canary.node_class:
+            continue
+        why = f"held by open window {held[node.name]}" if node.name in held else ineligible_reason(node, tolerations)
+        if why is None and busy.get(node.name):
+            why = f"busy: {', '.join(busy[node.name])}"
+        if why is None and node.labels.get(CHANGE_ID) == change:
+            why = f"already runs change {change} (a peer is on the old version)"
+        if why is None:
+            return node.name, tuple(passed)
+        passed.append((node.name, why))
+    return None, tuple(passed)
 
 
 def allowed_count(size: int, settings: CanarySettings) -> int:

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.errors import InputError, NotFoundError
-from upgrade_gate.fleet.canary import CanarySelection, select_canaries
+from upgrade_gate.fleet.canary import CanarySelection, select_canaries, select_peer
 from upgrade_gate.fleet.cronjobs import soak_cronjob_name
 from upgrade_gate.fleet.drain import drain_node
 from upgrade_gate.fleet.errors import KubeNotFoundError
@@ -48,6 +48,7 @@ from upgrade_gate.fleet.labels import (
 )
 from upgrade_gate.fleet.manifests import JobSettings, Toleration
 from upgrade_gate.fleet.objects import KubeNode, Taint
+from upgrade_gate.fleet.peer import release_leftover
 from upgrade_gate.fleet.rollout import (
     held_nodes,
     parse_time,
@@ -85,6 +86,11 @@ class Actor:
 
     by: str
     at: str
+
+
+def _peer_of(doc: Mapping[str, Any]) -> NodeName | None:
+    peer = doc.get("peer")
+    return NodeName(peer["node"]) if isinstance(peer, Mapping) else None
 
 
 def change_label(change_id: str) -> str:
@@ -156,6 +162,22 @@ def plan_window(
             f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching {selector!r} "
             f"(node class label {class_label})" + (f"; passed over:{why}" if why else "")
         )
+    peer: dict[str, Any] | None = None
+    if len(selection.canaries) == 1:  # phases 4-5 pair nodes: one canary needs a known-good partner
+        (canary,) = selection.canaries
+        for node in nodes:
+            if node.name not in busy and node.labels.get(class_label) == canary.node_class and not node.unschedulable:
+                busy[node.name] = client.gpu_pods_on_node(node.name)
+        name, passed = select_peer(nodes, canary, change=change_label(plan.id), class_label=class_label, busy=busy,
+                                   held=held, tolerations=tolerations)  # fmt: skip
+        if name is None:
+            why = "".join(f"; {node}: {reason}" for node, reason in passed) or "; it is the only node of its class"
+            raise InputError(
+                f"plan {plan_path}: one canary ({canary.node}, class {canary.node_class}) and no peer for phases 4-5: "
+                f"a peer is a node of the same class, idle, Ready, not cordoned, not a canary, still on the old "
+                f"version{why} (free one, or choose two canaries with canaries.min: 2)"
+            )
+        peer = {"node": name, "class": canary.node_class, "phases": [4, 5]}
     doc: dict[str, Any] = {
         "schema_version": "1",
         "id": wid,
@@ -175,7 +197,11 @@ def plan_window(
         "excluded": [{"node": n, "reason": why} for n, why in selection.excluded],
         "history": list(existing.doc["history"]) if existing is not None else [],
     }
-    event(doc, action="plan", by=actor.by, at=actor.at, note=f"{len(selection.canaries)} canaries")
+    note = f"{len(selection.canaries)} canaries"
+    if peer is not None:
+        doc["peer"] = peer
+        note += f"; peer {peer['node']} held (cordon + taint) only while phases 4-5 run"
+    event(doc, action="plan", by=actor.by, at=actor.at, note=note)
     return save_window(store, doc, f"window {wid}: planned ({plan.id})"), selection
 
 
@@ -302,6 +328,8 @@ def promote_window(
             annotations={CORDONED_BY: None},
         )
     client.delete_cronjob(soak_cronjob_name(window_id), str(doc["namespace"]))
+    release_leftover(client, window_id, _peer_of(doc), lambda note: event(doc, action="release-peer", by=actor.by,
+                                                                          at=actor.at, note=note))  # fmt: skip
     doc["state"] = str(State.PROMOTED)
     record_wave_done(doc, plan, at=actor.at)
     event(doc, action="promote", by=actor.by, at=actor.at, note=f"baselines tagged {doc['baseline']['tag']}")
@@ -312,16 +340,23 @@ def rollback_window(
     client: KubeClient, store: BaselineStore, window_id: str, *, reason: str, actor: Actor
 ) -> WindowRecord:
     """Keep the canaries cordoned and tainted, record the reason; record `rolled-back`."""
+    from upgrade_gate.fleet.executor import cvf_metadata
+
     record = load_window(store, window_id)
     record.check("rollback")
     if not reason.strip():
         raise InputError("--reason: say why the change is rolled back")
     for name, node in canary_nodes(client, record.canaries).items():
-        if node is not None:
+        if node is not None:  # the CVF labels validate wrote describe the change that is rolled back (issue 28)
+            labels, annotations = cvf_metadata(node, ())
             client.patch_node_metadata(
-                name, labels={WINDOW_STATE: str(State.ROLLED_BACK)}, annotations={ROLLBACK_REASON: reason}
+                name,
+                labels={**labels, WINDOW_STATE: str(State.ROLLED_BACK)},
+                annotations={**annotations, ROLLBACK_REASON: reason},
             )
     client.delete_cronjob(soak_cronjob_name(window_id), str(record.doc["namespace"]))
     doc = dict(record.doc, state=str(State.ROLLED_BACK), rollback_reason=reason)
+    release_leftover(client, window_id, _peer_of(doc), lambda note: event(doc, action="release-peer", by=actor.by,
+                                                                          at=actor.at, note=note))  # fmt: skip
     event(doc, action="rollback", by=actor.by, at=actor.at, note=reason)
     return save_window(store, doc, f"window {window_id}: rolled back")

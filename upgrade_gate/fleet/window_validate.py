@@ -23,8 +23,9 @@ from upgrade_gate.fleet.executor import (
 )
 from upgrade_gate.fleet.jobs import NodeRunResult
 from upgrade_gate.fleet.labels import WINDOW_STATE
+from upgrade_gate.fleet.peer import PeerHold
 from upgrade_gate.fleet.rollout import begin_soak, soak_enabled
-from upgrade_gate.fleet.window import Actor, canary_nodes, window_plan
+from upgrade_gate.fleet.window import Actor, canary_nodes, change_label, window_plan
 from upgrade_gate.fleet.window_state import State, WindowRecord, event, load_window, save_candidate, save_window
 from upgrade_gate.judge.plan import format_duration
 from upgrade_gate.judge.policy import Policy
@@ -82,6 +83,7 @@ def validate_window(
     A PASS under a plan with a soak records `soaking` and (unless `soak_cronjob_enabled` is off) creates the
     CronJob that observes the canaries (`fleet.cronjobs`)."""
     from upgrade_gate.judge.judge import judge
+    from upgrade_gate.judge.rules.evidence import read_clock
     from upgrade_gate.snapshot.build import build_snapshot
 
     record = load_window(store, window_id)
@@ -107,18 +109,26 @@ def validate_window(
     # the inputs depend on the canaries' names and classes only: loaded now, the phases re-measure
     # against the baselines what is inconclusive, as `validate --policy --baseline` does on one node
     baselines, references, denylist = judge_inputs(store, record.canaries, tuple(snapshots.values()))
-    results = run_phases(
-        client,
-        [n for n in nodes if n.name in snapshots],
-        phases=default_phases(),
-        config=config,
-        settings=settings,
-        run_id=run_id + "p",
-        snapshots=snapshots,
-        samples=samples,
-        progress=progress,
-        resampling=phase_resampling(policy, snapshots, baselines),
-    )
+    peer = record.doc.get("peer")
+    hold = PeerHold(client, window_id, NodeName(peer["node"]), change_label(record.doc["change_id"])) if peer else None
+    peers = [n for n in canary_nodes(client, [NodeName(peer["node"])]).values() if n is not None] if peer else []
+    try:
+        results = run_phases(
+            client,
+            [n for n in nodes if n.name in snapshots],
+            phases=default_phases(),
+            config=config,
+            settings=settings,
+            run_id=run_id + "p",
+            snapshots=snapshots,
+            samples=samples,
+            progress=hold.wrap(progress) if hold is not None else progress,
+            resampling=phase_resampling(policy, snapshots, baselines),
+            peers=peers,
+        )
+    finally:
+        if hold is not None:
+            hold.close()
     for name, problem in write_cvf_labels(client, results).items():
         if problem is not None:
             errors[name].append(problem)
@@ -133,6 +143,7 @@ def validate_window(
         attestations=attestations,
         checklists=checklists,
         now=actor.at,
+        clock=read_clock(),  # the wall clock (evidence.taken_at), whatever time the report says
     )
     for snap in candidates.values():
         save_candidate(store, window_id, snap)
@@ -174,6 +185,8 @@ def validate_window(
     if soak:
         every = format_duration(plan.soak.every_s)
         note += f"; soaking {format_duration(plan.soak.duration_s)}, observed every {every}"
+    for action, at, what in hold.events if hold is not None else ():
+        event(doc, action=action, by=actor.by, at=at, note=what)
     event(doc, action="validate", by=actor.by, at=actor.at, note=note)
     saved = save_window(store, doc, f"window {window_id}: {state}")
     return Validation(
