@@ -231,3 +231,14 @@ def test_store_blob_over_the_cap_is_refused_before_it_is_inflated(tmp_path: Path
         finally:
             tracemalloc.stop()
     assert peak < 16 << 20
+
+
+def test_checklist_folder_over_the_cap_is_refused_before_any_is_loaded(tmp_path: Path) -> None:
+    from upgrade_gate.judge.checklist import MAX_CHECKLIST_FILES, load_checklists
+
+    folder = tmp_path / "lists"
+    folder.mkdir()
+    for i in range(MAX_CHECKLIST_FILES + 1):
+        (folder / f"c{i:04d}.yaml").write_text("not: a checklist\n", encoding="utf-8")  # never loaded
+    with pytest.raises(InputError, match=rf"^{folder}: over the 1024 checklists a folder may hold; refused$"):
+        load_checklists([str(folder)])

@@ -92,6 +92,8 @@ class ChecklistInputs:
 
 
 _SUFFIXES = (".yaml", ".yml", ".json")
+MAX_CHECKLIST_FILES = 1024
+"""Most checklist files one `--checklist FOLDER` may hold (each at most `docio.MAX_YAML_BYTES`; issue 26)."""
 
 
 def load_checklist(name_or_path: str) -> Checklist:
@@ -111,7 +113,13 @@ def load_checklists(names_or_paths: Sequence[str]) -> list[Checklist]:
     for arg in names_or_paths:
         path = Path(arg)
         if arg not in SHIPPED and path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in _SUFFIXES and p.is_file())
+            files: list[Path] = []
+            for p in path.iterdir():  # counted as found: a folder of a million files is refused early
+                if p.suffix in _SUFFIXES and p.is_file():
+                    files.append(p)
+                    if len(files) > MAX_CHECKLIST_FILES:
+                        raise InputError(f"{arg}: over the {MAX_CHECKLIST_FILES} checklists a folder may hold; refused")
+            files.sort()
             if not files:
                 raise NotFoundError(f"{arg}: a folder without checklists (*.yaml, *.yml, *.json)")
             out.extend(load_checklist(str(p)) for p in files)
