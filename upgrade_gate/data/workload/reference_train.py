@@ -51,7 +51,7 @@ FAKE_GPUS = "UPGRADE_GATE_FAKE_GPUS"
 VISIBLE = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
-class Block(nn.Module):  # type: ignore[misc]
+class Block(nn.Module):
     """A ResNet basic block (two 3x3 convolutions, batch norm, identity or 1x1 shortcut)."""
 
     def __init__(self, cin: int, cout: int, stride: int) -> None:
@@ -71,7 +71,7 @@ class Block(nn.Module):  # type: ignore[misc]
         return F.relu(self.b2(self.c2(y)) + self.short(x))
 
 
-class SmallResNet(nn.Module):  # type: ignore[misc]
+class SmallResNet(nn.Module):
     """A ResNet-class CNN: a stem, three stages of basic blocks, global pooling, a linear head."""
 
     def __init__(self, width: int, classes: int, blocks: int) -> None:
@@ -87,7 +87,8 @@ class SmallResNet(nn.Module):  # type: ignore[misc]
         self.head = nn.Linear(cin, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.flatten(F.adaptive_avg_pool2d(self.body(self.stem(x)), 1), 1))
+        out: torch.Tensor = self.head(torch.flatten(F.adaptive_avg_pool2d(self.body(self.stem(x)), 1), 1))
+        return out
 
 
 def emit(record: dict[str, object]) -> None:
@@ -211,7 +212,7 @@ def main(argv: list[str]) -> int:
                 "torch": torch.__version__,
             }
         )
-    entry = {"rank": rank, "local_rank": local_rank, "bdf": None, "uuid": None, "index": None}
+    entry: dict[str, object] = {"rank": rank, "local_rank": local_rank, "bdf": None, "uuid": None, "index": None}
     if mine is not None:
         entry.update(bdf=mine["bdf"], uuid=mine["uuid"], index=int(mine["index"]))
     table: list[object] = [None] * world
@@ -239,7 +240,7 @@ def main(argv: list[str]) -> int:
         with torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32"):
             loss = F.cross_entropy(ddp(x), y)
         opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
+        scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
         scaler.step(opt)
         scaler.update()
         if step_delay > 0:
