@@ -333,3 +333,29 @@ def test_every_git_process_the_store_starts_carries_the_library_settings(
         assert "-c core.attributesFile=" in args and "-c protocol.allow=never" in args, call
         if _verb(args) != "init":
             assert git_dir == str((store / ".git").resolve()) or git_dir == str(store / ".git"), call
+
+
+def test_the_store_never_calls_git_commands_that_apply_attributes_or_run_commit_hooks() -> None:
+    """Filter drivers cannot be switched off by name, and gitpython's `IndexFile.commit` runs the commit
+    hooks through its own `run_commit_hook`: the store's code uses neither (docs/store.md)."""
+    import ast
+
+    import upgrade_gate.store as package
+
+    verbs = {"reset", "checkout", "add", "status", "commit", "merge", "stash", "read_tree", "checkout_index"}
+    verbs |= {"apply", "am", "rebase", "cherry_pick", "gc", "fetch", "pull", "push", "clone", "restore"}
+    found = []
+    for path in sorted(Path(package.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+            if name in ("IndexFile", "run_commit_hook", "index_file"):
+                found.append(f"{path.name}:{node.lineno}: {name}")
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+                if node.value.attr == "git" and node.attr in verbs:  # repo.git.reset(...)
+                    found.append(f"{path.name}:{node.lineno}: git.{node.attr}")
+                if node.attr == "index" and node.value.attr in ("repo", "_repo"):  # self.repo.index
+                    found.append(f"{path.name}:{node.lineno}: repo.index")
+            plain = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "repo"
+            if plain and isinstance(node, ast.Attribute) and node.attr == "index":  # repo.index
+                found.append(f"{path.name}:{node.lineno}: repo.index")
+    assert found == []
