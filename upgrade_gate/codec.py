@@ -96,53 +96,24 @@ def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, sourc
         raise InputError(f"{source}: not JSON: {exc}") from None
 
 
-_PLAIN_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
-_PLAIN_ENCODER = msgspec.json.Encoder()
-
-
 def _decode_unique(cls: type, data: bytes | str, source: str) -> Any:
     """The mirror of `cls` decoded from `data`, refusing a key named twice (InputError, key path and lines).
 
     The fast way, for a document that has every field (as upgrade-gate writes them): decoded through
     the complete mirror (every field required, none retired), whose re-encoding then holds exactly the
-    members the document kept, so `_same_colons` says whether one was dropped (+~320 us CPU on a 132 KB
-    bench-fleet candidate, ~520 -> ~840 us). A document without some field is decoded through the
-    ordinary mirror and counted by `_check_unique_keys` (+~750 us; docs/limits.md)."""
+    members the document kept (`dupkeys.kept_every_member`: +~320 us CPU on a 132 KB bench-fleet
+    candidate, ~520 -> ~840 us). A document without some field is decoded through the ordinary mirror
+    and counted from a plain decode (`dupkeys.check_json_keys`, +~750 us; docs/limits.md)."""
+    from upgrade_gate import dupkeys
+
     try:
         mirrored = _mirror_decoder(cls, complete=True).decode(data)
     except msgspec.ValidationError:  # a field left out (an older writer), or a real error: said below
-        _check_unique_keys(data, source)
+        dupkeys.check_json_keys(data, source)
         return _mirror_decoder(cls).decode(data)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    if not _same_colons(raw, _PLAIN_ENCODER.encode(mirrored)):
-        _check_unique_keys(raw, source)
+    if not dupkeys.kept_every_member(data, mirrored):
+        dupkeys.check_json_keys(data, source)
     return mirrored
-
-
-def _same_colons(raw: bytes, encoded: bytes) -> bool:
-    """True when `encoded` (msgspec's encoding of what `raw` decoded to, no member added) has the `:` of
-    `raw`: then no member was dropped (see `_check_unique_keys`)."""
-    return b"\\u003" not in raw and raw.count(b":") == encoded.count(b":")
-
-
-def _check_unique_keys(data: bytes | str, source: str) -> None:
-    """InputError naming the key path and both lines where an object of `data` names a key twice.
-
-    msgspec keeps the last of two equal keys (msgspec#648), so they are counted: each member of an
-    object has one `:` outside strings, and msgspec writes every `:` inside a string as it is. So the
-    document re-encoded from its plain decode has as many `:` as the original exactly when no member
-    was dropped, unless the original spelled a `:` in a string as `\\u003a` (then `docio.parse_json`
-    decides, exactly). On a 132 KB bench-fleet candidate ~750 us CPU; `json.loads` with a pairs hook
-    took ~940 us (docs/limits.md)."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    escaped = b"\\u003" in raw
-    if not escaped and _same_colons(raw, _PLAIN_ENCODER.encode(_PLAIN_DECODER.decode(raw))):
-        return
-    from upgrade_gate.docio import parse_json
-
-    parse_json(raw, source=source)  # exact (json's C scanner, a pairs hook); names the key and its lines
-    if not escaped:  # the count says a member was dropped: fail closed even if the scanner saw none
-        raise InputError(f"{source}: a key is named twice in one object")
 
 
 @functools.cache
