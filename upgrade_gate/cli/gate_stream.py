@@ -5,7 +5,8 @@ by one (schema walk, generic decode), resolved HEAD per node, re-aggregated the 
 held every snapshot at once. Here:
 
 - The candidates are a list of paths (`--candidate`, or `--candidates DIR|LISTFILE` without argv
-  limits, read and capped by `cli.candidates`). Workers (forked, one per core) each take slices of the paths; per path they load the
+  limits, read and capped by `cli.candidates`). Workers (forked, one per core) each take slices of
+  the paths; per path they load the
   candidate (strict typed decode, `codec.decode_json`), read its baseline from the store at the
   commit pinned once by the parent (`BaselineStore.pin`; the trusted decode of a document the store
   validated when it saved it, its git object id checked), judge the nodes a batch at a time
