@@ -37,7 +37,7 @@ from upgrade_gate.model import NodeName
 pytest_plugins = ["tests.k8s.fixtures"]  # real_cluster
 
 DEPLOY = REPO / "deploy"
-EXAMPLES = DEPLOY / "examples"
+EXAMPLES = REPO / "examples" / "kubernetes"  # out of deploy/: `kubectl apply -R -f deploy/` (issue 28)
 MODELS: dict[str, Any] = {
     "Namespace": k8s.V1Namespace,
     "ServiceAccount": k8s.V1ServiceAccount,
@@ -46,6 +46,7 @@ MODELS: dict[str, Any] = {
     "Role": k8s.V1Role,
     "RoleBinding": k8s.V1RoleBinding,
     "Job": k8s.V1Job,
+    "PersistentVolumeClaim": k8s.V1PersistentVolumeClaim,
 }
 API_VERSIONS = {
     "Namespace": "v1",
@@ -55,19 +56,25 @@ API_VERSIONS = {
     "Role": "rbac.authorization.k8s.io/v1",
     "RoleBinding": "rbac.authorization.k8s.io/v1",
     "Job": "batch/v1",
+    "PersistentVolumeClaim": "v1",
     "MPIJob": "kubeflow.org/v2beta1",
 }
 
 
 def _docs(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text(encoding="utf-8")) if d]
+    path = REPO / name if name.startswith("examples/") else DEPLOY / name
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
 
 
 def test_deploy_apply_creates_no_workload() -> None:
-    """`kubectl apply -f deploy/` (not recursive) creates RBAC and the namespace only; the example Job and
-    MPIJob live in deploy/examples/ (issue 11, defect 7: it used to start a real capture Job)."""
-    kinds = {d["kind"] for f in sorted(DEPLOY.glob("*.y*ml")) for d in _docs(f.name)}
-    assert kinds <= {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}, kinds
+    """`kubectl apply -R -f deploy/` (recursive, as kubectl reads .yaml, .yml and .json) creates RBAC, the
+    namespace and the store claim only; the example Job and MPIJob live in examples/kubernetes/ (issue 11,
+    defect 7: it used to start a real capture Job; issue 28, item 8: `-R` still applied deploy/examples/)."""
+    files = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    kinds = {d["kind"] for f in files for d in _docs(str(f.relative_to(DEPLOY)))}
+    assert kinds <= {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                     "PersistentVolumeClaim"}, kinds  # fmt: skip
+    assert "PersistentVolumeClaim" in kinds  # the CronJobs' store ships with deploy/ (issue 28, item 2)
     assert sorted(p.name for p in EXAMPLES.glob("*.yaml")) == ["job-template.yaml", "mpijob-template.yaml"]
 
 
@@ -115,9 +122,9 @@ def _validate(doc: dict[str, Any]) -> None:
 
 
 ALL_DOCS = [
-    (str(f.relative_to(DEPLOY)), i, d)
+    (str(f.relative_to(REPO if f.is_relative_to(EXAMPLES) else DEPLOY)), i, d)
     for f in sorted([*DEPLOY.glob("*.yaml"), *EXAMPLES.glob("*.yaml")])
-    for i, d in enumerate(_docs(str(f.relative_to(DEPLOY))))
+    for i, d in enumerate(_docs(str(f.relative_to(REPO if f.is_relative_to(EXAMPLES) else DEPLOY))))
 ]
 
 
@@ -127,12 +134,12 @@ def test_deploy_manifest_validates_against_openapi_schema(file: str, index: int,
 
 
 def test_deploy_schema_check_is_strict() -> None:
-    (job,) = _docs("examples/job-template.yaml")
+    (job,) = _docs("examples/kubernetes/job-template.yaml")
     typo = copy.deepcopy(job)
     typo["spec"]["template"]["spec"]["containers"][0]["imagePulPolicy"] = "Always"
     with pytest.raises(jsonschema.ValidationError, match="imagePulPolicy"):
         _validate(typo)
-    (mpi,) = _docs("examples/mpijob-template.yaml")
+    (mpi,) = _docs("examples/kubernetes/mpijob-template.yaml")
     bad = copy.deepcopy(mpi)
     bad["spec"]["slotsPerWorkers"] = 8
     with pytest.raises(jsonschema.ValidationError, match="slotsPerWorkers"):
@@ -176,14 +183,14 @@ PHASE5_EXAMPLE = MpiJobSpec(
 @pytest.mark.parametrize(
     ("name", "manifest"),
     [
-        ("examples/job-template.yaml", CAPTURE_EXAMPLE.manifest()),
-        ("examples/mpijob-template.yaml", PHASE5_EXAMPLE.manifest()),
+        ("examples/kubernetes/job-template.yaml", CAPTURE_EXAMPLE.manifest()),
+        ("examples/kubernetes/mpijob-template.yaml", PHASE5_EXAMPLE.manifest()),
     ],
 )
 def test_deploy_template_matches_what_the_code_creates(
     name: str, manifest: dict[str, Any], update_goldens: bool
 ) -> None:
-    path = DEPLOY / name
+    path = REPO / name
     check_golden(path, _template_text(path, manifest), update_goldens)
     assert "&id" not in path.read_text(encoding="utf-8")  # no YAML aliases: each mapping stands alone
 
@@ -249,6 +256,7 @@ def test_deploy_rbac_is_sufficient_and_least_privilege(real_cluster: RealCluster
     client.wait_mpijob(mpi.name, "upgrade-gate", timeout_s=60, poll_s=0.1)
     client.mpijob_logs(mpi.name, "upgrade-gate")
     client.delete_mpijob(mpi.name, "upgrade-gate")
+    assert client.claim_phase("upgrade-gate-store", "upgrade-gate") in ("Pending", "Bound")  # deploy/store.yaml
     assert stop_leftovers(client, "upgrade-gate", [NodeName("gpu-01")], poll_s=0.1, timeout_s=60) == ()
     stamp = "2026-12-01T00:00:00Z"
     client.set_node_condition("gpu-01", {"type": "UpgradeGateDrift", "status": "False", "reason": "NoDrift",

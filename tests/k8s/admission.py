@@ -35,6 +35,7 @@ _MODELS: dict[str, Any] = {
     "nodes": k8s.V1Node,
     "pods": k8s.V1Pod,
     "configmaps": k8s.V1ConfigMap,
+    "persistentvolumeclaims": k8s.V1PersistentVolumeClaim,
     "jobs": k8s.V1Job,
     "namespaces": k8s.V1Namespace,
 }

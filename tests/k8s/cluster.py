@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.k8s.admission import admit_create
 from tests.k8s.apiserver import ApiServerDouble, Rule
 from tests.k8s.kubelet import NODES, Kubelet, SimNode
@@ -13,6 +15,7 @@ from tests.k8s.store import RESOURCES, Obj, now_rfc3339
 from upgrade_gate.fleet.kube import RetryPolicy
 
 NODE_CLASS_LABEL = "upgrade-gate/node-class"
+REPO = Path(__file__).resolve().parents[2]
 FAST_RETRY = RetryPolicy(
     max_attempts=4, base_delay_s=0.01, max_delay_s=0.05, max_total_s=5.0, request_timeout_s=5.0, conflict_attempts=5
 )
@@ -30,7 +33,15 @@ class ClusterDouble:
         """Start serving; returns the URL."""
         url = self.api.start()
         self.kubelet.start()
+        self.apply_store_claim()
         return url
+
+    def apply_store_claim(self) -> None:
+        """The CronJobs' store claim of deploy/store.yaml, as a cluster set up from deploy/ has it."""
+        doc = yaml.safe_load((REPO / "deploy" / "store.yaml").read_text(encoding="utf-8"))
+        doc["status"] = {"phase": "Bound"}
+        ns = doc["metadata"].pop("namespace")
+        self.api.store.create(RESOURCES[("", "persistentvolumeclaims")], ns, doc)
 
     def stop(self) -> None:
         """Stop the controllers (killing running containers) and the server."""

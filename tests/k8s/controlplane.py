@@ -415,6 +415,7 @@ class ControlPlane:
             "Role": "roles",
             "RoleBinding": "rolebindings",
             "ConfigMap": "configmaps",
+            "PersistentVolumeClaim": "persistentvolumeclaims",
             "Pod": "pods",
             "PodDisruptionBudget": "poddisruptionbudgets",
             "CustomResourceDefinition": "customresourcedefinitions",

@@ -36,9 +36,10 @@ class RealCluster:
     def start(self) -> None:
         """Start the control plane, apply deploy/rbac.yaml, install the MPIJob CRD, start the agents."""
         self.cp.start()
-        for doc in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text(encoding="utf-8")):
-            if doc:
-                self.cp.apply(doc)
+        for name in ("rbac.yaml", "store.yaml"):  # the cluster set up from deploy/ alone
+            for doc in yaml.safe_load_all((REPO / "deploy" / name).read_text(encoding="utf-8")):
+                if doc:
+                    self.cp.apply(doc)
         self.agent = NodeAgent(self.cp, self.workdir / "agent")
         self.agent.start()
         self.mpi = MpiStandIn(self.cp, self.workdir / "agent")

@@ -51,6 +51,7 @@ RESOURCES: dict[tuple[str, str], ResourceType] = {
         ResourceType("", "v1", "nodes", "Node", False),
         ResourceType("", "v1", "pods", "Pod", True),
         ResourceType("", "v1", "configmaps", "ConfigMap", True),
+        ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),  # stored only
         ResourceType("", "v1", "namespaces", "Namespace", False),
         ResourceType("batch", "v1", "jobs", "Job", True),
         ResourceType("batch", "v1", "cronjobs", "CronJob", True),  # stored only: no controller runs them

@@ -17,10 +17,15 @@ Design decisions
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from upgrade_gate.errors import ConfigError, InputError
+from upgrade_gate.fleet.errors import KubeNotFoundError
 from upgrade_gate.fleet.labels import MANAGED_BY, MANAGER
 from upgrade_gate.fleet.manifests import JobSettings
+
+if TYPE_CHECKING:
+    from upgrade_gate.fleet.kube import KubeClient
 
 STORE_CLAIM = "upgrade-gate-store"
 STORE_PATH = "/var/lib/upgrade-gate/store"
@@ -28,7 +33,16 @@ CONTROLLER_ACCOUNT = "upgrade-gate"
 
 
 def cron_schedule(every_s: float) -> str:
-    """A cron schedule for an interval: exact where cron can say it, else hourly (`--if-due` decides)."""
+    """A cron schedule for an interval: exact where cron can say it, else hourly (`--if-due` decides).
+
+    Cron cannot fire more often than once a minute: a shorter interval is refused (ConfigError, exit 3),
+    never silently stretched to an hour (issue 28, item 9); the node agent (`fleet.agent`) runs a loop at
+    any cadence."""
+    if every_s < 60:
+        raise ConfigError(
+            f"every {every_s:g}s: a CronJob fires at most once a minute; use an interval of 60 s or more, or run "
+            "`fleet watch --every` as the node agent (deploy/agent.yaml) for a shorter cadence"
+        )
     minutes = int(every_s // 60)
     if every_s % 60 == 0 and 0 < minutes < 60 and 60 % minutes == 0:
         return f"*/{minutes} * * * *"
@@ -36,6 +50,21 @@ def cron_schedule(every_s: float) -> str:
     if every_s % 3600 == 0 and 0 < hours <= 24 and 24 % hours == 0:
         return "0 0 * * *" if hours == 24 else f"0 */{hours} * * *"
     return "0 * * * *"
+
+
+def check_store_claim(client: KubeClient, namespace: str, claim: str = STORE_CLAIM) -> None:
+    """Refuse (InputError, exit 3) a CronJob whose store claim does not exist or was lost: its pod would
+    stay Pending with no word to anyone (issue 28, item 2). deploy/store.yaml ships the claim."""
+    try:
+        phase = client.claim_phase(claim, namespace)
+    except KubeNotFoundError as exc:
+        raise InputError(
+            f"soak: persistentvolumeclaim {claim!r} does not exist in namespace {namespace!r}: the soak CronJob "
+            "keeps its store there; create it (`kubectl apply -f deploy/store.yaml`) and validate again"
+        ) from exc
+    if phase == "Lost":
+        raise InputError(f"soak: persistentvolumeclaim {claim!r} in namespace {namespace!r} is Lost (its volume "
+                         "is gone); recreate it and validate again")  # fmt: skip
 
 
 def soak_cronjob_name(window_id: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from upgrade_gate.fleet.cronjobs import soak_cronjob
+from upgrade_gate.fleet.cronjobs import check_store_claim, cron_schedule, soak_cronjob
 from upgrade_gate.fleet.executor import (
     ExecutorSettings,
     capture_nodes,
@@ -89,6 +89,9 @@ def validate_window(
     record = load_window(store, window_id)
     record.check("validate")
     plan = window_plan(record)
+    if soak_enabled(plan) and soak_cronjob_enabled:  # before the phases: a soak that cannot run is refused now
+        cron_schedule(plan.soak.every_s)
+        check_store_claim(client, settings.jobs.namespace)
     classes = {NodeName(c["node"]): str(c["class"]) for c in record.doc["canaries"]}
     found = canary_nodes(client, record.canaries)
     errors: dict[NodeName, list[str]] = {n: [] for n in record.canaries}

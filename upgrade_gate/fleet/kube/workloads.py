@@ -221,6 +221,13 @@ class WorkloadCalls(ApiBase):
         data = cm.get("data")
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
+    def claim_phase(self, name: str, namespace: str) -> str:
+        """A PersistentVolumeClaim's phase (Pending / Bound / Lost); KubeNotFoundError when there is none."""
+        path = f"/api/v1/namespaces/{q(namespace)}/persistentvolumeclaims/{q(name)}"
+        pvc = self._json_request("get", "persistentvolumeclaims", "GET", path, name=name, namespace=namespace)
+        status = pvc.get("status")
+        return str(status.get("phase") or "Pending") if isinstance(status, dict) else "Pending"
+
     # ----------------------------------------------------------------------- MPIJobs (kubeflow.org/v2beta1)
 
     def create_mpijob(self, manifest: Mapping[str, Any], namespace: str) -> MpiJobState:
