@@ -85,8 +85,9 @@ def test_preamble_amdsmi_version_with_banner_keeps_the_error_value_for_the_build
     version = amdsmi.parse_amdsmi_version(
         (AMD / "version-json-26.2.2-no-render-group-file-error-from-source.txt").read_text()
     )
-    assert version.amdgpu_version == "AMDSMI_STATUS_FILE_ERROR - Error opening file"
-    assert version_problem(version.amdgpu_version) is not None
+    assert version.amdgpu_version is None  # issue 27: an error text is never a value, not even in `parse`
+    assert version.printed("amdgpu_version") == "AMDSMI_STATUS_FILE_ERROR - Error opening file"
+    assert version_problem(version.printed("amdgpu_version")) is not None
 
 
 def test_preamble_rocmsmi_low_power_warning_before_json() -> None:
@@ -123,7 +124,9 @@ def test_sanity_ordinary_values_pass(value: str) -> None:
 
 def test_sanity_versions_must_look_like_versions() -> None:
     inbox = (AMD / "version-26.0.2-inbox-driver-proc-version-rocm7.0.2.txt").read_text()
-    printed = amdsmi.parse_amdsmi_version(inbox).amdgpu_version
+    version = amdsmi.parse_amdsmi_version(inbox)
+    printed = version.printed("amdgpu_version")
+    assert version.amdgpu_version is None  # issue 27: kept for the builder's evidence, never as the value
     assert printed is not None and "/proc/version" in (version_problem(printed) or "")
     assert version_problem("6.8.5") is None and version_problem("6.8.0-49-generic") is None
     assert version_problem("unknown") is not None

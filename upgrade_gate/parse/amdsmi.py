@@ -21,8 +21,10 @@ Tool quirks (dated notes):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.model import replace
 from upgrade_gate.parse.amdsmi_json import (
     check_unique,
     device_entries,
@@ -30,7 +32,7 @@ from upgrade_gate.parse.amdsmi_json import (
     topology_from_json,
 )
 from upgrade_gate.parse.amdsmi_tables import parse_partition_text, parse_topology_text
-from upgrade_gate.parse.amdsmi_text import numbered_lines, parse_version_line, read_blocks
+from upgrade_gate.parse.amdsmi_text import check_form, numbered_lines, parse_version_line, read_blocks
 from upgrade_gate.parse.amdsmi_types import (
     AmdSmiFirmware,
     AmdSmiFirmwareGpu,
@@ -48,6 +50,7 @@ from upgrade_gate.parse.amdsmi_values import Fields
 from upgrade_gate.parse.amdsmi_xgmi import parse_xgmi_text
 from upgrade_gate.parse.common import load_json, looks_like_json
 from upgrade_gate.parse.preamble import parse_after_preamble
+from upgrade_gate.parse.sanity import version_problem
 
 _STATIC_SECTIONS = frozenset(
     {"asic", "bus", "vbios", "ifwi", "limit", "driver", "board", "ras", "partition", "numa", "vram"}
@@ -74,6 +77,7 @@ def _records(text: str, *, tool: str) -> tuple[str, list[Record], AmdSmiVersion 
         ]
         version, truncated, cpus = None, False, 0
     else:
+        check_form(text, tool=tool)
         doc = read_blocks(text, tool=tool)
         form = "text"
         records = [(b.index, Fields(tool, b.data, where=b.where)) for b in doc.blocks if b.kind == "GPU"]
@@ -99,12 +103,29 @@ def _parse_version(text: str) -> AmdSmiVersion:
         fields = Fields(tool, items[0])
         if not fields.has("version"):
             raise fields.error("version", "version object without 'version'")
-        values = {name: fields.text(key, name) for key, name in _VERSION_JSON_KEYS.items()}
-        return AmdSmiVersion(tool=fields.text("tool", "tool"), na_fields=tuple(fields.na), **values)
+        values: dict[str, Any] = {name: fields.text(key, name) for key, name in _VERSION_JSON_KEYS.items()}
+        return _without_errors(AmdSmiVersion(tool=fields.text("tool", "tool"), na_fields=tuple(fields.na), **values))
+    check_form(text, tool=tool)
     lines = [(n, line) for n, line in numbered_lines(text) if line.strip()]
     if len(lines) != 1:
         raise ParseError(tool, lines[1][0] if len(lines) > 1 else 0, text[:80], "expected one version line")
-    return parse_version_line(lines[0][1], tool=tool, line_no=lines[0][0])
+    return _without_errors(parse_version_line(lines[0][1], tool=tool, line_no=lines[0][0]))
+
+
+_VERSION_FIELDS = ("tool_version", "library_version", "rocm_version", "amdgpu_version", "hsmp_driver_version")
+
+
+def _without_errors(version: AmdSmiVersion) -> AmdSmiVersion:
+    """Error texts printed where a version goes (`AMDSMI_STATUS_FILE_ERROR - Error opening file`, /proc/version
+    with its spaces removed) are not kept as values: None, with the printed text in `rejected`."""
+    rejected = []
+    values: dict[str, Any] = {}
+    for name in _VERSION_FIELDS:
+        value = getattr(version, name)
+        if value is not None and version_problem(value) is not None:
+            rejected.append((name, value))
+            values[name] = None
+    return replace(version, rejected=tuple(rejected), **values) if rejected else version
 
 
 # --------------------------------------------------------------------------- list

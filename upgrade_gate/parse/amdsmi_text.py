@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.amdsmi_types import AmdSmiVersion
@@ -73,9 +74,40 @@ def _norm_key(key: str) -> str:
     return "_".join(key.strip().lower().split())
 
 
+_BORDER_RE = re.compile(r"^\+[-=+]{10,}\+$")
+
+
+def check_form(text: str, *, tool: str) -> None:
+    """ParseError naming the form when the output is not one this parser reads (no "expected 'KEY: value'").
+
+    - the bare `amd-smi` dashboard (a box table, corpus amd-smi/default-mi300x-vf-1gpu-guest-...):
+      "unsupported form";
+    - JSON that starts after lines of other text (a banner the preamble table does not know): "not JSON".
+    """
+    lines = [(n, line) for n, line in numbered_lines(text) if line.strip()]
+    if not lines:
+        return
+    first_no, first = lines[0]
+    if _BORDER_RE.match(first.strip()):
+        raise ParseError(
+            tool, first_no, first, "unsupported form: the bare `amd-smi` dashboard table, not a subcommand's output"
+        )
+    if first.lstrip().startswith(("{", "[")):
+        return
+    start = next(((n, line) for n, line in lines[1:] if line.startswith(("{", "["))), None)
+    if start is not None:
+        raise ParseError(
+            tool,
+            start[0],
+            first,
+            f"not JSON: the JSON starts at line {start[0]} after {start[0] - first_no} line(s) of other text "
+            f"(first: {first.strip()[:80]!r})",
+        )
+
+
 def parse_version_line(line: str, *, tool: str, line_no: int) -> AmdSmiVersion:
     """`AMDSMI Tool: 24.7.1+8dc45db | AMDSMI Library version: 25.1.0.0 | ROCm version: 6.3.3`."""
-    values: dict[str, str | None] = {}
+    values: dict[str, Any] = {}
     na: list[str] = []
     for part in line.strip().split(" | "):
         key, sep, value = part.partition(": ")

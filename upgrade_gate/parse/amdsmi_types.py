@@ -25,6 +25,12 @@ class AmdSmiVersion:
     hsmp_driver_version: str | None = None
     kernel_version: str | None = None  # amd-smi 23.x printed "Kernel version" instead of ROCm
     na_fields: tuple[str, ...] = ()
+    rejected: tuple[tuple[str, str], ...] = ()  # (field, text as printed): an error text, not a version
+
+    def printed(self, name: str) -> str | None:
+        """The field as amd-smi printed it, error text included (for the snapshot's evidence issues)."""
+        value: str | None = getattr(self, name)
+        return value if value is not None else dict(self.rejected).get(name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

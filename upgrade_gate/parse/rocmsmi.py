@@ -14,6 +14,8 @@ Tool quirks (dated notes):
   `"<BLOCK> firmware version"`, `"Driver version"` and flat
   `"(Topology) Weight|Hops|Link type between DRM devices <a> and <b>"` keys under `"system"`;
   anonymous `"0".."15"` clock-level keys and `"PID<n>"` process keys are ignored.
+- ROCm 6.0/6.1 `--showproductname --json`: no "Device ID" key; "Card Model" holds the device id beside a
+  separate "Subsystem ID" (`_model_id`).
 - `WARNING: ...` lines that precede the JSON document on stdout are kept as warnings.
 - Text `--showtopo` prints symmetric matrices; an asymmetric pair is a ParseError because the JSON
   form of the same tool only ever reports the upper triangle.
@@ -63,6 +65,20 @@ _INT_KEYS = {
 }
 _NO_AFFINITY = frozenset({-1, 0xFFFFFFFF})
 _MATRIX_FIELDS = {"weight": "weight", "hops": "hops", "link type": "link_type"}
+_HEX_ID = re.compile(r"^0x[0-9a-fA-F]{4}$")
+
+
+def _model_id(model: str | None, subsystem: str | None) -> str | None:
+    """The device id a ROCm 6.0/6.1 `--showproductname` prints as "Card Model" (no "Device ID" key).
+
+    That form prints "Subsystem ID" on its own line beside a hex "Card Model" (ROCm/rocm_smi_lib issue
+    #159: "Card Model": "0x7408", "Subsystem ID": "0x0b0c" on an MI250X). Before ROCm 6, "Card model"
+    is the subsystem (MI100: "0x0c34" beside "GPU ID": "0x738c") or a failed name lookup ("0x1002"), and no
+    "Subsystem ID" key is printed: not a device id.
+    """
+    if model is None or subsystem is None or not _HEX_ID.match(model) or model.lower() == subsystem.lower():
+        return None
+    return model
 
 Pair = tuple[str, str, int, str]  # (key, value, line_no, raw line)
 
@@ -110,7 +126,7 @@ def _gpu(index: int, pairs: list[Pair], errors: tuple[str, ...], tool: str) -> R
         na.append("numa_affinity")
     return RocmSmiGpu(
         index=index,
-        device_id=text("device_id"),
+        device_id=text("device_id") or _model_id(text("card_model"), text("subsystem_id")),
         device_name=text("device_name"),
         device_rev=text("device_rev"),
         subsystem_id=text("subsystem_id"),

@@ -251,7 +251,7 @@ def _software(
     static_drivers = list(dict.fromkeys(g.driver_version for g in static.gpus if g.driver_version)) if static else []
     driver_answers: list[tuple[str, str | None]] = [("driver_version", _optional(sysfs.amdgpu_version, driver_values))]
     driver_answers += [("amdsmi_static", v) for v in static_drivers]
-    driver_answers += [("amdsmi_version", version.amdgpu_version if version else None)]
+    driver_answers += [("amdsmi_version", version.printed("amdgpu_version") if version else None)]
     driver_answers += [("rocmsmi", rsmi.driver_version if rsmi else None)]
     driver, driver_why = crosscheck.pick(
         "software.driver_version", driver_answers, issues, check=version_problem, causes=ev.causes
@@ -259,7 +259,7 @@ def _software(
     rocm_file = _optional(sysfs.rocm_version, rocm_values)
     rocm_build, rocm_why = crosscheck.pick(
         "software.rocm_version",
-        [("rocm_version", rocm_file), ("amdsmi_version", version.rocm_version if version else None)],
+        [("rocm_version", rocm_file), ("amdsmi_version", version.printed("rocm_version") if version else None)],
         issues,
         check=version_problem,
         causes=ev.causes,
