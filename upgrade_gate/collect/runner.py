@@ -17,10 +17,16 @@ Design decisions (bounded work, no orphans):
   in a process-wide registry until it is reaped. `kill_children()` kills every tracked group; the CLI
   calls it on every way out (SIGINT, SIGTERM, a crash), and `LocalRunner.run` kills its own group in a
   `finally`, so a signal raised while reading never leaves a tool running under PID 1.
+- A parent that is SIGKILLed runs none of that: a watchdog process (`_watch`), started with the first
+  tracked child, holds the list of live groups and SIGKILLs them when the parent's end of its pipe
+  closes. (PR_SET_PDEATHSIG would reach the direct child only, not its grandchildren, and needs a
+  `preexec_fn`, which is unsafe in a threaded process.) A tool that calls setsid() itself leaves its
+  group and is out of reach of all of this.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import selectors
@@ -131,15 +137,81 @@ def defer_signal(signum: int) -> bool:
 
 
 def track_child(proc: subprocess.Popen[bytes]) -> None:
-    """Remember a child started with `start_new_session=True` until `forget_child`."""
+    """Remember a child started with `start_new_session=True` until `forget_child` (and tell the watchdog)."""
     with _children_lock:
         _children[proc.pid] = proc
+        _watch(f"+{proc.pid}")
 
 
 def forget_child(proc: subprocess.Popen[bytes]) -> None:
     """The child has been reaped: stop tracking it."""
     with _children_lock:
-        _children.pop(proc.pid, None)
+        if _children.pop(proc.pid, None) is not None:
+            _watch(f"-{proc.pid}")
+
+
+# The watchdog: a process of its own that outlives a SIGKILLed parent (issue 26: a SIGKILLed `validate` left a
+# probe's grandchild that ignores SIGTERM running). It reads "+PGID" / "-PGID" lines on stdin; at end of file
+# (the parent has exited, however: nothing else holds the pipe's write end, children are started with
+# close_fds) it SIGKILLs every group still listed. Standard library only, no site: ~15 ms, once per process.
+_WATCHDOG_SOURCE = """
+import os, signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+groups, data = set(), b""
+while True:
+    chunk = os.read(0, 4096)
+    if not chunk:
+        break
+    *lines, data = (data + chunk).split(b"\\n")
+    for line in lines:
+        (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Watchdog:
+    proc: subprocess.Popen[bytes] | None = None
+    pid: int = 0  # the process that started it (a forked child starts its own)
+
+
+def _watch(line: str) -> None:
+    """Send `line` to the watchdog, starting it first if this process has none (called under the lock)."""
+    import sys
+
+    if _Watchdog.proc is None or _Watchdog.pid != os.getpid():
+        if line.startswith("-"):
+            return
+        try:
+            _Watchdog.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG_SOURCE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not in the terminal's process group: a Ctrl-C meant for us is not its
+            )
+        except OSError:  # no interpreter to start: the in-process cleanup (kill_children) still holds
+            return
+        _Watchdog.pid = os.getpid()
+        atexit.register(_stop_watchdog)
+    assert _Watchdog.proc.stdin is not None
+    with contextlib.suppress(OSError):  # the watchdog is gone: nothing better to do than go on
+        os.write(_Watchdog.proc.stdin.fileno(), f"{line}\n".encode())
+
+
+def _stop_watchdog() -> None:
+    """At exit: end of file for the watchdog (it kills any group left, normally none) and reap it."""
+    proc = _Watchdog.proc
+    if proc is None or _Watchdog.pid != os.getpid():
+        return
+    _Watchdog.proc = None
+    assert proc.stdin is not None
+    proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
 
 
 def kill_children() -> int:
