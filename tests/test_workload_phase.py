@@ -193,3 +193,33 @@ def test_workload_phase_site_command_passes_and_missing_torchrun_is_an_error(tmp
                      faults.Faults(tools={"torchrun": faults.missing()}))  # fmt: skip
     (result,) = _run(node, snapshot_of(node), {6})
     assert result.status is PhaseStatus.ERROR and result.reason == "torchrun: missing binary"
+
+
+def test_workload_phase_re_measures_while_the_baseline_comparison_is_inconclusive(tmp_path: Path) -> None:
+    """Like the bandwidth phases: the injected comparison (validate.remeasure) says the throughput is
+    inconclusive once; the phase runs the job again and pools the steps of both runs."""
+    from upgrade_gate.validate.remeasure import Resampling
+
+    asked: list[int] = []
+
+    def compare(node: NodeName, measurements: Sequence[object]) -> dict[str, str]:
+        rate = next(m for m in measurements if m.key == "workload/samples_per_s")  # type: ignore[attr-defined]
+        asked.append(len(rate.samples))
+        return {"workload/samples_per_s": "-8% .. +1%"} if len(asked) == 1 else {}
+
+    node = make_node(tmp_path, mi300x_node("node-01", seed=1, gpu_count=2, nic_count=0))
+    snap = snapshot_of(node)
+    command = f"{sys.executable} {SITE} ok {','.join(str(g.bdf) for g in snap.gpus)}"
+    (result,) = run_pipeline(
+        ["node-01"],
+        phases=select_phases(frozenset({6})),
+        config=fast_config(UPGRADE_GATE_WORKLOAD_COMMAND=command),
+        launcher=launcher_for(node),
+        snapshots={"node-01": snap},
+        resampling=Resampling(max_samples=20, compare=compare),
+    )[NODE]
+    assert result.status is PhaseStatus.PASSED, result.reasons
+    assert asked == [2, 4]  # 2 measured steps a run: asked after the first run and after the second
+    rate = next(m for m in result.measurements if m.key == "workload/samples_per_s")
+    assert len(rate.samples) == 4
+    assert result.annotations[f"{cvf.WORKLOAD_VALIDATION}-samples"] == "workload: 2 (re-measured: -8% .. +1%)"
