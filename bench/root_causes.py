@@ -88,6 +88,37 @@ def _append_dmesg(lines: str) -> Edit:
     return edit
 
 
+FILE_ERROR = "AMDSMI_STATUS_FILE_ERROR - Error opening file"
+# Real wordings (tests/fixtures/dmesg/PROVENANCE.md, issue 27), with the fake node's first GPU as the device.
+RING_TIMEOUT = (
+    "[99999.000001] amdgpu 0000:05:00.0: amdgpu: GPU reset begin!\n"
+    "[99999.000002] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=5000163, "
+    "emitted seq=5000165\n"
+    "[99999.000003] amdgpu 0000:05:00.0: amdgpu: MODE1 reset\n"
+)
+PAGE_FAULT = (
+    "[99999.000001] amdgpu 0000:05:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 pasid:32770, "
+    "for process python pid 1796 thread python pid 1796)\n"
+)
+IP_HUNG = "[99999.000001] amdgpu 0000:05:00.0: amdgpu: IP block:gfx_v11_0 is hung!\n"
+EARLY_INIT = (
+    "[99999.000001] amdgpu 0000:05:00.0: Direct firmware load for amdgpu/psp_13_0_6_sos.bin failed with error -2\n"
+    "[99999.000002] [drm:amdgpu_device_ip_early_init [amdgpu]] *ERROR* early_init of IP block <psp> failed -19\n"
+    "[99999.000003] amdgpu 0000:05:00.0: Direct firmware load for amdgpu/smu_13_0_6.bin failed with error -2\n"
+)
+
+
+def _no_render(out: dict[str, str]) -> dict[str, str]:
+    """amd-smi run outside the render group (tests/test_snapshot_evidence.py `_no_render`)."""
+    import re
+
+    version = out["amdsmi_version"].replace('"6.7.0"', f'"{FILE_ERROR}"')
+    static = re.sub(
+        r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"', rf'\1"{FILE_ERROR}"', out["amdsmi_static"]
+    )
+    return {**out, "amdsmi_version": BANNER + version, "amdsmi_static": BANNER + static}
+
+
 def _banner(record: str) -> Edit:
     def edit(out: dict[str, str]) -> dict[str, str]:
         return {**out, record: BANNER + out[record]}
@@ -122,6 +153,12 @@ def cases() -> list[Case]:
         Case("GPU 0 runs 14 C hot", faults.run_hot(spec, 0), device=bdf0),
         Case("rocminfo hangs (issue)", spec, Faults(tools={"rocminfo": faults.hang()})),
         Case("amd-smi static behind the permission banner", spec, edit=_banner("amdsmi_static")),
+        Case("amd-smi as non-root (banner, FILE_ERROR values)", spec, edit=_no_render),
+        Case("amd-smi static unparseable", spec, Faults(tools={"amd-smi": faults.garbage(argv_prefix=("static",))})),
+        Case("ring timeout line without a BDF", spec, edit=_append_dmesg(RING_TIMEOUT), device=bdf0),
+        Case("[gfxhub] page fault without 'retry'", spec, edit=_append_dmesg(PAGE_FAULT), device=bdf0),
+        Case("IP block:gfx_v11_0 is hung!", spec, edit=_append_dmesg(IP_HUNG), device=bdf0),
+        Case("early_init of IP block <psp> failed", spec, edit=_append_dmesg(EARLY_INIT), device=bdf0),
         Case("one GPU's CP_MEC1 166 -> 1661", _gpu_fw(spec, 3, "CP_MEC1", "1661"), device=spec.gpus[3].bdf),
         Case(
             "SPX/NPS1 -> CPX/NPS4",
