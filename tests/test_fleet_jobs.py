@@ -20,7 +20,7 @@ from upgrade_gate.fleet.kube import KubeClient
 from upgrade_gate.fleet.manifests import CAPTURE_ACCESS, HostAccess, JobSettings, JobSpec, MpiJobSpec, capture_access
 from upgrade_gate.fleet.objects import JobPhase
 from upgrade_gate.fleet.resultframe import wrapper_source
-from upgrade_gate.model import NodeName
+from upgrade_gate.model import NodeName, replace
 
 pytest_plugins = ["tests.k8s.fixtures"]  # kube_cluster, kube_client
 
@@ -217,11 +217,17 @@ def test_jobs_duplicate_specs_rejected_before_any_create(kube_cluster: ClusterDo
 
 
 def test_jobs_finished_jobs_pruned_keeping_the_newest(kube_cluster: ClusterDouble, kube_client: KubeClient) -> None:
-    for i in range(4):
+    """The newest `keep` finished Jobs per node and kind (issue 28, item 6: every kind, not captures only)."""
+    for i in range(2):
         kube_cluster.add_node(f"gpu-{i}")
-    specs = [_spec(f"gpu-{i}", "print()") for i in range(4)]
-    run_on_nodes(kube_client, specs, timeout_s=30, poll_s=0.02, keep_finished=2)
-    assert len(kube_cluster.objects("jobs", NS, "batch")) == 2
+    runs = (("r1", "capture"), ("r2", "capture"), ("r3", "phase1"), ("r4", "phase1"), ("r5", "monitor"))
+    for run_id, purpose in runs:
+        specs = [_spec(f"gpu-{i}", "print()", purpose=purpose) for i in range(2)]
+        specs = [replace(s, run_id=run_id) for s in specs]
+        run_on_nodes(kube_client, specs, timeout_s=30, poll_s=0.02, keep_finished=1)
+    names = sorted(j["metadata"]["name"] for j in kube_cluster.objects("jobs", NS, "batch"))
+    assert names == [f"ug-{p}-gpu-{i}-{r}" for p, r in (("capture", "r2"), ("monitor", "r5"), ("phase1", "r4"))
+                     for i in range(2)], names  # fmt: skip
 
 
 def test_jobs_capture_on_a_fake_node_through_the_double(

@@ -43,10 +43,13 @@ def test_window_one_canary_pairs_with_a_held_and_released_peer(env: Env, capsys:
     assert env.cluster.node("gpu-a-03")["spec"].get("unschedulable") is None  # not held before phase 4
     apply_change(env.cluster, env.root, changed("gpu-a-02"))
     capsys.readouterr()
-    code = env.cli("window", "validate", "--id", WINDOW, *st, *JOB_OPTS)
+    code = env.cli("window", "validate", "--id", WINDOW, *st, *JOB_OPTS, "--keep-jobs", "1")
     out = capsys.readouterr().out
     assert code == 0, out
     assert "validation PASS" in out and "4:passed 5:passed" in out, out
+    kinds = [(j["metadata"]["labels"].get("upgrade-gate/purpose"), j["metadata"]["labels"].get("upgrade-gate/node"))
+             for j in env.cluster.objects("jobs", "upgrade-gate", "batch")]  # fmt: skip
+    assert ("phase4", "gpu-a-03") in kinds and len(kinds) == len(set(kinds)), kinds  # newest 1 per node and kind
     doc = _window(env)
     actions = [(h["action"], h.get("note", "")) for h in doc["history"]]  # type: ignore[union-attr]
     assert ("hold-peer", "peer gpu-a-03 cordoned and tainted for phases 4-5") in actions, actions

@@ -33,6 +33,7 @@ from upgrade_gate.cli.fleet_common import (
     IMAGE,
     JOB_COMMAND,
     JOB_PYTHON,
+    KEEP_JOBS,
     KUBECONFIG,
     NAMESPACE,
     POLL,
@@ -117,7 +118,7 @@ def fleet_snapshot_cmd(
     kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str = NAMESPACE,
     selector: str = SELECTOR, class_label: str = CLASS_LABEL, image: str = IMAGE, rccl_image: str = RCCL_IMAGE,
     job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND, concurrency: int = CONCURRENCY,
-    poll: float = POLL, timeout: float = TIMEOUT,
+    poll: float = POLL, timeout: float = TIMEOUT, keep_jobs: int = KEEP_JOBS,
 ) -> ExitCode:  # fmt: skip
     """Capture every matching node with a Job and save the snapshots as baselines (exit 1 if any failed)."""
     from upgrade_gate.fleet.executor import capture_nodes
@@ -133,6 +134,7 @@ def fleet_snapshot_cmd(
         poll=poll,
         timeout=timeout,
         env=[],
+        keep_jobs=keep_jobs,
     )
     with client_for(kubeconfig, context) as client, open_store(store, create=True) as st:
         nodes = list(client.list_nodes(selector or None))
@@ -216,6 +218,7 @@ def window_validate_cmd(
     rccl_image: str = RCCL_IMAGE, job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND,
     concurrency: int = CONCURRENCY, poll: float = POLL, timeout: float = TIMEOUT, env: list[str] = ENV,
     by: str | None = BY, tolerate: list[str] = TOLERATE, capture_privileged: bool = CAPTURE_PRIVILEGED,
+    keep_jobs: int = KEEP_JOBS,
     checklists: list[str] = typer.Option(
         [], "--checklist", help="Checklist: pre-change, canary, observe, a file, or a folder of them; repeatable."
     ),
@@ -251,6 +254,7 @@ def window_validate_cmd(
             env=env,
             tolerate=tolerate,
             capture_privileged=capture_privileged,
+            keep_jobs=keep_jobs,
         )
         cvf = load_cluster_config(client, namespace)
         loaded_policy = load_policy(policy, cvf, cvf_source=cvf.source)

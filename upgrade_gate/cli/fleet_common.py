@@ -47,6 +47,7 @@ POLL = typer.Option(
     2.0, "--poll-interval", min=0.01,
     help="Seconds between Job status reads where the API server serves no watch (Job waits watch the pods).",
 )  # fmt: skip
+KEEP_JOBS = typer.Option(20, "--keep-jobs", min=0, help="Finished Jobs kept per node and kind; older ones are deleted.")
 TIMEOUT = typer.Option(900.0, "--capture-timeout", min=1.0, help="Seconds a capture Job may take.")
 ENV = typer.Option([], "--env", help="NAME=VALUE for the phase Jobs (e.g. NCCL_ALGO=Ring); repeatable.")
 CAPTURE_PRIVILEGED = typer.Option(
@@ -130,7 +131,8 @@ def job_tolerations(items: list[str]) -> tuple[Any, ...]:
 
 def executor_settings(*, namespace: str, image: str, rccl_image: str, job_python: str, job_command: str,
               concurrency: int, poll: float, timeout: float, env: list[str],
-              tolerate: list[str] | None = None, capture_privileged: bool = False) -> ExecutorSettings:  # fmt: skip
+              tolerate: list[str] | None = None, capture_privileged: bool = False,
+              keep_jobs: int = 20) -> ExecutorSettings:  # fmt: skip
     from upgrade_gate.fleet.executor import ExecutorSettings
     from upgrade_gate.fleet.manifests import JobSettings
 
@@ -147,7 +149,7 @@ def executor_settings(*, namespace: str, image: str, rccl_image: str, job_python
         jobs=JobSettings(namespace=namespace, image=image, python=job_python,
                          tolerations=job_tolerations(tolerate or [])),
         upgrade_gate_argv=argv, rccl_image=rccl_image, env=tuple(pairs), concurrency=concurrency,
-        poll_s=poll, capture_timeout_s=timeout, capture_privileged=capture_privileged,
+        poll_s=poll, capture_timeout_s=timeout, capture_privileged=capture_privileged, keep_finished=keep_jobs,
     )  # fmt: skip
 
 

@@ -38,6 +38,7 @@ Design decisions
 
 from __future__ import annotations
 
+import contextlib
 import tarfile
 import tempfile
 import time
@@ -48,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.collect.bundle import Bundle, load_bundle
 from upgrade_gate.errors import BundleError, InputError
-from upgrade_gate.fleet.errors import KubeNotFoundError, KubeWaitTimeoutError
+from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError, KubeWaitTimeoutError
 from upgrade_gate.fleet.jobs import NodeRunResult, RunStatus, run_on_nodes
 from upgrade_gate.fleet.labels import (
     CVF_CANDIDATE,
@@ -257,6 +258,8 @@ def run_phases(
         parallel=settings.concurrency,
         resampling=resampling,
     )
+    with contextlib.suppress(KubeError):  # housekeeping: the phase Jobs the launcher ran, newest N per node and kind
+        client.prune_finished(settings.jobs.namespace, f"{MANAGED_BY}={MANAGER}", keep=settings.keep_finished)
     for node, why in launcher.vanished.items():
         if node in results:  # a vanished peer costs the canaries their phases 4-5, which say so themselves
             results[node] = tuple(_vanished(r, why) for r in results[node])

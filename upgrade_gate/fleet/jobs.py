@@ -41,7 +41,7 @@ from upgrade_gate.fleet.errors import (
     KubeThrottledError,
     KubeWaitTimeoutError,
 )
-from upgrade_gate.fleet.labels import MANAGED_BY, MANAGER, MPI_JOB_NAME, PURPOSE
+from upgrade_gate.fleet.labels import MANAGED_BY, MANAGER, MPI_JOB_NAME
 from upgrade_gate.fleet.manifests import JobSpec, MpiJobSpec
 from upgrade_gate.fleet.objects import JobPhase, PodState, pull_failure
 from upgrade_gate.fleet.resultframe import extract
@@ -333,11 +333,10 @@ def run_on_nodes(
     if keep_finished is not None:
         ended = (RunStatus.SUCCEEDED, RunStatus.FAILED)
         settled = frozenset(r.job for r in results.values() if r.status in ended)
-        for purpose, namespace in sorted({(s.purpose, s.settings.namespace) for s in specs}):
+        for namespace in sorted({s.settings.namespace for s in specs}):
             # housekeeping only: a failure leaves old Jobs visible with kubectl and changes no result
             with contextlib.suppress(KubeError):
-                client.prune_jobs(namespace, f"{MANAGED_BY}={MANAGER},{PURPOSE}={purpose}", keep=keep_finished,
-                                  settled=settled)  # fmt: skip
+                client.prune_finished(namespace, f"{MANAGED_BY}={MANAGER}", keep=keep_finished, settled=settled)
     return tuple(results[i] for i in range(len(specs)))
 
 

@@ -54,7 +54,7 @@ class ExecutorSettings:
     poll_s: float = 2.0  # reads where no watch serves (fleet.kube.waiting); the server-start wait
     capture_timeout_s: float = 900.0
     server_start_timeout_s: float = 120.0
-    keep_finished: int = 20
+    keep_finished: int = 20  # finished Jobs kept per node and kind (`--keep-jobs`), the rest pruned
     capture_privileged: bool = False  # capture without GPUs allocated, privileged (manifests.capture_access)
 
 

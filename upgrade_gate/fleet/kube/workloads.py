@@ -29,7 +29,7 @@ from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError, one_line
 from upgrade_gate.fleet.kube.api import ApiBase
 from upgrade_gate.fleet.kube.shapes import WatchEvent, items, list_version, object_version, q
 from upgrade_gate.fleet.kube.waiting import Watched, await_final
-from upgrade_gate.fleet.labels import JOB_NAME, MPI_JOB_NAME, MPI_JOB_ROLE
+from upgrade_gate.fleet.labels import JOB_NAME, MPI_JOB_NAME, MPI_JOB_ROLE, NODE, PURPOSE
 from upgrade_gate.fleet.objects import (
     JobPhase,
     JobState,
@@ -201,6 +201,22 @@ class WorkloadCalls(ApiBase):
         finished.sort(key=lambda j: (j.completion_time or j.creation_time or "", j.name), reverse=True)
         doomed = [j.name for j in finished[max(keep, 0) :]]
         return tuple(name for name in doomed if self.delete_job(name, namespace))
+
+    def prune_finished(
+        self, namespace: str, selector: str, *, keep: int, settled: Collection[str] = ()
+    ) -> tuple[str, ...]:
+        """Delete finished Jobs matching `selector` except the newest `keep` per node and purpose (labels
+        `upgrade-gate/node`, `upgrade-gate/purpose`): every kind of Job we create, capture, phase 1-4,
+        monitor, is bounded on every node (issue 28, item 6). Returns the deleted names."""
+        groups: dict[tuple[str, str], list[JobState]] = {}
+        for job in self.list_jobs(namespace, selector):
+            if job.phase is not JobPhase.ACTIVE or job.name in settled:
+                groups.setdefault((job.labels.get(PURPOSE, ""), job.labels.get(NODE, "")), []).append(job)
+        doomed: list[str] = []
+        for group in groups.values():
+            group.sort(key=lambda j: (j.completion_time or j.creation_time or "", j.name), reverse=True)
+            doomed += [j.name for j in group[max(keep, 0) :]]
+        return tuple(name for name in sorted(doomed) if self.delete_job(name, namespace))
 
     # ----------------------------------------------------------------------- CronJobs, ConfigMaps
 
