@@ -97,6 +97,7 @@ class _Job:
     references: Mapping[str, ClassReference]
     denylist: Mapping[GpuSerial, str]
     patterns: PatternTable | None = None
+    clock: str | None = None  # the wall clock, read once in the parent before the workers start (evidence.taken_at)
     spooled: bool = False  # workers send back each node's JSON report text and its summary line
 
 
@@ -233,6 +234,7 @@ def _judge_paths(paths: Sequence[str]) -> list[Judged]:
             policy=job.policy,
             references=job.references,
             denylist=job.denylist,
+            clock=job.clock,
         )
         for raw, (cand, base), (report, ran) in zip(batch, pairs, judged, strict=True):
             cls = cand.node.node_class or (base.node.node_class if base is not None else None)
@@ -399,6 +401,7 @@ def _judge_fleet(
     """Every candidate judged (`Judged` items, or `Spooled` ones with their text in `spool` and its
     place instead), and the judge's report on the plan's canaries that sent no candidate."""
     from upgrade_gate.judge.judge import judge
+    from upgrade_gate.judge.rules.evidence import read_clock
     from upgrade_gate.store.inputs import aggregate_references, current_denylist, saved_references
 
     pin = st.pin(ref)
@@ -414,6 +417,7 @@ def _judge_fleet(
         references=references,
         denylist=denylist,
         patterns=patterns,
+        clock=read_clock(),
         spooled=spool is not None,
     )
     keep: Callable[[Any], Any] = _same if spool is None else (lambda item: (*item[:5], spool.put(item[5])))
@@ -523,4 +527,6 @@ def summary_text(report: GateReport, nodes: Sequence[NodeLine], *, reports: Sequ
         lines.append(f"  ... and {len(blocked) - limit} more blocked node(s)")
     where = ", ".join(reports) if reports else "add --report json:PATH for every finding"
     lines.append(f"(a summary: {len(nodes)} nodes is more than {SUMMARY_FROM_NODES}; {where})")
-    return "\n".join(lines) + "\n"
+    from upgrade_gate.report.printable import printable
+
+    return printable("\n".join(lines) + "\n")  # node names and tool messages: no terminal escapes pass

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from upgrade_gate.errors import ExitCode, InputError, NotFoundError, StoreError, UsageError
+from upgrade_gate.report.printable import json_printable, one_line
 from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
 
 if TYPE_CHECKING:
@@ -165,12 +166,12 @@ def diff_cmd(
             "changes": [{**codec.to_jsonable(c), "judged": mark} for c, mark in zip(changes, marks, strict=True)],
             "unexpected": unexpected,
         }
-        typer.echo(canonical_json(doc), nl=False)
+        typer.echo(json_printable(canonical_json(doc)), nl=False)
     else:
         title = f"{before.node.name} ({before.taken_at}) -> {after.node.name} ({after.taken_at})"
-        typer.echo(title + (f", plan {loaded_plan.id}" if loaded_plan is not None else ""))
+        typer.echo(one_line(title + (f", plan {loaded_plan.id}" if loaded_plan is not None else "")))
         for c, mark in zip(changes, marks, strict=True):
-            typer.echo(f"  {c.op.value:8} {c.path}: {_show(c.baseline)} -> {_show(c.candidate)}  [{mark}]")
+            typer.echo(one_line(f"  {c.op.value:8} {c.path}: {_show(c.baseline)} -> {_show(c.candidate)}  [{mark}]"))
         typer.echo(f"{len(changes)} change(s), {unexpected} unexpected")
     return ExitCode.BLOCK if unexpected else ExitCode.PASS
 
@@ -222,6 +223,7 @@ def gate_cmd(
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.plan import load_plan
     from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.judge.rules.evidence import read_clock
     from upgrade_gate.model import replace
     from upgrade_gate.report.interface import ReportContext, ReportFormat
     from upgrade_gate.report.registry import render
@@ -266,6 +268,7 @@ def gate_cmd(
             attestations=attestations,
             checklists=loaded_checklists,
             now=timestamp,
+            clock=read_clock(),
         )
         by_name = {s.node.name: s for s in snaps}
     ctx = ReportContext(
@@ -307,7 +310,7 @@ def _gate_spooled(
         typer.echo(summary_text(fleet.report, lines, reports=[f"{f.value}:{p}" for f, p in outputs]), nl=False)
         for fmt, path in outputs:
             write_json_texts(fleet.report, fleet.texts(), path)
-            typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+            typer.echo(one_line(f"wrote {fmt.value} report to {path}"), err=True)
     return ExitCode.BLOCK if fleet.report.verdict is Verdict.BLOCK else ExitCode.PASS
 
 
@@ -331,7 +334,7 @@ def write_reports(
             write_json(ctx, path)
         else:
             write_text_atomic(path, render(fmt, ctx))
-        typer.echo(f"wrote {fmt.value} report to {path}", err=True)
+        typer.echo(one_line(f"wrote {fmt.value} report to {path}"), err=True)
 
 
 def console_detail(*, verbose: bool, summary: bool) -> ConsoleDetail:

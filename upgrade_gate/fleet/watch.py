@@ -76,6 +76,7 @@ def watch_round(
     from upgrade_gate.fleet.window_validate import judge_inputs
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.observe import observation_policy, observation_view
+    from upgrade_gate.judge.rules.evidence import read_clock
     from upgrade_gate.snapshot.build import build_snapshot
 
     nodes = list(client.list_nodes(selector))
@@ -106,6 +107,7 @@ def watch_round(
         references={},
         denylist=denylist,
         now=stamp,
+        clock=read_clock(),  # the wall clock (evidence.taken_at), whatever time the report says
     ) if candidates else None  # fmt: skip
     reports = [*(report.nodes if report else ()), *extra]
     verdict = Verdict.BLOCK if any(r.verdict is Verdict.BLOCK for r in reports) or not reports else Verdict.PASS

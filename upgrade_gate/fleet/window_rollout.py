@@ -72,6 +72,7 @@ def observe_window(
     from upgrade_gate.fleet.window_validate import judge_inputs
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.observe import observation_policy, observation_view
+    from upgrade_gate.judge.rules.evidence import read_clock
 
     record = load_window(store, window_id)
     record.check("observe")
@@ -103,6 +104,7 @@ def observe_window(
         references={},
         denylist=denylist,
         now=actor.at,
+        clock=read_clock(),  # the wall clock (evidence.taken_at), whatever time the report says
     )
     verdicts = {r.node: r.verdict for r in report.nodes}
     nodes: dict[str, tuple[bool, Sequence[str]]] = {

@@ -79,7 +79,7 @@ _ISSUE = "sources that disagree, or answered only with error texts: judged on th
 COVERAGE: Mapping[str, Coverage] = {
     # ------------------------------------------------------------------ document and node
     "schema_version": informational("document format; another version is refused when loaded"),
-    "taken_at": informational("differs on every capture"),
+    "taken_at": checked("evidence.taken_at", "differs on every capture; judged against now and the baseline"),
     "tool_version": informational("upgrade-gate's own version, not the node's"),
     "node.name": informational("the key the baseline is stored under: equal by construction"),
     "node.hostname": informational("the OS host name; node.name identifies the node"),

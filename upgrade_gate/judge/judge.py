@@ -1,8 +1,8 @@
 """The judge: candidates against their baselines (or class references) under a plan and a policy.
 
 `judge(...)` is pure: snapshots, plan, policy, references, denylist and attestations in, a
-`GateReport` out; no I/O, no clock (the caller passes `now`). The verdict is BLOCK iff any finding,
-anywhere, is BLOCK.
+`GateReport` out; no I/O, no clock (the caller passes `now` and the wall `clock`). The verdict is BLOCK
+iff any finding, anywhere, is BLOCK.
 
 Design decisions:
 - Every enabled rule that applies to a node's class runs on that node (rules that need a baseline
@@ -82,6 +82,7 @@ class _Work:
     references: Mapping[str, ClassReference]
     denylist: Mapping[GpuSerial, str]
     include_changes: bool
+    clock: str | None = None
 
 
 _INHERITED: _Work | None = None  # set in the parent just before forking; read by the children
@@ -125,6 +126,7 @@ def _judge_names(work: _Work, names: Sequence[NodeName]) -> list[tuple[NodeRepor
             references=work.references,
             denylist=work.denylist,
             include_changes=work.include_changes,
+            clock=work.clock,
         )
     return out
 
@@ -162,11 +164,14 @@ def judge(
     attestations: Mapping[str, str] | None = None,
     checklists: Sequence[Checklist] = (),
     now: str,
+    clock: str | None = None,
     tool_version: str = __version__,
     include_changes: bool = True,
     workers: int | None = None,
 ) -> GateReport:
-    """Judge every candidate; BLOCK iff any BLOCK finding (see the module docstring)."""
+    """Judge every candidate; BLOCK iff any BLOCK finding (see the module docstring). `now` is the report's
+    time (`--now` may set it); `clock` the wall clock read by the caller just before (`evidence.taken_at`:
+    a candidate after it is from the future; None: only the before-its-baseline half is judged)."""
     references = references or {}
     denylist = denylist or {}
     by_name: dict[NodeName, Snapshot] = {}
@@ -185,6 +190,7 @@ def judge(
         references=references,
         denylist=denylist,
         include_changes=include_changes,
+        clock=clock,
     )
     for report, ran in _judge_all(work, workers if workers is not None else usable_cpus()):
         reports.append(report)
@@ -248,6 +254,7 @@ def judge_node(
     references: Mapping[str, ClassReference],
     denylist: Mapping[GpuSerial, str],
     include_changes: bool = True,
+    clock: str | None = None,
 ) -> tuple[NodeReport, frozenset[RuleId]]:
     """One candidate's report and the rules that ran on it."""
     (result,) = judge_nodes(
@@ -257,6 +264,7 @@ def judge_node(
         references=references,
         denylist=denylist,
         include_changes=include_changes,
+        clock=clock,
     )
     return result
 
@@ -269,11 +277,13 @@ def judge_nodes(
     references: Mapping[str, ClassReference],
     denylist: Mapping[GpuSerial, str],
     include_changes: bool = True,
+    clock: str | None = None,
 ) -> list[tuple[NodeReport, frozenset[RuleId]]]:
     """`judge_node` of each (candidate, baseline) pair: the same reports, with the bandwidth statistics of
-    the whole batch computed at once (`rules.bandwidth.prime_regression`, `judge.curve_batch`)."""
+    the whole batch computed at once (`rules.bandwidth.prime_regression`, `judge.curve_batch`). `clock` is
+    the wall clock (`evidence.taken_at`; None: a candidate's time is judged against its baseline only)."""
     try:
-        contexts = [_context(cand, base, plan, policy, references, denylist) for cand, base in nodes]
+        contexts = [_context(cand, base, plan, policy, references, denylist, clock) for cand, base in nodes]
         with prime_regression(contexts):
             return [_judge_context(ctx, include_changes) for ctx in contexts]
     finally:  # the per-snapshot caches hold the batch's snapshots: release them with the batch
@@ -288,6 +298,7 @@ def _context(
     policy: Policy,
     references: Mapping[str, ClassReference],
     denylist: Mapping[GpuSerial, str],
+    clock: str | None = None,
 ) -> NodeContext:
     name = candidate.node.name
     cls = candidate.node.node_class or (baseline.node.node_class if baseline is not None else None)
@@ -301,6 +312,7 @@ def _context(
         policy=policy,
         pairs=match_gpus(baseline.gpus, candidate.gpus) if baseline is not None else (),
         denylist=denylist,
+        clock=clock,
     )
 
 

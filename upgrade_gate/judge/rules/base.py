@@ -75,6 +75,7 @@ class NodeContext:
     policy: Policy
     pairs: tuple[GpuPair, ...] = ()  # baseline/candidate GPU matching (empty without a baseline)
     denylist: Mapping[GpuSerial, str] = field(default_factory=dict)
+    clock: str | None = None  # the wall clock, read once by the caller (the judge has none); None: not judged
 
 
 Check = Callable[[NodeContext, "RuleEntry"], Iterable[Finding]]

@@ -1,4 +1,4 @@
-"""Evidence rules: fail closed on anything missing, failed phases, fatal kernel events.
+"""Evidence rules: fail closed on anything missing, failed phases, fatal kernel events, impossible times.
 
 Design decisions:
 - `evidence.missing` blocks when a node cannot be judged completely:
@@ -29,6 +29,14 @@ Design decisions:
     (`nic_probes`: ibv_devinfo, rdma link, sysfs infiniband) failing or absent is reported at info
     level: a host without an RDMA device makes them "fail" on empty output, and nic.missing blocks if
     a NIC shows up anyway.
+- `evidence.taken_at` (issue 26): time is evidence. A candidate taken after the wall clock (`clock`, read
+  by the caller just before judging - `read_clock` - and passed in: the judge has no clock, and forked
+  `gate` workers judge against the same instant) or before its own baseline, by more than
+  `clock_skew_s` (default 300 s), blocks, with both times named: a snapshot dated 2099 or 1970, or older
+  than the baseline it is compared with, says nothing about the node after the change. Not acceptable
+  by a plan. The wall clock, not the report's `now`: `--now` and `UPGRADE_GATE_NOW` set the report's
+  time for replays and tests, while snapshots are taken by real clocks. Without a baseline only the
+  first half applies (a 1970 candidate judged against a class reference alone is not caught here).
 - `phase.failed`: any phase result `failed` blocks, with the phase's reasons.
 - `dmesg.fatal`: kernel events are grouped per (pattern, BDF), one finding each with the count and
   the first line; each is graded by the fatal-error map (the shipped pattern file under the policy's
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
@@ -277,7 +286,69 @@ def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
+def check_taken_at(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """A candidate taken after the wall clock, or before its own baseline, beyond the clock skew."""
+    skew = timedelta(seconds=entry.integer("clock_skew_s"))
+    taken = _instant(ctx.candidate.taken_at)
+    if ctx.clock is not None and taken - _instant(ctx.clock) > skew:
+        yield finding(
+            ctx,
+            entry,
+            f"candidate taken at {ctx.candidate.taken_at}, after this host's clock ({ctx.clock}) by "
+            f"{_span(taken - _instant(ctx.clock))}: more than the allowed clock skew ({_span(skew)}); "
+            "a snapshot from the future is no evidence of the node now",
+            path="taken_at",
+            expected=f"at most {ctx.clock} + {_span(skew)}",
+            actual=ctx.candidate.taken_at,
+            evidence="candidate taken_at, this host's clock",
+        )
+    if ctx.baseline is not None and _instant(ctx.baseline.taken_at) - taken > skew:
+        yield finding(
+            ctx,
+            entry,
+            f"candidate taken at {ctx.candidate.taken_at}, before its baseline (taken at "
+            f"{ctx.baseline.taken_at}) by {_span(_instant(ctx.baseline.taken_at) - taken)}: more than the "
+            f"allowed clock skew ({_span(skew)}); a candidate older than its baseline is no evidence of the change",
+            path="taken_at",
+            expected=f"at least {ctx.baseline.taken_at} - {_span(skew)}",
+            actual=ctx.candidate.taken_at,
+            evidence="candidate and baseline taken_at",
+        )
+
+
+def read_clock() -> str:
+    """The wall clock now, for a caller to pass to the judge as `clock` (the judge itself never reads it)."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _instant(text: str) -> datetime:
+    """A snapshot's or the run's time (the schema checked the snapshot's; --now is ISO 8601); naive is UTC."""
+    value = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _span(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds >= 2 * 86400:
+        return f"{seconds // 86400} days"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min" if seconds >= 3600 else f"{seconds} s"
+
+
 SPECS = (
+    spec(
+        "evidence.taken_at",
+        "a candidate taken after this host's clock, or before its baseline, beyond the allowed clock skew",
+        check_taken_at,
+        plan_can_accept=False,
+        params={
+            "clock_skew_s": ParamSpec(
+                kind="integer",
+                default=300,
+                doc="seconds a candidate may be ahead of this host's clock or behind its baseline",
+                minimum=0,
+            ),
+        },
+    ),
     spec(
         "evidence.missing",
         "a probe failed or is absent, a required phase did not pass or run, or nothing to compare with",
