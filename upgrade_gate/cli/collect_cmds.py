@@ -158,7 +158,9 @@ def parse_cmd(
         value = parse(text)
     except ParseError as exc:
         raise ParseError(exc.tool, exc.line_no, exc.excerpt, f"{file}: {exc.message}") from exc
-    typer.echo(json.dumps(codec.to_jsonable(value), indent=2, sort_keys=True, ensure_ascii=False))
+    from upgrade_gate.report.printable import json_printable  # the tool's text: no terminal escape passes
+
+    typer.echo(json_printable(json.dumps(codec.to_jsonable(value), indent=2, sort_keys=True, ensure_ascii=False)))
     return ExitCode.PASS
 
 

@@ -148,7 +148,7 @@ def _run(args: list[str], json_errors: bool) -> int:
             fmt = getattr(exc, "format_message", None)
             _print_json(fmt() if callable(fmt) else str(exc), "UsageError", int(ExitCode.USAGE))
         if callable(show):
-            show()
+            show(file=_Printable(sys.stderr))  # the usage error quotes the user's words
         else:
             print(f"upgrade-gate: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
@@ -171,8 +171,25 @@ def _fail(exc: BaseException, message: str, code: int, json_errors: bool, *, kin
         traceback.print_exception(exc)
     if json_errors:
         _print_json(message, kind or type(exc).__name__, code)
-    print(f"upgrade-gate: error: {message}", file=sys.stderr)
+    from upgrade_gate.report.printable import one_line  # paths, node names, tool output: no escapes pass
+
+    print(f"upgrade-gate: error: {one_line(message)}", file=sys.stderr)
     return code
+
+
+class _Printable:
+    """A text stream that writes to `stream` with every control character but newline and tab visible."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        from upgrade_gate.report.printable import printable
+
+        return int(self.stream.write(printable(text)))
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def _print_json(message: str, kind: str, code: int) -> None:

@@ -149,7 +149,7 @@ def _node_block(
 
 
 def _passing(nodes: list[NodeReport], width: int) -> str:
-    names = [n.node for n in nodes]
+    names = [one_line(n.node) for n in nodes]
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return _fit(f"PASS with nothing to report: {len(names)} node(s): {shown}", width)
 
@@ -160,7 +160,7 @@ def _checklist_lines(rows: tuple[ChecklistRow, ...], width: int) -> list[str]:
         tally = by_list.setdefault(row.checklist, {})
         tally[row.status] = tally.get(row.status, 0) + 1
     return [
-        _fit(f"checklist {name}: " + ", ".join(f"{n} {status}" for status, n in sorted(tally.items())), width)
+        _fit(one_line(f"checklist {name}: " + ", ".join(f"{n} {status}" for status, n in sorted(tally.items()))), width)
         for name, tally in sorted(by_list.items())
     ]
 
@@ -168,11 +168,11 @@ def _checklist_lines(rows: tuple[ChecklistRow, ...], width: int) -> list[str]:
 def _summary(console: Console, ctx: ReportContext, name_width: int) -> None:
     for node in ctx.report.nodes:
         if not node.causes:
-            console.print(Text(f"{node.node:<{name_width}}  {node.verdict.value}"))
+            console.print(Text(f"{one_line(node.node):<{name_width}}  {node.verdict.value}"))
             continue
         first = node.causes[0]
         more = f" (+{len(node.causes) - 1} more)" if len(node.causes) > 1 else ""
-        lead = f"{node.node:<{name_width}}  {node.verdict.value:5}  "
+        lead = f"{one_line(node.node):<{name_width}}  {node.verdict.value:5}  "
         console.print(Text(lead + _fit(one_line(first.headline) + more, ctx.width - cell_len(lead))))
     if ctx.report.fleet_causes:
         first = ctx.report.fleet_causes[0]

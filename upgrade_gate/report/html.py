@@ -9,7 +9,6 @@ test reads to prove the charts actually drew.
 
 from __future__ import annotations
 
-import html
 import io
 import re
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from collections.abc import Mapping
 from upgrade_gate.judge.order_table import OrderRow, OrderSide, rows_of
 from upgrade_gate.model import Finding, GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of, replace
 from upgrade_gate.report.interface import ReportContext
+from upgrade_gate.report.printable import html_text, printable
 from upgrade_gate.report.text import show_value, sorted_findings
 
 _CSS = """
@@ -43,7 +43,7 @@ _SIZE_KEY = re.compile(r"^(?P<scope>mesh|cluster)/(?P<op>[a-z_]+)/busbw/(?P<byte
 
 
 def _e(value: object) -> str:
-    return html.escape(show_value(value))
+    return html_text(show_value(value))
 
 
 def _curves(snapshot: Snapshot | None) -> dict[str, dict[int, float]]:
@@ -77,7 +77,7 @@ def _chart_svg(title: str, series: Mapping[str, Mapping[int, float]]) -> str:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(title)
+    ax.set_title(printable(title))  # a node name: no control character into the SVG
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -133,7 +133,7 @@ def _order_table(ctx: ReportContext, node: NodeName) -> str:
 
 def _node_section(ctx: ReportContext, node: NodeName) -> str:
     base, cand = ctx.baselines.get(node), ctx.candidates.get(node)
-    parts = [f"<h3>Device order: {html.escape(node)}</h3>", _order_table(ctx, node)]
+    parts = [f"<h3>Device order: {html_text(node)}</h3>", _order_table(ctx, node)]
     b_curves, c_curves = _curves(base), _curves(cand)
     for name in sorted(set(b_curves) | set(c_curves)):
         series = {k: v for k, v in (("baseline", b_curves.get(name)), ("candidate", c_curves.get(name))) if v}
@@ -146,9 +146,9 @@ def _findings_table(ctx: ReportContext) -> str:
     rows = []
     for f in sorted_findings(report.findings):
         rows.append(
-            f'<tr><td class="sev-{f.severity.value}">{f.severity.value}</td><td>{html.escape(f.node)}</td>'
-            f"<td><code>{html.escape(f.rule)}</code></td><td>{_e(f.device)}</td><td>{html.escape(f.message)}"
-            + (f"<br><code>{html.escape(f.hint)}</code>" if f.hint else "")
+            f'<tr><td class="sev-{f.severity.value}">{f.severity.value}</td><td>{html_text(f.node)}</td>'
+            f"<td><code>{html_text(f.rule)}</code></td><td>{_e(f.device)}</td><td>{html_text(f.message)}"
+            + (f"<br><code>{html_text(f.hint)}</code>" if f.hint else "")
             + f"</td><td>{_e(f.expected)}</td><td>{_e(f.actual)}</td></tr>"
         )
     if not rows:
@@ -165,12 +165,12 @@ def _causes_table(report: GateReport) -> str:
     rows = []
     for c in causes:
         more = f" ({len(c.findings)} findings)" if len(c.findings) > 1 else ""
-        details = f"<pre>{html.escape(chr(10).join(c.details))}</pre>" if c.details else ""
-        step = f"<code>{html.escape(c.next_step)}</code>" if c.next_step else ""
+        details = f"<pre>{html_text(chr(10).join(c.details))}</pre>" if c.details else ""
+        step = f"<code>{html_text(c.next_step)}</code>" if c.next_step else ""
         rows.append(
-            f'<tr><td class="sev-{c.severity.value}">{c.severity.value}</td><td>{html.escape(c.node)}</td>'
-            f"<td>{html.escape(c.headline)}{more}{details}</td><td>{html.escape(c.category.value)}</td>"
-            f"<td>{html.escape(c.owner)}</td><td>{step}</td></tr>"
+            f'<tr><td class="sev-{c.severity.value}">{c.severity.value}</td><td>{html_text(c.node)}</td>'
+            f"<td>{html_text(c.headline)}{more}{details}</td><td>{html_text(c.category.value)}</td>"
+            f"<td>{html_text(c.owner)}</td><td>{step}</td></tr>"
         )
     if not rows:
         return "<p>No causes: nothing to report.</p>"
@@ -180,8 +180,8 @@ def _causes_table(report: GateReport) -> str:
 
 def _checklist_table(ctx: ReportContext) -> str:
     rows = [
-        f"<tr><td>{html.escape(r.item)}</td><td>{html.escape(r.criterion)}</td><td>{html.escape(r.actual)}</td>"
-        f"<td>{html.escape(r.owner)}</td><td>{html.escape(r.status)}</td></tr>"
+        f"<tr><td>{html_text(r.item)}</td><td>{html_text(r.criterion)}</td><td>{html_text(r.actual)}</td>"
+        f"<td>{html_text(r.owner)}</td><td>{html_text(r.status)}</td></tr>"
         for r in ctx.report.checklist
     ]
     if not rows:
@@ -200,9 +200,9 @@ def render_html(ctx: ReportContext) -> str:
     verdict = report.verdict.value
     subtitle = f"{len(report.nodes)} node(s), {blocks} blocking finding(s)"
     if report.plan_id:
-        subtitle += f", plan {html.escape(report.plan_id)}"
+        subtitle += f", plan {html_text(report.plan_id)}"
     summary = "".join(
-        f'<tr><td>{html.escape(n.node)}</td><td class="{"sev-block" if n.verdict is Verdict.BLOCK else ""}">'
+        f'<tr><td>{html_text(n.node)}</td><td class="{"sev-block" if n.verdict is Verdict.BLOCK else ""}">'
         f"{n.verdict.value}</td><td>{len(n.findings)}</td></tr>"
         for n in report.nodes
     )
@@ -212,7 +212,7 @@ def render_html(ctx: ReportContext) -> str:
 <style>{_CSS}</style><script>{_SCRIPT}</script></head>
 <body data-charts-drawn="0">
 <div class="banner {verdict}">upgrade-gate: {verdict}</div>
-<p>{subtitle}. Generated {html.escape(report.generated_at)} by upgrade-gate {html.escape(report.tool_version)}.</p>
+<p>{subtitle}. Generated {html_text(report.generated_at)} by upgrade-gate {html_text(report.tool_version)}.</p>
 <h2>Causes</h2>{_causes_table(report)}
 <h2>Nodes</h2><table><tr><th>node</th><th>verdict</th><th>findings</th></tr>{summary}</table>
 <h2>All findings</h2>{_findings_table(ctx)}

@@ -1,4 +1,5 @@
-"""Small pure helpers shared by the text-like renderers (console, Markdown, JUnit)."""
+"""Small pure helpers shared by the text-like renderers (console, Markdown, JUnit); `one_line` is
+`report.printable`'s."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from collections.abc import Iterable
 
 from upgrade_gate.model import Finding, GateReport, NodeReport, Severity
+from upgrade_gate.report.printable import BEYOND_C0
+from upgrade_gate.report.printable import one_line as one_line  # the one sanitiser, re-exported
 
 SEVERITY_ORDER = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 
@@ -39,22 +42,15 @@ def node_summary(node: NodeReport) -> str:
     return f"{node.verdict.value} ({blocks} block, {warns} warn)"
 
 
-_C1_AND_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def one_line(text: str) -> str:
-    """`text` on one line with every control character visible as `\\xNN` (no terminal escapes pass)."""
-    return text.replace("\r\n", " ").replace("\n", " ").replace("\t", " ").translate(_C1_AND_CONTROLS)
-
-
 def xml_text(text: str) -> str:
-    """`text` with every character XML 1.0 forbids (NUL, ESC, lone surrogates, U+FFFE/F) shown as `\\xNN`/`\\uNNNN`.
+    """`text` with every character XML 1.0 forbids (NUL, ESC, lone surrogates, U+FFFE/F), and those it allows
+    but a terminal acts on (DEL, C1, bidi overrides), shown as `\\xNN`/`\\uNNNN`.
 
     ElementTree escapes markup but writes forbidden characters as they are, which makes the document
     not well-formed; tool output reaches finding messages, so every string goes through here.
     """
     out = []
-    for ch in text:
+    for ch in text.translate(BEYOND_C0):
         code = ord(ch)
         if code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or code >= 0x10000:
             out.append(ch)

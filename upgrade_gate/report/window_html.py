@@ -10,13 +10,13 @@ Date-times are read by `codec.parse_date_time` (bad ones are exit 3 naming the f
 
 from __future__ import annotations
 
-import html
 import io
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from upgrade_gate.codec import parse_date_time
+from upgrade_gate.report.printable import html_text, printable
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d232a}
@@ -49,7 +49,7 @@ def _chart(title: str, points: list[tuple[datetime, float]], baseline: float | N
     if baseline is not None:
         ax.axhline(baseline, color="#0b5cad", linestyle="--", label="baseline")
     ax.xaxis_date()  # x values are days since 1970-01-01, matplotlib's default date epoch
-    ax.set_title(title)
+    ax.set_title(printable(title))  # a node name: no control character into the SVG
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.autofmt_xdate()
@@ -61,12 +61,12 @@ def _chart(title: str, points: list[tuple[datetime, float]], baseline: float | N
 
 
 def _verdict(observation: Mapping[str, Any], node: str) -> str:
-    return html.escape(str(observation["nodes"][node]["verdict"]))
+    return html_text(str(observation["nodes"][node]["verdict"]))
 
 
 def render_window_html(doc: Mapping[str, Any], baselines: Mapping[str, Mapping[str, float]]) -> str:
     """The window's page; `baselines` holds node -> metric -> the baseline's value."""
-    e = html.escape
+    e = html_text
     soak = doc.get("soak") or {}
     observations = soak.get("observations") or []
     sections = []
