@@ -139,6 +139,8 @@ def test_signal_at_any_delay_exits_with_its_code_never_0_or_1(sig: signal.Signal
             for line in proc.stderr:  # each import's line as it completes: the clock starts at cli.boot's
                 if line.rstrip().endswith("| upgrade_gate.cli.boot"):
                     break
+                if line.rstrip().endswith(("| upgrade_gate.cli.main", "| typer")):  # boot comes before both
+                    raise AssertionError("upgrade_gate.cli.boot was not imported before typer and cli.main")
             else:
                 raise AssertionError("upgrade_gate.cli.boot was never imported")
             time.sleep(delay)
