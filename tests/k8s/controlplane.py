@@ -68,6 +68,29 @@ def missing_reason() -> str | None:
     return None
 
 
+def ensure_built() -> str | None:
+    """Build the control plane on first use when Go is here (issue 28, item 10: the README's test command
+    runs what CI runs), once per machine: a lock in the cache folder makes other pytest workers and
+    sessions wait for the build instead of starting their own; its output goes to build.log beside it.
+    `UPGRADE_GATE_BUILD_K8S=0` turns it off. Returns why the control plane still cannot start, or None."""
+    reason = missing_reason()
+    if reason is None or shutil.which("etcd") is None or shutil.which("go") is None:
+        return reason
+    if os.environ.get("UPGRADE_GATE_BUILD_K8S") == "0":
+        return reason + " (UPGRADE_GATE_BUILD_K8S=0: not built on first use)"
+    import fcntl
+
+    cache = bin_dir().parent
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "build.lock", "w", encoding="utf-8") as lock, open(cache / "build.log", "a") as log:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker's build: wait for it, then find it done
+        if missing_reason() is not None:
+            done = subprocess.run(["bash", str(BUILD)], stdout=log, stderr=log, check=False)
+            if done.returncode != 0:
+                return f"{reason}; building it on first use failed (exit {done.returncode}, see {cache / 'build.log'})"
+    return missing_reason()
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:

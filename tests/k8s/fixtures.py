@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.k8s.cluster import FAST_RETRY, ClusterDouble
-from tests.k8s.controlplane import missing_reason
+from tests.k8s.controlplane import ensure_built
 from tests.k8s.realcluster import RealCluster
 from upgrade_gate.fleet.kube import KubeClient
 
@@ -52,7 +52,7 @@ def kube_client(kube_cluster: ClusterDouble) -> Iterator[KubeClient]:
 def real_cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler (+ node agent, MPI stand-in),
     started once per session; skips with the reason when the binaries are not built here."""
-    reason = missing_reason()
+    reason = ensure_built()
     if reason is not None:
         if os.environ.get("UPGRADE_GATE_REQUIRE_REAL_K8S") == "1":  # CI built them: missing is a failure
             pytest.fail(reason)
