@@ -147,3 +147,23 @@ def test_parse_output_is_inert(tool: str, text: str) -> None:
     assert raw_controls(proc.stdout) == [] and raw_controls(proc.stderr) == [], proc.stdout + proc.stderr
     if tool == "rocm-smi":
         assert proc.returncode == ExitCode.PASS and "AMD \\u009b2J\\u202e" in proc.stdout, proc.stdout
+
+
+def test_baseline_show_log_and_diff_are_inert(tmp_path: Path) -> None:
+    from msgspec.structs import replace as struct_replace
+
+    from tests.judge_scenarios import mi300x_snapshot
+    from upgrade_gate.store.gitstore import BaselineStore
+
+    hostile_text = "6.8\x1b]0;pwned\x07\x9b2J\u202e"
+    base = mi300x_snapshot()
+    changed = struct_replace(base, software=struct_replace(base.software, kernel=hostile_text))
+    store = tmp_path / "store"
+    with BaselineStore(store) as st:
+        st.save([base], tag="v1")
+        st.save([changed], tag="v2", message=f"kernel {hostile_text}")
+    name = base.node.name
+    for args in (["show", f"{name}@v2"], ["log", name], ["diff", name, "v1", "v2"]):
+        proc = ug("baseline", *args, "--store", str(store))
+        assert proc.returncode in (ExitCode.PASS, ExitCode.BLOCK), (args, proc.stderr)
+        assert "pwned" in proc.stdout and raw_controls(proc.stdout) == [], (args, proc.stdout)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from upgrade_gate.errors import ExitCode, InputError, StoreError, UsageError
+from upgrade_gate.report.printable import json_printable, one_line, printable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -123,7 +124,7 @@ def save_cmd(
                 what = f"{snap.node.name}: cannot be a baseline: {'; '.join(problems)}"
                 if not force:
                     raise InputError(f"{what} (fix the node or its probes; --force saves it anyway)")
-                typer.echo(f"WARNING: {what}; saved anyway because of --force", err=True)
+                typer.echo(one_line(f"WARNING: {what}; saved anyway because of --force"), err=True)
             saved.add(snap.node.name)
             if class_reference and snap.node.node_class is not None:
                 accs.setdefault(snap.node.node_class, ClassAccumulator(snap.node.node_class)).add(snap)
@@ -132,9 +133,9 @@ def save_cmd(
     with _open(store) as st:
         sha = st.save_stream(each(), tag=tag, message=message, documents=lambda: _class_documents(st, accs, saved))
         for warning in st.warnings:  # landed, but something after the commit point failed
-            typer.echo(f"upgrade-gate: warning: {warning}", err=True)
+            typer.echo(one_line(f"upgrade-gate: warning: {warning}"), err=True)
     tagged = f" tagged {tag}" if tag else ""
-    typer.echo(f"saved {len(saved)} node(s) to {store} as {sha[:12]}{tagged}")
+    typer.echo(one_line(f"saved {len(saved)} node(s) to {store} as {sha[:12]}{tagged}"))
     return ExitCode.PASS
 
 
@@ -167,7 +168,7 @@ def list_cmd(
     """List the nodes that have a baseline."""
     with _open(store) as st:
         for node in st.nodes(ref):
-            typer.echo(node)
+            typer.echo(one_line(node))
     return ExitCode.PASS
 
 
@@ -187,7 +188,7 @@ def show_cmd(
 
     name, ref = _split_ref(node)
     with _open(store) as st:
-        typer.echo(dumps_snapshot(st.load(name, ref)), nl=False)
+        typer.echo(json_printable(dumps_snapshot(st.load(name, ref))), nl=False)
     return ExitCode.PASS
 
 
@@ -197,7 +198,7 @@ def log_cmd(node: str = typer.Argument(..., help="Node name."), store: Path = _s
         entries = st.log(node)
     for e in entries:
         tags = f"  [{', '.join(e.tags)}]" if e.tags else ""
-        typer.echo(f"{e.sha[:12]}  {e.date}  {e.message.splitlines()[0]}{tags}")
+        typer.echo(one_line(f"{e.sha[:12]}  {e.date}  {e.message.splitlines()[0]}{tags}"))
     return ExitCode.PASS
 
 
@@ -220,7 +221,9 @@ def diff_cmd(
             tofile=f"{node}@{ref2}",
         )
     )
-    typer.echo("".join(lines) if lines else f"{node}: no differences between {ref1} and {ref2}", nl=not lines)
+    typer.echo(
+        printable("".join(lines) if lines else f"{node}: no differences between {ref1} and {ref2}"), nl=not lines
+    )
     return ExitCode.PASS
 
 
@@ -252,13 +255,13 @@ def aggregate_cmd(
             st.write_document(document_name, document, f"class reference {node_class}", schema="class-reference")
     text = canonical_json(document)
     if out is None:
-        typer.echo(text, nl=False)
+        typer.echo(json_printable(text), nl=False)
     else:
         write_text_atomic(out, text)
-        typer.echo(f"wrote class {node_class} reference of {len(snaps)} node(s) to {out}")
+        typer.echo(one_line(f"wrote class {node_class} reference of {len(snaps)} node(s) to {out}"))
     for snap in sorted(snaps, key=lambda s: s.node.name):
         for line in odd_ones_out(reference, snap):
-            print(f"odd one out: {snap.node.name}: {line}", file=sys.stderr)
+            print(one_line(f"odd one out: {snap.node.name}: {line}"), file=sys.stderr)
     return ExitCode.PASS
 
 
@@ -273,9 +276,9 @@ def deny_cmd(
         entry = st.deny(serial, reason, node)
     where = f" on {entry.node}" if entry.node else ""
     if entry.reason != reason.strip() or (node is not None and entry.node != node):
-        typer.echo(f"GPU {entry.serial} was already denied{where} at {entry.added_at}: {entry.reason}")
+        typer.echo(one_line(f"GPU {entry.serial} was already denied{where} at {entry.added_at}: {entry.reason}"))
     else:
-        typer.echo(f"denied GPU {entry.serial}{where}: {entry.reason}")
+        typer.echo(one_line(f"denied GPU {entry.serial}{where}: {entry.reason}"))
     return ExitCode.PASS
 
 
@@ -288,5 +291,5 @@ def denylist_cmd(
         entries = st.denylist(ref)
     for serial in sorted(entries):
         e = entries[serial]
-        typer.echo(f"{e.serial}  {e.added_at}  {e.node or '-'}  {e.reason}")
+        typer.echo(one_line(f"{e.serial}  {e.added_at}  {e.node or '-'}  {e.reason}"))
     return ExitCode.PASS
