@@ -167,3 +167,19 @@ def test_baseline_show_log_and_diff_are_inert(tmp_path: Path) -> None:
         proc = ug("baseline", *args, "--store", str(store))
         assert proc.returncode in (ExitCode.PASS, ExitCode.BLOCK), (args, proc.stderr)
         assert "pwned" in proc.stdout and raw_controls(proc.stdout) == [], (args, proc.stdout)
+
+
+def test_capture_probe_lines_are_inert(tmp_path: Path) -> None:
+    from tests.test_collect_capture import fake_node
+
+    bindir, _ = fake_node(tmp_path, rocminfo="printf 'broken \\033]0;pwned\\007 \\302\\233 2J\\n' >&2\nexit 3")
+    proc = subprocess.run(
+        [sys.executable, "-m", "upgrade_gate", "capture", "--node", "n1", "--out", str(tmp_path / "b.tar.gz")],
+        capture_output=True,
+        text=True,
+        env=env_with(PATH=str(bindir)),
+        timeout=300,
+        check=False,
+    )
+    both = proc.stdout + proc.stderr
+    assert "rocminfo" in both and raw_controls(both) == [], both

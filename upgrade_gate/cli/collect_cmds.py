@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from upgrade_gate.errors import ExitCode, InputError, ParseError, UsageError
+from upgrade_gate.report.printable import json_printable, one_line
 
 if TYPE_CHECKING:  # the collect stage is imported by the commands that run it, not at start-up
     from upgrade_gate.collect.bundle import Bundle, ProbeRecord
@@ -108,7 +109,7 @@ def _record_line(record: ProbeRecord) -> str:
     detail = record.result.failure_reason() or record.note or f"{record.result.duration_s:.2f}s"
     if record.fallback_for and not record.ok:
         detail += f" (fallback for {', '.join(record.fallback_for)})"
-    return f"{status:<7} {record.name:<16} {detail}"
+    return one_line(f"{status:<7} {record.name:<16} {detail}")
 
 
 def _print_record(record: ProbeRecord) -> None:
@@ -158,9 +159,8 @@ def parse_cmd(
         value = parse(text)
     except ParseError as exc:
         raise ParseError(exc.tool, exc.line_no, exc.excerpt, f"{file}: {exc.message}") from exc
-    from upgrade_gate.report.printable import json_printable  # the tool's text: no terminal escape passes
-
-    typer.echo(json_printable(json.dumps(codec.to_jsonable(value), indent=2, sort_keys=True, ensure_ascii=False)))
+    text = json.dumps(codec.to_jsonable(value), indent=2, sort_keys=True, ensure_ascii=False)
+    typer.echo(json_printable(text))  # the tool's text: no terminal escape passes
     return ExitCode.PASS
 
 

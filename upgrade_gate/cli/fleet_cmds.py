@@ -340,33 +340,40 @@ def window_status_cmd(
 
 
 def _print_record(record: WindowRecord) -> None:
+    """The window as lines; its texts (notes, errors, findings) came from nodes and users: shown, not sent."""
     doc = record.doc
-    typer.echo(f"window {record.id}: {record.state}  (change {doc['change_id']}, plan {doc['plan']['source']})")
+    _say(f"window {record.id}: {record.state}  (change {doc['change_id']}, plan {doc['plan']['source']})")
     for c in doc["canaries"]:
-        typer.echo(f"  canary {c['node']}  class {c['class']}  {'idle' if c['idle'] else 'busy'}")
+        _say(f"  canary {c['node']}  class {c['class']}  {'idle' if c['idle'] else 'busy'}")
     if "peer" in doc:
-        typer.echo(f"  peer {doc['peer']['node']}  class {doc['peer']['class']}  (phases 4-5 only)")
+        _say(f"  peer {doc['peer']['node']}  class {doc['peer']['class']}  (phases 4-5 only)")
     validation = doc.get("validation")
     if validation is not None:
-        typer.echo(f"  validation {validation['verdict']} at {validation['at']} by {validation['by']} "
+        _say(f"  validation {validation['verdict']} at {validation['at']} by {validation['by']} "
                    f"(thresholds: {validation['config_source']})")  # fmt: skip
         for node, info in sorted(validation["nodes"].items()):
             phases = " ".join(f"{p}:{s}" for p, s in sorted(info["phases"].items()))
-            typer.echo(f"    {node}: {info['verdict']}  {phases}")
+            _say(f"    {node}: {info['verdict']}  {phases}")
             for err in info["errors"]:
-                typer.echo(f"      error: {err}")
+                _say(f"      error: {err}")
         for finding in validation["findings"]:
-            typer.echo(f"    - {finding}")
+            _say(f"    - {finding}")
     if "rollback_reason" in doc:
-        typer.echo(f"  rollback reason: {doc['rollback_reason']}")
+        _say(f"  rollback reason: {doc['rollback_reason']}")
     if "baseline" in doc:
-        typer.echo(f"  baselines: {doc['baseline']['commit'][:12]} tagged {doc['baseline']['tag']}")
+        _say(f"  baselines: {doc['baseline']['commit'][:12]} tagged {doc['baseline']['tag']}")
     for h in doc["history"]:
-        typer.echo(f"  {h['at']}  {h['action']:<9} {h['by']}" + (f"  ({h['note']})" if h.get("note") else ""))
+        _say(f"  {h['at']}  {h['action']:<9} {h['by']}" + (f"  ({h['note']})" if h.get("note") else ""))
     from upgrade_gate.fleet.window_rollout import rollout_lines
 
     for line in rollout_lines(doc, clock_now()):
-        typer.echo(f"  {line}")
+        _say(f"  {line}")
+
+
+def _say(text: str) -> None:
+    from upgrade_gate.report.printable import one_line
+
+    typer.echo(one_line(text))
 
 
 def _write_window_html(store: BaselineStore, record: WindowRecord, path: Path) -> None:

@@ -41,6 +41,7 @@ from upgrade_gate.cli.fleet_common import (
     open_store,
 )
 from upgrade_gate.errors import ExitCode
+from upgrade_gate.report.printable import one_line
 
 
 def register(window: typer.Typer, fleet: typer.Typer) -> None:
@@ -93,11 +94,15 @@ def window_observe_cmd(
                 outcome = observe_window(st, window_id, actor=actor, policy=loaded, client=client, settings=settings,
                                          run_id=new_run_id())  # fmt: skip
     last = outcome.record.doc["soak"]["observations"][-1]
-    typer.echo(f"window {outcome.record.id}: observation {last['verdict']} at {last['at']}; now {outcome.record.state}")
+    typer.echo(
+        one_line(
+            f"window {outcome.record.id}: observation {last['verdict']} at {last['at']}; now {outcome.record.state}"
+        )
+    )
     for node, info in last["nodes"].items():
-        typer.echo(f"  {node}: {info['verdict']}")
+        typer.echo(one_line(f"  {node}: {info['verdict']}"))
         for cause in info["causes"][:10]:
-            typer.echo(f"    - {cause[:200]}")
+            typer.echo(one_line(f"    - {cause[:200]}"))
     for line in rollout_lines(outcome.record.doc, now_from_actor(actor)):
         typer.echo(f"  {line}")
     return ExitCode.PASS if outcome.passed else ExitCode.BLOCK

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from upgrade_gate.errors import ExitCode, UsageError
+from upgrade_gate.report.printable import json_printable
 
 
 def register(app: typer.Typer) -> None:
@@ -48,7 +49,7 @@ def register(app: typer.Typer) -> None:
             )
             snap = build_snapshot(captured, node_class=node_class)
         if out is None:
-            typer.echo(dumps_snapshot(snap), nl=False)
+            typer.echo(json_printable(dumps_snapshot(snap)), nl=False)
         else:
             write_snapshot(snap, out)
             failed = [p.name for p in snap.probes if not p.ok]

@@ -36,6 +36,7 @@ import typer
 
 from upgrade_gate.errors import EnvironmentFailure, ExitCode, UsageError
 from upgrade_gate.model import replace
+from upgrade_gate.report.printable import json_printable, one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -138,7 +139,7 @@ def validate_cmd(
             "passed": all_passed({node_name: results}),
             "phases": [codec.to_jsonable(r) for r in results],
         }
-        typer.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+        typer.echo(json_printable(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)))
     else:
         _print_results(results)
     return ExitCode.PASS if all_passed({node_name: results}) else ExitCode.BLOCK
@@ -277,7 +278,7 @@ def _print_results(results: tuple[PhaseResult, ...]) -> None:
                 line.append(f"  measured {value}")
         console.print(line)
         for reason in r.reasons:
-            console.print(Text(f"    - {reason}"))
+            console.print(Text(one_line(f"    - {reason}")))
 
 
 def _print_plan(cfg: CvfConfig, numbers: frozenset[int], node: str, peers: tuple[str, ...], samples: int) -> None:
