@@ -36,12 +36,11 @@ def cron_schedule(every_s: float) -> str:
     """A cron schedule for an interval: exact where cron can say it, else hourly (`--if-due` decides).
 
     Cron cannot fire more often than once a minute: a shorter interval is refused (ConfigError, exit 3),
-    never silently stretched to an hour (issue 28, item 9); the node agent (`fleet.agent`) runs a loop at
-    any cadence."""
+    never silently stretched to an hour (issue 28, item 9)."""
     if every_s < 60:
         raise ConfigError(
-            f"every {every_s:g}s: a CronJob fires at most once a minute; use an interval of 60 s or more, or run "
-            "`fleet watch --every` as the node agent (deploy/agent.yaml) for a shorter cadence"
+            f"every {every_s:g}s: a CronJob fires at most once a minute; use an interval of 60 s or more "
+            "(a shorter cadence needs a process that loops, not a CronJob)"
         )
     minutes = int(every_s // 60)
     if every_s % 60 == 0 and 0 < minutes < 60 and 60 % minutes == 0:
