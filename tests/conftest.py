@@ -50,7 +50,7 @@ def check_golden(path: Path, actual: Any, update: bool) -> None:
     assert text == path.read_text(encoding="utf-8"), f"output differs from golden {path}"
 
 
-REAL_K8S_MARKERS = ("real control plane", "etcd not installed")
+REAL_K8S_MARKERS = ("real control plane", "etcd not installed", "real MPI operator")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -65,8 +65,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             reasons[reason] = reasons.get(reason, 0) + 1
     for reason, count in sorted(reasons.items()):
         terminalreporter.write_line(
-            f"upgrade-gate: {count} real-control-plane test(s) SKIPPED: {reason}; CI runs them "
-            "(UPGRADE_GATE_REQUIRE_REAL_K8S=1 turns this skip into a failure)",
+            f"upgrade-gate: {count} real-control-plane test(s) SKIPPED: {reason}; "
+            + ("UPGRADE_GATE_REQUIRE_MPI_OPERATOR=1" if "MPI operator" in reason else "UPGRADE_GATE_REQUIRE_REAL_K8S=1")
+            + " turns this skip into a failure",
             yellow=True,
             bold=True,
         )

@@ -46,6 +46,13 @@ class RealCluster:
         self.mpi.install()
         self.mpi.start()
 
+    def restart_mpi_standin(self) -> None:
+        """A fresh stand-in loop (after tests.k8s.mpioperator ran the real operator in its place)."""
+        if self.mpi is not None:
+            self.mpi.stop()
+        self.mpi = MpiStandIn(self.cp, self.workdir / "agent")
+        self.mpi.start()
+
     def stop(self) -> None:
         """Stop everything."""
         if self.mpi is not None:
