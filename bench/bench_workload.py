@@ -11,8 +11,8 @@ Usage, from the repository root (needs PyTorch; a few minutes on 2 cores):
    log medians (a run is one sample of the machine's load).
 3. Detection: baseline and candidate runs drawn from that noise (steps resampled from the measured
    within-run residuals, each run shifted by a run-level factor drawn from the measured run-to-run
-   spread), judged by the rule's own decision (`judge.rules.workload.throughput_decision`, i.e.
-   `judge.curves` with the shipped `bandwidth.regression` parameters) with the phase's re-measurement
+   spread), judged as `workload.throughput` judges (`judge.curves` with the shipped `bandwidth.regression`
+   parameters and the rule's own tolerance) with the phase's re-measurement
    (up to `validate.phases.workload.MAX_RUNS` runs pooled while inconclusive). Healthy nodes blocked and
    10%-slower nodes caught, at the CPU's measured noise and at an assumed GPU noise (2% per step, 1% per
    run: DDP steps on a dedicated MI300X/H100 node; an assumption, not a measurement here).
@@ -21,6 +21,7 @@ Usage, from the repository root (needs PyTorch; a few minutes on 2 cores):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import random
@@ -99,9 +100,10 @@ def detect(residuals: list[float], run_sd: float, steps: int, trials: int, drop:
     from upgrade_gate.judge.rules.measured import curve_params
     from upgrade_gate.validate.phases.workload import MAX_RUNS
 
-    entry = load_policy().rule_for("bandwidth.regression", None)
-    assert entry is not None
-    params = curve_params(entry)
+    policy = load_policy()
+    entry, own = policy.rule_for("bandwidth.regression", None), policy.rule_for("workload.throughput", None)
+    assert entry is not None and own is not None
+    params = dataclasses.replace(curve_params(entry), tolerance=own.number("tolerance"))
     rng = random.Random(seed)
 
     def run(level: float) -> list[float]:
