@@ -26,6 +26,7 @@ from upgrade_gate.judge.rules import (
     thermal,
     topology,
     workload,
+    workload_perturbation,
 )
 from upgrade_gate.judge.rules.base import RuleSpec, spec
 from upgrade_gate.model import RuleId
@@ -60,6 +61,7 @@ _ALL: tuple[RuleSpec, ...] = (
     *fleet.SPECS,
     *thermal.SPECS,
     *workload.SPECS,
+    *workload_perturbation.SPECS,
     *fields.SPECS,
     *CHECKLIST_SPECS,
 )
