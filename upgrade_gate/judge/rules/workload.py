@@ -28,8 +28,8 @@ Every finding names the metric, the baseline value and the candidate value in on
   rank -> GPU UUID map differs from phase 6's, or whose throughput falls below phase 6's by more than
   `throughput_tolerance` (15%; the runs are minutes apart on one node, but one run is one sample of the
   machine's load, so the per-step statistics alone would read a busy minute as a regression), or whose
-  loss curve departs from phase
-  6's: the workload binds GPUs by enumeration index. Blocks by default; the next step is the UUID pin.
+  loss curve departs from phase 6's: the workload binds GPUs by enumeration index. Blocks by default;
+  the next step is the UUID pin.
 """
 
 from __future__ import annotations
