@@ -80,3 +80,27 @@ def test_window_one_canary_without_a_peer_is_refused_at_plan(env: Env, capsys: p
     assert "one canary (gpu-a-02, class mi300x-8gpu) and no peer for phases 4-5" in err, err
     assert "gpu-a-01: busy: team-a/training-0" in err, err
     assert run(["window", "status", "--id", WINDOW, *st]) == 3  # no window recorded
+
+
+def test_window_peer_not_held_once_the_window_has_partners(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """A later wave (`expand`) that took the peer as a canary, with two canaries of its own: the plan's peer
+    is not held (holding a canary of the same window would refuse the run)."""
+    from upgrade_gate.fleet.window_state import load_window, save_window
+    from upgrade_gate.store.gitstore import BaselineStore
+
+    st = ["--store", str(env.store)]
+    assert env.cli("window", "plan", "--plan", str(PLAN), *st, "--selector", CLASS_A) == 0
+    with BaselineStore(env.store) as store:  # what expand records: the next wave's canaries
+        doc = dict(load_window(store, WINDOW).doc)
+        doc["canaries"] = [
+            *doc["canaries"],
+            {"node": "gpu-a-03", "class": "mi300x-8gpu", "idle": True, "busy_pods": []},
+        ]
+        save_window(store, doc, "test: a wave of two canaries")
+    assert env.cli("window", "start", "--id", WINDOW, *st) == 0
+    for name in ("gpu-a-02", "gpu-a-03"):
+        apply_change(env.cluster, env.root, changed(name))
+    capsys.readouterr()
+    code = env.cli("window", "validate", "--id", WINDOW, *st, *JOB_OPTS)
+    out = capsys.readouterr().out
+    assert code == 0 and "hold-peer" not in out, out

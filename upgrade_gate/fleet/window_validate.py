@@ -112,7 +112,9 @@ def validate_window(
     # the inputs depend on the canaries' names and classes only: loaded now, the phases re-measure
     # against the baselines what is inconclusive, as `validate --policy --baseline` does on one node
     baselines, references, denylist = judge_inputs(store, record.canaries, tuple(snapshots.values()))
-    peer = record.doc.get("peer")
+    peer = record.doc.get("peer")  # the plan's; a later wave (`expand`) with partners of its own needs none
+    if peer is not None and (len(record.canaries) != 1 or peer["node"] in record.canaries):
+        peer = None
     hold = PeerHold(client, window_id, NodeName(peer["node"]), change_label(record.doc["change_id"])) if peer else None
     peers = [n for n in canary_nodes(client, [NodeName(peer["node"])]).values() if n is not None] if peer else []
     try:
