@@ -15,6 +15,7 @@ Design notes and tool quirks:
   in a test row (a wrapped cell, an error text) is a ParseError. So is a table without its closing border
   or with a partial last border (corpus dcgmi/v100-pcie-...-truncated-last-line): a cut capture may have
   lost a failing row, so it is never read as a pass.
+- Sanity cap: more than 10,000 table rows is refused (16 MiB of rows peaked at 649 MB before).
 - Before the table only `Successfully ran diagnostic for group.` is expected; dcgmi's own errors
   (`Error: ...`, `Unable to connect to host engine ...`) and any other text (a prompt, kubectl's
   `Defaulted container ...` banner) are refused.
@@ -44,6 +45,7 @@ _SECTION_RE = re.compile(r"^[|+]-{5}  (?P<name>[A-Za-z][A-Za-z ]*?)  -+\+-+[|+]$
 _RESULT_RE = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip)(?: - (?:All|GPUs?: (?P<gpus>\d{1,4}(?:, ?\d{1,4})*)))?$")
 _GPU_RESULT_RE = re.compile(r"^GPU(?P<gpu>\d{1,4}): (?P<status>Pass|Fail|Warn|Skip)$")
 _ERROR_RE = re.compile(r"^(?:Error:|Unable to|Failed to|Could not)", re.IGNORECASE)
+MAX_ROWS = 10_000  # sanity cap: a level-4 run on 8 GPUs prints a few hundred rows
 _BANNER = "Successfully ran diagnostic for group."
 
 
@@ -92,16 +94,16 @@ class _Test:
     def __init__(self, category: str, name: str) -> None:
         self.category, self.name = category, name
         self.results: list[DcgmResult] = []
-        self.messages: dict[str, list[str]] = {"warnings": [], "info": [], "errors": []}
+        self.messages: dict[str, list[list[str]]] = {"warnings": [], "info": [], "errors": []}
 
     def freeze(self) -> DcgmTest:
         return DcgmTest(
             category=self.category,
             name=self.name,
             results=tuple(self.results),
-            warnings=tuple(m.strip() for m in self.messages["warnings"]),
-            info=tuple(m.strip() for m in self.messages["info"]),
-            errors=tuple(m.strip() for m in self.messages["errors"]),
+            warnings=tuple("".join(m).strip() for m in self.messages["warnings"]),
+            info=tuple("".join(m).strip() for m in self.messages["info"]),
+            errors=tuple("".join(m).strip() for m in self.messages["errors"]),
         )
 
 
@@ -115,7 +117,8 @@ class _TextTable:
         self.section = ""
         self.metadata: dict[str, str] = {}
         self.tests: list[_Test] = []
-        self.message: list[str] | None = None  # the message the next continuation row extends
+        self.message: list[str] | None = None  # the pieces of the message the next continuation row extends
+        self.rows = 0
 
     def cells(self, line: str, no: int) -> tuple[str, str]:
         if len(line) != self.width or line[0] != "|" or line[-1] != "|" or line[self.split] != "|":
@@ -123,6 +126,9 @@ class _TextTable:
         return line[1 : self.split].strip(), line[self.split + 1 : -1]
 
     def row(self, line: str, no: int) -> None:
+        self.rows += 1
+        if self.rows > MAX_ROWS:
+            raise ParseError(TOOL, no, line, f"more than {MAX_ROWS} table rows")
         left, right = self.cells(line, no)
         piece, value = right[1 : 1 + self.wrap], right.strip()
         if not self.section:
@@ -137,9 +143,8 @@ class _TextTable:
         if left in MESSAGE_ROWS:
             if not self.tests or self.tests[-1].category != self.section:
                 self.tests.append(_Test(self.section, ""))
-            kind = self.tests[-1].messages[MESSAGE_ROWS[left]]
-            kind.append(piece)
-            self.message = kind
+            self.message = [piece]
+            self.tests[-1].messages[MESSAGE_ROWS[left]].append(self.message)
             return
         if left:
             self.tests.append(_Test(self.section, left))
@@ -149,7 +154,7 @@ class _TextTable:
         if not self.tests or self.tests[-1].category != self.section:
             raise ParseError(TOOL, no, line, "continuation row with nothing above it in its section")
         if self.message is not None:
-            self.message[-1] += piece
+            self.message.append(piece)
         else:
             self._result(value, line, no)
 

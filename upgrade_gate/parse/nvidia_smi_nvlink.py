@@ -9,6 +9,7 @@ Design notes and tool quirks:
 - A GPU block with neither link lines nor that message is a cut capture: ParseError. So is a link line
   before any GPU, a link named twice, a GPU index out of order, or any other line (a wrapped GPU name, a
   prompt): the evidence is the link count, and a guess would hide a lost link.
+- Sanity caps: at most 64 links per GPU and 1,024 GPUs (16 MiB of link lines peaked at 698 MB before).
 - nvidia-smi's failure messages (no driver, no devices, NVML mismatch) are refused by name.
 """
 
@@ -31,6 +32,8 @@ _GPU_RE = re.compile(
 _LINK_RE = re.compile(
     r"^\s+Link (?P<link>\d{1,3}): (?:(?P<speed>\d{1,6}(?:\.\d{1,6})?) GB/s|(?P<inactive><inactive>))$"
 )
+MAX_LINKS = 64  # per GPU (18 on H100/B200): sanity caps, so 16 MiB of link lines stay cheap
+MAX_GPUS = 1024
 _ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive"
 
 
@@ -100,11 +103,15 @@ def parse_nvidia_smi_nvlink(text: str) -> NvlinkStatus:
             if block is not None:
                 gpus.append(block.close())
             index = int(gpu.group("index"))
+            if len(gpus) >= MAX_GPUS:
+                raise ParseError(TOOL, no, line, f"more than {MAX_GPUS} GPUs")
             if gpus and index <= gpus[-1].index:
                 raise ParseError(TOOL, no, line, f"GPU {index} after GPU {gpus[-1].index}")
             block = _Block(index, gpu.group("name").strip(), gpu.group("uuid"), no, line)
         elif link is not None and block is not None and not block.all_inactive:
             number = int(link.group("link"))
+            if len(block.links) >= MAX_LINKS:
+                raise ParseError(TOOL, no, line, f"GPU {block.index} has more than {MAX_LINKS} links")
             if any(existing.link == number for existing in block.links):
                 raise ParseError(TOOL, no, line, f"GPU {block.index} link {number} printed twice")
             speed = link.group("speed")

@@ -15,6 +15,7 @@ Design notes and tool quirks:
 - NIC columns are "NIC<n>" since R470, named in the "NIC Legend:" block ("NIC0: mlx5_0"); older drivers
   print the RDMA device name as the column itself. A NIC column without a legend entry keeps its column
   name only (`nic_names` lacks it); the later snapshot builder decides whether that is enough.
+- Sanity cap: more than 256 device columns is refused from the header (the pairs grow as its square).
 - nvidia-smi's failure messages are refused by name (`nvidia_smi_messages`); other text before the header
   (a shell prompt) or after the legends is refused as such.
 """
@@ -32,6 +33,7 @@ from upgrade_gate.parse.nvidia_smi_messages import refuse_messages
 TOOL = "nvidia-smi-topo"
 
 ATTRIBUTES = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+MAX_DEVICES = 256  # sanity cap: every pair is a link, so 2,000 devices were 2M links (2.4 GB peak)
 _CELL_SPLIT_RE = re.compile(r"\t| {2,}")
 _CONNECTION_RE = re.compile(r"^(?:X|SYS|SOC|NODE|PHB|PXB|PIX|NV[1-9]\d{0,2})$")
 _LEGEND_LINE_RE = re.compile(r"^\s+(?:X|SYS|SOC|NODE|PHB|PXB|PIX|NV#)\s+= \S")
@@ -112,6 +114,8 @@ def _header(lines: list[str]) -> tuple[int, list[str], list[str]]:
         devices, attributes = names[:split], names[split:]
         if any(n not in ATTRIBUTES for n in attributes) or len(set(attributes)) != len(attributes):
             raise ParseError(TOOL, i + 1, line, "header columns out of order (attributes before devices)")
+        if len(devices) > MAX_DEVICES:
+            raise ParseError(TOOL, i + 1, line[:80], f"{len(devices)} device columns, more than {MAX_DEVICES}")
         if len(set(devices)) != len(devices):
             raise ParseError(TOOL, i + 1, line, "a device column named twice")
         return i, devices, attributes

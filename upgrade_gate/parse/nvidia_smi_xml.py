@@ -16,6 +16,8 @@ Design notes and tool quirks:
   `PciAddress`, counters are integers, modes are from a closed set (Enabled/Disabled, Active/Not
   Active, Yes/No). `N/A` is None named in `na_fields`. Anything else where a value belongs (an error text
   such as "Unknown Error", a value wrapped over two lines) is a ParseError naming the element, never a value.
+- Sanity cap: more than 100,000 elements is refused as it is met (a real log holds ~1,000 per GPU), so a
+  16 MiB document of empty elements costs no more than the cap (peak 1,195 MB before the cap).
 - Before the document: nvidia-smi's failure messages (`nvidia_smi_messages`) are refused by name; any
   other text (a shell prompt, a banner) is refused as "text before the XML document". ANSI remnants are
   stripped first, as in every parser (`common.strip_ansi`). Truncation is expat's "no element found".
@@ -49,6 +51,7 @@ _TOKEN_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]*$")  # serials, VBIOS, infor
 _NV_ERROR_RE = re.compile(r"\berror\b|requires reset|not supported|insufficient permissions|^\[.*\]$", re.I)
 _SIZE_MIB_RE = re.compile(r"^(\d+) MiB$")
 _WIDTH_RE = re.compile(r"^(\d+)x$")
+_MAX_ELEMENTS = 100_000  # a 1-GPU log holds ~1,000 elements; 16 MiB of `<a/>` would be 4M tree nodes (1.2 GB)
 _MODES = frozenset({"Enabled", "Disabled"})
 _YES_NO = {"Yes": True, "No": False}
 _REASON_STATES = {"Active": True, "Not Active": False}
@@ -83,7 +86,12 @@ def _build_tree(text: str) -> tuple[_Node, str | None]:
     root: list[_Node] = []
     doctype: list[str | None] = []
 
+    count = [0]
+
     def start(tag: str, attrs: dict[str, str]) -> None:
+        count[0] += 1
+        if count[0] > _MAX_ELEMENTS:
+            raise ParseError(TOOL, parser.CurrentLineNumber, f"<{tag}>", f"more than {_MAX_ELEMENTS} XML elements")
         node = _Node(tag, parser.CurrentLineNumber, attrs)
         (stack[-1].children if stack else root).append(node)
         stack.append(node)
