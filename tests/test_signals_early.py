@@ -99,10 +99,10 @@ def run_script(script: Path, at: int, sig: signal.Signals) -> subprocess.Complet
 
 
 def positions(total: int) -> list[int]:
-    """Import positions to signal at: the first 12 one by one (main's own imports, then typer's), then
-    about 30 spread over the rest, and the last 6 (the command's own, up to `run`'s handlers)."""
-    step = max(1, total // 30)
-    return sorted({*range(1, min(13, total + 1)), *range(13, total + 1, step), *range(max(1, total - 5), total + 1)})
+    """Import positions to signal at: the first 6 one by one (main's own imports, then typer's), about
+    12 spread over the rest, and the last 3 (the command's own, up to `run`'s handlers)."""
+    step = max(1, total // 12)
+    return sorted({*range(1, min(7, total + 1)), *range(7, total + 1, step), *range(max(1, total - 2), total + 1)})
 
 
 @pytest.mark.parametrize(("sig", "code", "message"), SIGNALS)
