@@ -62,7 +62,7 @@ def test_causes_one_firmware_cause_for_a_block_moved_on_every_gpu() -> None:
     # (+ one warning cause: a cluster size this seeded node leaves inconclusive at 5 samples, judge.curves)
     (cause,) = [c for c in report.nodes[0].causes if c.severity is Severity.BLOCK]
     assert len(cause.findings) == 8 and cause.category is CauseCategory.FIRMWARE
-    assert cause.headline == "firmware moved outside the plan: 1 block(s), CP_MEC1 177 -> 180"
+    assert cause.headline == "firmware moved outside the plan on all 8 GPUs: 1 block(s), CP_MEC1 177 -> 180"
     assert cause.owner == "release manager"
 
 

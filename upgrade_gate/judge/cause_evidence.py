@@ -61,6 +61,9 @@ def claim_evidence_failures(pool: Pool, baseline: Snapshot | None, candidate: Sn
     cand = {p.name: p for p in candidate.probes}
     base = {p.name: p for p in baseline.probes} if baseline is not None else {}
     phases = {r.phase: r for r in candidate.phases}
+    failed = any(not p.ok for p in (*cand.values(), *base.values()))
+    if not failed and all(r.status is PhaseStatus.PASSED for r in phases.values()):
+        return  # every source answered: nothing to fold (a fleet's usual node)
     roots: dict[str, _Root] = {}
     for i in sorted(pool.free):
         root = _root_of(pool.findings[i], cand, base, phases, roots)

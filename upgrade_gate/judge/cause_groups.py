@@ -33,6 +33,7 @@ from upgrade_gate.parse.common import digits
 
 RANK = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 FIRMWARE_PATH = re.compile(r"gpus\[[^\]]*\]\.(?:firmware\.(?P<block>.+)|(?P<vbios>vbios))$")
+_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _GPU_LABEL = re.compile(r"^gpus\[(?P<label>[^\]]+)\]")
 _METRIC = re.compile(r"measurements\[key=(?P<key>.+)\]")
 _SIZE = re.compile(r"^(?P<family>.+)/busbw(?:_inplace)?/(?P<bytes>\d+)$")
@@ -55,12 +56,13 @@ class Pool:
 
     def gpu_of(self, f: Finding) -> Gpu | None:
         """The GPU a finding is about (its path's pair label, or its device's BDF), candidate side first."""
+        label = _GPU_LABEL.match(f.path or "")
+        key = label["label"] if label is not None else f"bdf={f.device}" if f.device and _BDF.match(f.device) else None
+        if key is None:
+            return None  # not about a GPU: no matching needed (most findings of a fleet)
         if self._gpus is None:
             self._gpus = gpu_labels(self.baseline, self.candidate)
-        label = _GPU_LABEL.match(f.path or "")
-        if label is not None:
-            return self._gpus.get(label["label"])
-        return self._gpus.get(f"bdf={f.device}") if f.device else None
+        return self._gpus.get(key)
 
     def gpus_text(self, indexes: Sequence[int]) -> str:
         """ " on GPU 3 (0000:75:00.0, serial 6924...)" for the GPUs `indexes` are about; "" when none is known."""

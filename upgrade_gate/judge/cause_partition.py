@@ -26,6 +26,7 @@ from upgrade_gate.judge.cause_text import plural
 from upgrade_gate.judge.plan_partition import Layout, changed_slots, slot_of
 from upgrade_gate.model import CauseCategory, Finding, Snapshot
 
+_FOLLOWERS = frozenset({"device.added", "device.missing", "device.replaced", "xgmi.link_changed", "field.unplanned"})
 _PARTITION_FIELDS = re.compile(r"^gpus\[[^\]]+\]\.(compute_partition|memory_partition|vram_total_mib|compute_units)$")
 
 
@@ -36,8 +37,8 @@ def _modes(values: Iterable[tuple[str, ...]]) -> str:
 
 def claim_partition_change(pool: Pool, baseline: Snapshot | None, candidate: Snapshot | None) -> None:
     """One cause for a partition mode change and everything it explains (see the module docstring)."""
-    if baseline is None or candidate is None:
-        return
+    if baseline is None or candidate is None or not any(pool.findings[i].rule in _FOLLOWERS for i in pool.free):
+        return  # nothing a partition change could explain: no layouts to compute (a fleet's usual node)
     changed = changed_slots(baseline, candidate)
     if not changed:
         return
