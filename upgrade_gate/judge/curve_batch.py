@@ -288,6 +288,7 @@ def _live(
     tol_m = np.full(m, np.nan) if tols.count(None) == m else np.array([np.nan if t is None else t for t in tols])
     tol_g = np.full(n_groups, p.tolerance)
     overridden = ~np.isnan(tol_m)
+    all_set = np.zeros(n_groups, dtype=bool)
     if overridden.any():  # a group takes an override only when every member has one (the largest)
         all_set = np.bincount(gid, overridden, n_groups) == size
         mx = np.full(n_groups, -np.inf)
@@ -295,6 +296,11 @@ def _live(
         tol_g = np.where(all_set, mx, tol_g)
     lt_g = -np.log1p(-np.minimum(tol_g, 0.999))
     few_g = np.bincount(gid, few, n_groups) > 0
+    # the curve-level test: a curve (a group of >= 3) without an override of its own blocks when its shift is
+    # shown beyond curve_tolerance; singletons and overridden groups (tolerance_overrides, a plan's accept)
+    # keep their tolerance. lt_c == lt_g where the curve test does not apply.
+    tol_c = np.where((size >= 3) & ~all_set, np.minimum(tol_g, p.curve_tolerance), tol_g) if size.max() >= 3 else tol_g
+    lt_c = -np.log1p(-np.minimum(tol_c, 0.999))
     if int(nc.min()) == int(nc.max()) and int(nb.min()) == int(nb.max()):  # the usual case: one count
         nc_g = np.full(n_groups, int(nc[0]))
         nb_g = np.full(n_groups, int(nb[0]))
@@ -305,14 +311,14 @@ def _live(
         np.minimum.at(nb_g, gid, nb)
     low_g, high_g = centre - z_block * se_g, centre + z_pass * se_g
     few_limit = -np.log1p(-np.minimum(np.maximum(tol_g, p.tolerance_few_samples), 0.999))
-    g_block = np.where(few_g, centre > few_limit, low_g > lt_g)
-    g_pass = np.where(few_g, ~g_block, high_g <= lt_g)
+    g_block = np.where(few_g, centre > few_limit, low_g > lt_c)
+    g_pass = np.where(few_g, ~g_block, (high_g <= lt_g) & (centre <= lt_c))
     g_last = nc_g >= p.max_samples
     groups_out: list[list[Decision]] = [[] for _ in seg]
     metric_out: list[list[Decision]] = [[] for _ in seg]
     singles = {int(gid[i]): int(i) for i in np.flatnonzero(~curve)}
     for k in np.flatnonzero(~g_pass).tolist():
-        tol = float(tol_g[k])
+        tol = float(tol_c[k])
         if g_block[k]:
             outcome: Outcome = "block"
             why = (
@@ -327,7 +333,7 @@ def _live(
                 f"inconclusive against the {tol:.0%} tolerance with {nc_g[k]} samples: "
                 f"re-measure (up to {p.max_samples})"
             )
-        elif centre[k] > lt_g[k]:
+        elif centre[k] > lt_c[k]:
             outcome, why = (
                 "block",
                 f"beyond the {tol:.0%} tolerance on the estimate after {nc_g[k]} samples (the limit)",

@@ -52,7 +52,8 @@ Outcome = Literal["pass", "block", "remeasure", "not_comparable"]
 class Params:
     """The statistics' knobs (policy parameters of `bandwidth.regression`)."""
 
-    tolerance: float = 0.07  # a group's (curve's) shift allowed
+    tolerance: float = 0.07  # a group's shift allowed (a single metric's, e.g. a sweep's average)
+    curve_tolerance: float = 0.02  # a whole curve's (a group of >= 3) shift allowed, when below `tolerance`
     alpha: float = 0.05  # a group passes when its one-sided (1 - alpha) upper bound is within tolerance
     node_false_block: float = 0.01  # node-level false-block rate of the single-metric tests
     detect_drop: float = 0.10  # a single-metric drop that must be seen

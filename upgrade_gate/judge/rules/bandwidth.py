@@ -283,6 +283,14 @@ SPECS = (
             "tolerance": ParamSpec(
                 kind="number", default=stats.DEFAULT_TOLERANCE, doc="relative drop allowed", minimum=0, maximum=1
             ),
+            "curve_tolerance": ParamSpec(
+                kind="number",
+                default=0.02,
+                doc="a whole curve's (sweep's, rails') shift allowed when below tolerance; a plan's accept or an "
+                "override that covers the whole curve replaces it",
+                minimum=0,
+                maximum=1,
+            ),
             "alpha": ParamSpec(
                 kind="number",
                 default=stats.DEFAULT_ALPHA,

@@ -171,6 +171,7 @@ def curve_params(entry: RuleEntry) -> curves.Params:
     """`judge.curves.Params` from `bandwidth.regression`'s policy parameters."""
     return curves.Params(
         tolerance=entry.number("tolerance"),
+        curve_tolerance=entry.number("curve_tolerance"),
         alpha=entry.number("alpha"),
         node_false_block=entry.number("node_false_block"),
         detect_drop=entry.number("detect_drop"),
