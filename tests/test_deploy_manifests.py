@@ -245,7 +245,7 @@ def test_deploy_rbac_is_sufficient_and_least_privilege(real_cluster: RealCluster
     sleep = (sys.executable, "-c", "import time; time.sleep(1.5)")
     specs = [JobSpec(node=NodeName(n), purpose="capture", run_id="r1", settings=settings, argv=sleep)
              for n in ("gpu-01", "gpu-02")]  # fmt: skip
-    results = run_on_nodes(client, specs, timeout_s=60, poll_s=0.1, keep_finished=1)
+    results = run_on_nodes(client, specs, timeout_s=60, poll_s=0.1, keep_finished=0)  # prune: delete jobs
     assert all(r.status.value == "succeeded" for r in results), [r.reason for r in results]
     assert client.job_create_failures(specs[0].name, "upgrade-gate") == ()
     real_cluster.wait_for("the busy pod to run", lambda: client.gpu_pods_on_node("gpu-02"))
