@@ -74,7 +74,7 @@ def test_causes_a_mesh_drop_is_one_cause_with_sizes_and_the_phase_to_rerun() -> 
     assert cause.headline.startswith("intra-node all_reduce bus bandwidth -15% vs its baseline")
     findings = [report.nodes[0].findings[i] for i in cause.findings]
     assert {f.device for f in findings} == {"mesh/all_reduce/busbw", "mesh/all_reduce/avg_busbw"}
-    assert any("curve 1" in f.message and "beyond the 7% tolerance" in f.message for f in findings)
+    assert any("curve 1" in f.message and "beyond the 2% tolerance" in f.message for f in findings)
     assert cause.next_step is not None and "upgrade-gate validate --phases 2 --node mi300x-node-01" in cause.next_step
 
 
