@@ -183,9 +183,7 @@ def _baseline_of(result: PhaseResult, node: str, shift: float) -> Mapping[str, S
     return {node: snap}
 
 
-def test_remeasure_against_the_baseline_reruns_an_inconclusive_curve(
-    pair: dict[str, FakeNode], tmp_path: Path
-) -> None:
+def test_remeasure_against_the_baseline_reruns_an_inconclusive_curve(pair: dict[str, FakeNode], tmp_path: Path) -> None:
     config = _config(UPGRADE_GATE_SAMPLES="3")  # >= min_samples per side: the curve statistics apply
     clear = _cluster(launcher_for(*pair.values()), config, LIMIT)
     # a whole-curve tolerance of 7% (the default is 2% since issue 29, where a 7% shift is a plain block)

@@ -80,6 +80,7 @@ def _model_id(model: str | None, subsystem: str | None) -> str | None:
         return None
     return model
 
+
 Pair = tuple[str, str, int, str]  # (key, value, line_no, raw line)
 
 
