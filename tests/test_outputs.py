@@ -10,6 +10,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -95,9 +96,21 @@ def test_write_atomic_writes_through_a_fifo_and_keeps_it_a_fifo(tmp_path: Path) 
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the reader is there before the writer
     os.set_blocking(fd, True)
 
+    want = 100_001
+
     def drain() -> None:
-        with os.fdopen(fd, "rb") as fh:
-            got.append(fh.read())
+        # A FIFO read with no writer yet returns b"" (EOF): keep reading until the writer has come and
+        # gone, so the reader stays open the whole time (closing early would leave the writer ENXIO).
+        data = b""
+        deadline = time.monotonic() + 60
+        while len(data) < want and time.monotonic() < deadline:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                data += chunk
+            else:
+                time.sleep(0.01)
+        os.close(fd)
+        got.append(data)
 
     reader = threading.Thread(target=drain)
     reader.start()
