@@ -145,6 +145,13 @@ class KubeRefusedError(KubeError, PermanentError):
     exit_code = ExitCode.ENVIRONMENT
 
 
+class KubeAnswerTooLargeError(KubeError, PermanentError):
+    """An API answer or pod log longer than the tool reads (issue 26: every reader has a cap). Exit 4:
+    the answer says nothing about the node; docs/limits.md names the caps."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
 def describe(verb: str, resource: str, name: str = "", namespace: str = "") -> str:
     """`patch nodes "gpu-07"` / `create jobs in namespace "ug"`: the subject of an error message."""
     what = f"{verb} {resource}"

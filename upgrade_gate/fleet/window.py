@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from upgrade_gate import docio
 from upgrade_gate.errors import InputError, NotFoundError
 from upgrade_gate.fleet.canary import CanarySelection, select_canaries, select_peer
 from upgrade_gate.fleet.cronjobs import soak_cronjob_name
@@ -67,7 +68,7 @@ from upgrade_gate.fleet.window_state import (
     load_window,
     save_window,
 )
-from upgrade_gate.judge.plan import ChangePlan, plan_from_dict, read_document
+from upgrade_gate.judge.plan import ChangePlan, plan_from_dict
 from upgrade_gate.model import (
     NodeName,
 )
@@ -99,14 +100,18 @@ def change_label(change_id: str) -> str:
 
 
 def load_plan_document(path: Path) -> tuple[ChangePlan, dict[str, Any], str]:
-    """(plan, its raw document, sha256 of the file) for recording in the window."""
-    data = read_document(path)
-    plan = plan_from_dict(data, source=str(path))
+    """(plan, its raw document, sha256 of the file) for recording in the window.
+
+    The file is read once, to docio's YAML cap, and the digest is of the bytes that were parsed (a
+    second read was unbounded, and could see another file than the one judged)."""
+    raw_bytes = docio.read_bytes(path, limit=docio.MAX_YAML_BYTES)
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise InputError(f"{path}: unreadable: {exc.strerror or exc}") from exc
-    return plan, json.loads(json.dumps(data)), digest
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: unreadable: {exc}") from exc
+    data = docio.parse_yaml(text, source=str(path))
+    plan = plan_from_dict(data, source=str(path))
+    return plan, json.loads(json.dumps(data)), hashlib.sha256(raw_bytes).hexdigest()
 
 
 def window_plan(record: WindowRecord) -> ChangePlan:

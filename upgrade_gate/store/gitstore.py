@@ -49,7 +49,7 @@ from typing import TypeVar
 import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first (no 15-line ImportError without git)
 from gitdb.exc import ODBError
 
-from upgrade_gate import schemas
+from upgrade_gate import docio, schemas
 from upgrade_gate.errors import (
     InputError,
     NotFoundError,
@@ -83,6 +83,17 @@ def _fire(hook: Hook | None, point: str) -> None:
 
 
 __all__ = ["ALLOW_MOVED_TAG_ENV", "BaselineStore", "LogEntry", "MovedTagError", "TagExistsError"]
+
+
+MAX_README_BYTES = 1024 * 1024  # issue 26: the folder's own README, kept when a folder becomes a store
+
+
+def _readme(path: Path) -> bytes:
+    """The README a folder held before it became a store (at most MAX_README_BYTES, never through a
+    link: exit 3 naming it), or the store's own."""
+    if not os.path.lexists(path):
+        return layout.README_TEXT.encode()
+    return docio.read_bytes(path, limit=MAX_README_BYTES, follow=False)
 
 
 class BaselineStore(StoreSaving):
@@ -223,7 +234,7 @@ class BaselineStore(StoreSaving):
                         cfg.set_value("user", "name", DEFAULT_IDENTITY[0])
                         cfg.set_value("user", "email", DEFAULT_IDENTITY[1])
                     files = {
-                        layout.README_PATH: readme.read_bytes() if readme.is_file() else layout.README_TEXT.encode(),
+                        layout.README_PATH: _readme(readme),
                         layout.MARKER_PATH: canonical_json(layout.marker_document()).encode(),
                         layout.KEEP_PATH: b"",
                     }

@@ -54,11 +54,13 @@ from kubernetes.config.config_exception import ConfigException
 
 from upgrade_gate.fleet.errors import (
     KubeAlreadyExistsError,
+    KubeAnswerTooLargeError,
     KubeConflictError,
     KubeConnectionError,
     KubeInvalidError,
     KubeNotFoundError,
     TemporaryError,
+    describe,
     error_from_response,
     error_from_transport,
     one_line,
@@ -72,10 +74,48 @@ from upgrade_gate.fleet.kube.shapes import (
     WatchRefused,
     q,
 )
+from upgrade_gate.fleet.resultframe import MAX_PAYLOAD_BYTES
 
 T = TypeVar("T")
 
 _MODELS = {"Job": "V1Job", "CronJob": "V1CronJob"}
+# Issue 26, every reader has a cap (docs/limits.md). An object is at most etcd's 1.5 MiB request and
+# every list is paged, so 64 MiB is far past any honest answer; a pod log is read to what the largest
+# result frame (fleet.resultframe.MAX_PAYLOAD_BYTES, gzip then base64: 4/3) needs, plus 16 MiB of lines
+# around it, asked of the kubelet as `limitBytes` and enforced here as well.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_LOG_BYTES = MAX_PAYLOAD_BYTES * 4 // 3 + 16 * 1024 * 1024
+_READ_CHUNK = 1 << 16
+
+
+class _TooLarge(Exception):
+    """Raised inside a request; `_call` turns it into KubeAnswerTooLargeError naming the request."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(cap)
+        self.cap = cap
+
+
+def _read_capped(response: Any, cap: int) -> bytes:
+    """The body of `response` (the client's RESTResponse over a streamed urllib3 response), refused past
+    `cap` bytes while it is read: a stated Content-Length over the cap before anything is read."""
+    raw = response.response
+    stated = str(raw.headers.get("Content-Length") or "")
+    if stated.isdigit() and int(stated) > cap:
+        raw.close()
+        raise _TooLarge(cap)
+    buf = bytearray()
+    for chunk in raw.stream(_READ_CHUNK, decode_content=True):
+        buf += chunk
+        if len(buf) > cap:
+            raw.close()
+            raise _TooLarge(cap)
+    raw.release_conn()
+    data = bytes(buf)
+    response.data = data  # what RESTResponse.read() would have returned
+    return data
+
+
 _WATCH_REFUSED = (400, 403, 405, 501)  # no watch verb granted, or a server without watch
 
 
@@ -177,6 +217,12 @@ class ApiBase:
             cause: BaseException
             try:
                 return fn()
+            except _TooLarge as exc:
+                subject = describe(verb, resource, name, namespace)
+                raise KubeAnswerTooLargeError(
+                    f"{subject}: the answer is over the {exc.cap >> 20} MiB upgrade-gate reads (docs/limits.md)",
+                    verb=verb, resource=resource, name=name, namespace=namespace,
+                ) from None  # fmt: skip
             except ApiException as exc:
                 header = exc.headers.get("Retry-After") if exc.headers is not None else None
                 err = error_from_response(
@@ -248,14 +294,16 @@ class ApiBase:
         query: Mapping[str, str | int | None] | None = None,
         body: Any = None,
         content_type: str | None = None,
+        max_bytes: int | None = None,
     ) -> bytes:
-        """One REST call (one attempt) through the client's ApiClient; the body of a 2xx answer.
+        """One REST call (one attempt) through the client's ApiClient; the body of a 2xx answer, read to
+        at most `max_bytes`.
 
         Raises the client's ApiException for any other answer and urllib3 errors for no answer;
         `_call` maps and retries them.
         """
         response = self._send(method, path, query=query, body=body, content_type=content_type)
-        data = bytes(response.read() or b"")
+        data = _read_capped(response, MAX_ANSWER_BYTES if max_bytes is None else max_bytes)
         if not 200 <= response.status <= 299:
             ApiException.from_response(http_resp=response, body=data.decode("utf-8", "replace"), data=None)
         return data
@@ -329,7 +377,7 @@ class ApiBase:
             params.update(resourceVersion=resource_version, timeoutSeconds=str(timeout_seconds))
             response = self._send("GET", path, query=params, timeout=(self.retry.request_timeout_s, read_timeout))
             if not 200 <= response.status <= 299:
-                data = bytes(response.read() or b"").decode("utf-8", "replace")
+                data = _read_capped(response, MAX_ANSWER_BYTES).decode("utf-8", "replace")
                 if response.status == 410:
                     raise WatchExpired()
                 if response.status in _WATCH_REFUSED:

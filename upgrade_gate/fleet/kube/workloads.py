@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from upgrade_gate.fleet.errors import KubeError, KubeNotFoundError, one_line
-from upgrade_gate.fleet.kube.api import ApiBase
+from upgrade_gate.fleet.kube.api import MAX_LOG_BYTES, ApiBase
 from upgrade_gate.fleet.kube.shapes import WatchEvent, items, list_version, object_version, q
 from upgrade_gate.fleet.kube.waiting import Watched, await_final
 from upgrade_gate.fleet.labels import JOB_NAME, MPI_JOB_NAME, MPI_JOB_ROLE, NODE, PURPOSE
@@ -164,10 +164,15 @@ class WorkloadCalls(ApiBase):
     def pod_logs(
         self, pod: str, namespace: str, *, tail_lines: int | None = None, limit_bytes: int | None = None
     ) -> str:
-        """The log of a pod's (only) container."""
+        """The log of a pod's (only) container, at most `limit_bytes` (and never over MAX_LOG_BYTES): a
+        longer log is KubeAnswerTooLargeError, never a cut log read as if whole. The kubelet is asked for
+        one byte more than the cap (`limitBytes`), so a log of exactly the cap still reads."""
+        cap = min(limit_bytes or MAX_LOG_BYTES, MAX_LOG_BYTES)
         path = f"/api/v1/namespaces/{q(namespace)}/pods/{q(pod)}/log"
-        query = {"tailLines": tail_lines, "limitBytes": limit_bytes}
-        data = self._call("get", "pods/log", lambda: self._raw("GET", path, query=query), name=pod, namespace=namespace)
+        query = {"tailLines": tail_lines, "limitBytes": cap + 1}
+        data = self._call(
+            "get", "pods/log", lambda: self._raw("GET", path, query=query, max_bytes=cap), name=pod, namespace=namespace
+        )
         return data.decode("utf-8", errors="replace")
 
     def job_logs(
