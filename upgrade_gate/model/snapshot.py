@@ -100,6 +100,7 @@ class LinkType(StrEnum):
     """How two GPUs talk."""
 
     XGMI = "XGMI"
+    NVLINK = "NVLINK"
     PCIE = "PCIE"
     UNKNOWN = "UNKNOWN"
 
