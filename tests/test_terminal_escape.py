@@ -183,3 +183,13 @@ def test_capture_probe_lines_are_inert(tmp_path: Path) -> None:
     )
     both = proc.stdout + proc.stderr
     assert "rocminfo" in both and raw_controls(both) == [], both
+
+
+def test_validate_dry_run_plan_is_inert(tmp_path: Path) -> None:
+    cfg = tmp_path / "cvf\x1b]0;pwned\x07\x9b2J.yaml"
+    cfg.write_bytes(
+        (Path(__file__).resolve().parents[1] / "examples" / "cvf" / "cluster-validation-config.yaml").read_bytes()
+    )
+    proc = ug("validate", "--dry-run", "--phases", "0", "--config", str(cfg))
+    assert proc.returncode == ExitCode.PASS, proc.stderr
+    assert raw_controls(proc.stdout) == [] and "cvf\\x1b]0;pwned\\x07\\x9b2J.yaml" in proc.stdout

@@ -47,6 +47,7 @@ from upgrade_gate.cli.fleet_common import (
     actor_for,
     client_for,
     clock_now,
+    echo,
     executor_settings,
     job_tolerations,
     new_run_id,
@@ -109,7 +110,7 @@ def fleet_status_cmd(
     """Show every GPU node with its CVF phase labels and upgrade-gate window labels."""
     with client_for(kubeconfig, context) as client:
         nodes = list(client.list_nodes(selector or None))
-    typer.echo(fleet_table(nodes, class_label) if nodes else f"no nodes match {selector!r}")
+    echo(fleet_table(nodes, class_label) if nodes else f"no nodes match {selector!r}")
     return ExitCode.PASS
 
 
@@ -149,10 +150,10 @@ def fleet_snapshot_cmd(
         snaps = [build_snapshot(b, node_class=classes[n]) for n, b in bundles.items() if not isinstance(b, str)]
         failed = {n: b for n, b in bundles.items() if isinstance(b, str)}
         for name, why in sorted(failed.items()):
-            typer.echo(f"{name}: no snapshot: {why}", err=True)
+            echo(f"{name}: no snapshot: {why}", err=True)
         if snaps:
             sha = st.save(snaps, tag=tag, message=f"fleet snapshot of {len(snaps)} node(s)")
-            typer.echo(f"saved {len(snaps)} baseline(s) at {sha[:12]}" + (f", tagged {tag}" if tag else ""))
+            echo(f"saved {len(snaps)} baseline(s) at {sha[:12]}" + (f", tagged {tag}" if tag else ""))
     return ExitCode.BLOCK if failed else ExitCode.PASS
 
 
@@ -173,19 +174,17 @@ def window_plan_cmd(
         record, selection = plan_window(client, st, plan, window_id=window_id, actor=actor_for(by), namespace=namespace,
                                         class_label=class_label, selector=selector or None,
                                         tolerations=tolerations)  # fmt: skip
-    typer.echo(f"window {record.id} (change {record.doc['change_id']}): planned")
+    echo(f"window {record.id} (change {record.doc['change_id']}): planned")
     for share in selection.classes:
-        typer.echo(f"  class {share.node_class}: {share.chosen} of {share.size} node(s) "
+        echo(f"  class {share.node_class}: {share.chosen} of {share.size} node(s) "
                    f"(share {share.allowed}, {share.eligible} eligible)")  # fmt: skip
     for c in selection.canaries:
-        typer.echo(
-            f"  canary {c.node}  class {c.node_class}  " + ("idle" if c.idle else f"busy: {', '.join(c.busy_pods)}")
-        )
+        echo(f"  canary {c.node}  class {c.node_class}  " + ("idle" if c.idle else f"busy: {', '.join(c.busy_pods)}"))
     if "peer" in record.doc:  # issue 28: one canary, so phases 4-5 pair it with a known-good node
         peer = record.doc["peer"]
-        typer.echo(f"  peer {peer['node']}  class {peer['class']}  for phases 4-5 only: cordoned and tainted while "
+        echo(f"  peer {peer['node']}  class {peer['class']}  for phases 4-5 only: cordoned and tainted while "
                    "they run, released after, never labelled")  # fmt: skip
-    typer.echo(f"next: upgrade-gate window start --id {record.id} --store {store}")
+    echo(f"next: upgrade-gate window start --id {record.id} --store {store}")
     return ExitCode.PASS
 
 
@@ -204,9 +203,9 @@ def window_start_cmd(
     with client_for(kubeconfig, context) as client, open_store(store) as st:
         record = start_window(client, st, window_id, actor=actor_for(by), drain=not no_drain,
                               drain_timeout_s=drain_timeout, poll_s=poll)  # fmt: skip
-    typer.echo(f"window {record.id}: started; cordoned and tainted {', '.join(record.canaries)}")
-    typer.echo(f"  {record.doc['history'][-1].get('note', '')}")
-    typer.echo("apply the change to the canaries, then: upgrade-gate window validate --id " + record.id)
+    echo(f"window {record.id}: started; cordoned and tainted {', '.join(record.canaries)}")
+    echo(f"  {record.doc['history'][-1].get('note', '')}")
+    echo("apply the change to the canaries, then: upgrade-gate window validate --id " + record.id)
     return ExitCode.PASS
 
 
@@ -291,7 +290,7 @@ def window_promote_cmd(
             client, st, window_id, actor=actor_for(by), skip_soak_reason=reason if skip_soak else None
         )
     base = record.doc["baseline"]
-    typer.echo(f"window {record.id}: promoted; baselines saved at {base['commit'][:12]} tagged {base['tag']}; "
+    echo(f"window {record.id}: promoted; baselines saved at {base['commit'][:12]} tagged {base['tag']}; "
                f"{', '.join(record.canaries)} schedulable again")  # fmt: skip
     return ExitCode.PASS
 
@@ -306,7 +305,7 @@ def window_rollback_cmd(
 
     with client_for(kubeconfig, context) as client, open_store(store) as st:
         record = rollback_window(client, st, window_id, reason=reason, actor=actor_for(by))
-    typer.echo(f"window {record.id}: rolled back; {', '.join(record.canaries)} stay cordoned and tainted")
+    echo(f"window {record.id}: rolled back; {', '.join(record.canaries)} stay cordoned and tainted")
     return ExitCode.PASS
 
 
@@ -331,10 +330,10 @@ def window_status_cmd(
             return ExitCode.PASS
         records = list_windows(st)
     if not records:
-        typer.echo("no change windows")
+        echo("no change windows")
     for r in records:
         last = r.doc["history"][-1] if r.doc["history"] else {}
-        typer.echo(f"{r.id:<28} {r.state!s:<12} change {r.doc['change_id']:<20} canaries {','.join(r.canaries)}  "
+        echo(f"{r.id:<28} {r.state!s:<12} change {r.doc['change_id']:<20} canaries {','.join(r.canaries)}  "
                    f"{last.get('at', '')} by {last.get('by', '?')}")  # fmt: skip
     return ExitCode.PASS
 
@@ -373,7 +372,7 @@ def _print_record(record: WindowRecord) -> None:
 def _say(text: str) -> None:
     from upgrade_gate.report.printable import one_line
 
-    typer.echo(one_line(text))
+    echo(one_line(text))
 
 
 def _write_window_html(store: BaselineStore, record: WindowRecord, path: Path) -> None:
@@ -389,4 +388,4 @@ def _write_window_html(store: BaselineStore, record: WindowRecord, path: Path) -
         except NotFoundError:
             continue
     write_text_atomic(path, render_window_html(record.doc, baselines))
-    typer.echo(f"wrote the window's page to {path}")
+    echo(f"wrote the window's page to {path}")

@@ -60,6 +60,14 @@ TOLERATE = typer.Option(
 )  # fmt: skip
 
 
+def echo(text: str, *, err: bool = False) -> None:
+    """`typer.echo` of a line that may quote a node, a file or a user: every control character but newline
+    and tab shown as `\\xNN` (issue 26: no terminal escape passes, in every command)."""
+    from upgrade_gate.report.printable import printable
+
+    typer.echo(printable(text), err=err)
+
+
 def client_for(kubeconfig: Path | None, context: str | None) -> KubeClient:
     """The API client: --kubeconfig / $KUBECONFIG / ~/.kube/config, else the pod's service account
     (the soak and watch CronJobs run in the cluster without a kubeconfig)."""

@@ -35,6 +35,7 @@ from upgrade_gate.cli.fleet_common import (
     WINDOW_ID,
     actor_for,
     client_for,
+    echo,
     executor_settings,
     new_run_id,
     now_from_actor,
@@ -76,7 +77,7 @@ def window_observe_cmd(
             if record.doc.get("state") == "soaking" and not observation_due(record.doc, now):
                 status = soak_status(record.doc, now)
                 due = status.next_due.strftime("%Y-%m-%dT%H:%M:%SZ") if status else "?"
-                typer.echo(f"window {window_id}: no observation due before {due}")
+                echo(f"window {window_id}: no observation due before {due}")
                 return ExitCode.PASS
         if snapshot:
             snaps = {s.node.name: s for s in (load_snapshot(p) for p in snapshot)}
@@ -94,17 +95,17 @@ def window_observe_cmd(
                 outcome = observe_window(st, window_id, actor=actor, policy=loaded, client=client, settings=settings,
                                          run_id=new_run_id())  # fmt: skip
     last = outcome.record.doc["soak"]["observations"][-1]
-    typer.echo(
+    echo(
         one_line(
             f"window {outcome.record.id}: observation {last['verdict']} at {last['at']}; now {outcome.record.state}"
         )
     )
     for node, info in last["nodes"].items():
-        typer.echo(one_line(f"  {node}: {info['verdict']}"))
+        echo(one_line(f"  {node}: {info['verdict']}"))
         for cause in info["causes"][:10]:
-            typer.echo(one_line(f"    - {cause[:200]}"))
+            echo(one_line(f"    - {cause[:200]}"))
     for line in rollout_lines(outcome.record.doc, now_from_actor(actor)):
-        typer.echo(f"  {line}")
+        echo(f"  {line}")
     return ExitCode.PASS if outcome.passed else ExitCode.BLOCK
 
 
@@ -119,10 +120,10 @@ def window_expand_cmd(
     with client_for(kubeconfig, context) as client, open_store(store) as st:
         outcome = expand_window(client, st, window_id, actor=actor_for(by))
     wave = outcome.record.doc["rollout"]["wave"]
-    typer.echo(f"window {outcome.record.id}: wave {wave} started on {', '.join(outcome.record.canaries)}")
+    echo(f"window {outcome.record.id}: wave {wave} started on {', '.join(outcome.record.canaries)}")
     for note in outcome.notes:
-        typer.echo(f"  {note}")
-    typer.echo("apply the change to them, then: upgrade-gate window validate --id " + outcome.record.id)
+        echo(f"  {note}")
+    echo("apply the change to them, then: upgrade-gate window validate --id " + outcome.record.id)
     return ExitCode.PASS
 
 
@@ -156,8 +157,8 @@ def fleet_watch_cmd(
                              now=now, run_id=new_run_id(), selector=selector or None, class_label=class_label,
                              set_conditions=conditions)  # fmt: skip
     for line in summary_lines(result):
-        typer.echo(line)
+        echo(line)
     if textfile is not None:
         write_text_atomic(textfile, render_metrics(result.report, now=now, taken_at=result.taken_at))
-        typer.echo(f"wrote metrics to {textfile}")
+        echo(f"wrote metrics to {textfile}")
     return ExitCode.PASS if result.report.verdict is Verdict.PASS else ExitCode.BLOCK

@@ -282,18 +282,22 @@ def _print_results(results: tuple[PhaseResult, ...]) -> None:
 
 
 def _print_plan(cfg: CvfConfig, numbers: frozenset[int], node: str, peers: tuple[str, ...], samples: int) -> None:
+    from upgrade_gate.report.printable import printable
     from upgrade_gate.validate.phases import select_phases
 
-    typer.echo(f"node {node}" + (f", peers {', '.join(peers)}" if peers else "") + f"; config {cfg.source}")
+    def _echo(text: str) -> None:  # config values and paths: no terminal escape passes (issue 26)
+        typer.echo(printable(text))
+
+    _echo(f"node {node}" + (f", peers {', '.join(peers)}" if peers else "") + f"; config {cfg.source}")
     for phase in select_phases(numbers):
         label = cfg.label_keys.get(phase.number, phase.label_key) or "(no label)"
         budget = cfg.phase_timeouts_s.get(phase.number) or phase.budget_s(cfg, samples=samples, nodes=1 + len(peers))
-        typer.echo(f"phase {phase.number} {phase.name}  label {label}  budget {budget:g}s")
+        _echo(f"phase {phase.number} {phase.name}  label {label}  budget {budget:g}s")
         if phase.number in cfg.skip:
             flag = cfg.skip_flags.get(phase.number, "SKIP_*")
-            typer.echo(f"  skipped by {flag}=true (recorded as skipped, never passed)")
+            _echo(f"  skipped by {flag}=true (recorded as skipped, never passed)")
             continue
         for line in phase.plan(cfg, samples=samples):
-            typer.echo(f"  {line}")
+            _echo(f"  {line}")
     if cfg.ignored_keys:
-        typer.echo(f"config keys not used by the local pipeline: {', '.join(cfg.ignored_keys)}")
+        _echo(f"config keys not used by the local pipeline: {', '.join(cfg.ignored_keys)}")
