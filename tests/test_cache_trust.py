@@ -366,6 +366,12 @@ def test_a_key_file_not_to_trust_is_refused_and_every_cache_is_off(  # type: ign
     store.save([named_snapshot("node-0")], message="one")
     assert not (Path(store._open().git_dir) / "upgrade-gate" / "decoded").exists()
     assert BaselineStore(store.path).load_trusted("node-0", store.pin()) == store.load("node-0", store.pin())
+    # the gate says so too (the decoded-baseline cache is off): a warning, and the verdict unchanged
+    candidate = tmp_path / "node-0.json"
+    write_snapshot(named_snapshot("node-0"), candidate)
+    capsys.readouterr()
+    assert run(["gate", "--store", str(store.path), "--candidate", str(candidate)]) == ExitCode.PASS
+    assert f"warning: {refused}" in capsys.readouterr().err
     # the ABI cache, through the CLI: the verdict, and a warning naming the key file
     cache = tmp_path / "abi-cache"
     argv = ["abi", "--running", str(trees.running), "--candidate", str(trees.v2), "--cache-dir", str(cache)]

@@ -240,6 +240,7 @@ def gate_cmd(
     from upgrade_gate.cli.gate_stream import SUMMARY_FROM_NODES, candidate_paths, console_summary, gate_streaming
 
     paths = candidate_paths(candidates, candidate_sources)
+    _warn_if_caches_off()
     patterns = loaded_policy.kernel_events.table
     baselines: Mapping[NodeName, Snapshot] = {}
     by_name: Mapping[NodeName, Snapshot] = {}
@@ -283,6 +284,16 @@ def gate_cmd(
         typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
     write_reports(outputs, report, baselines=baselines, candidates=by_name)
     return _exit(report)
+
+
+def _warn_if_caches_off() -> None:
+    """Say on stderr when this user's cache key is refused: the decoded-baseline cache is then off, which
+    costs time, never the verdict (docs/caches.md). Not a silent no-op."""
+    from upgrade_gate import cachekey
+
+    refused = cachekey.refusal()
+    if refused is not None:
+        typer.echo(f"warning: {one_line(refused)}", err=True)
 
 
 def _gate_spooled(
