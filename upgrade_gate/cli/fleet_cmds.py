@@ -80,9 +80,10 @@ def register(app: typer.Typer) -> None:
     window.command("promote")(window_promote_cmd)
     window.command("rollback")(window_rollback_cmd)
     window.command("status")(window_status_cmd)
-    from upgrade_gate.cli import rollout_cmds
+    from upgrade_gate.cli import agent_cmds, rollout_cmds
 
     rollout_cmds.register(window, fleet)
+    agent_cmds.register(fleet)  # `fleet agent`, `fleet publish-baselines` (issue 28: the node agent)
     app.add_typer(window, name="window")
 
 
