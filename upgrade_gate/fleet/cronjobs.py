@@ -113,10 +113,22 @@ def _cronjob(
 
 
 def soak_cronjob(
-    window_id: str, every_s: float, settings: JobSettings, *, command: Sequence[str], store_claim: str = STORE_CLAIM
+    window_id: str,
+    every_s: float,
+    settings: JobSettings,
+    *,
+    command: Sequence[str],
+    store_claim: str = STORE_CLAIM,
+    workload_image: str = "",
 ) -> dict[str, Any]:
-    """The CronJob that runs `window observe --if-due` for a soaking window."""
+    """The CronJob that runs `window observe --if-due` for a soaking window.
+
+    `workload_image`: the image `window validate --workload-image` gave the workload Jobs, passed on to
+    the observations that run phase 6 (`fleet.soak_workload`); empty: the ConfigMap's
+    `UPGRADE_GATE_WORKLOAD_IMAGE`, else the default, as at validate."""
     argv = [*command, "window", "observe", "--id", window_id, "--if-due", "--store", STORE_PATH]
+    if workload_image:
+        argv += ["--workload-image", workload_image]
     return _cronjob(soak_cronjob_name(window_id), "soak", cron_schedule(every_s), argv, settings, store_claim)
 
 

@@ -58,8 +58,8 @@ from upgrade_gate.fleet.labels import (
     MANAGER,
     NFD_AMD_NIC,
     NODE,
+    NODE_PHASE_LABELS,
     NODES,
-    PHASE_LABELS,
     PURPOSE,
     RUN_ID,
     node_label_value,
@@ -68,6 +68,7 @@ from upgrade_gate.fleet.launcher import VANISHED, ExecutorSettings, KubeLauncher
 from upgrade_gate.fleet.launcher import refused as launcher_refused
 from upgrade_gate.fleet.manifests import HOST_ROOT, JobSpec, capture_access
 from upgrade_gate.fleet.objects import JobPhase, KubeNode
+from upgrade_gate.fleet.workload_jobs import WorkloadJobs, workload_image
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot, replace
 from upgrade_gate.validate.config import CvfConfig, default_config, parse_cvf_config
 from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX, failure_reason_key
@@ -241,10 +242,13 @@ def run_phases(
     """The CVF pipeline on the nodes through a KubeLauncher; a vanished node's results are errors.
 
     `peers`: partners for phases 4-5 that are not reported (a one-canary window's peer, `fleet.peer`).
+    Phases 6-7's command runs as a Job of `fleet.workload_jobs` (every GPU, the workload image).
 
     `resampling`: re-measure an inconclusive metric (`validate.remeasure`; `window validate` builds it
     from the policy and the canaries' baselines, as `validate --policy --baseline` does on one node)."""
     launcher = KubeLauncher(client, [*nodes, *peers], settings, run_id=run_id)
+    image = workload_image(settings.workload_image, config)
+    launcher.workload = WorkloadJobs(config=config, image=image, env=settings.env, settings=settings.jobs)
     results = run_pipeline(
         [n.name for n in nodes],
         peers=[p.name for p in peers],
@@ -284,14 +288,15 @@ def cvf_metadata(
 ) -> tuple[dict[str, str | None], dict[str, str | None]]:
     """The merge patch (labels, annotations) that leaves on `node` exactly the CVF metadata of `results`.
 
-    Every CVF phase label, the candidate label and every `<phase label>-...` annotation the node has
+    Every phase label (CVF's and the workload phases', `labels.NODE_PHASE_LABELS`), the candidate label
+    and every `<phase label>-...` annotation the node has
     now is removed unless this run sets it again: a label of a phase that did not run this time, or a
     failure reason of an earlier run, must not outlive the run that wrote it (issue 11, defect 6).
     """
     labels: dict[str, str | None] = {}
     annotations: dict[str, str | None] = {}
     if node is not None:
-        keys = tuple(PHASE_LABELS.values())
+        keys = tuple(NODE_PHASE_LABELS.values())
         labels.update({k: None for k in (*keys, CVF_CANDIDATE) if k in node.labels})
         annotations.update({k: None for k in node.annotations if k.startswith(tuple(f"{key}-" for key in keys))})
     for r in results:

@@ -42,11 +42,16 @@ from upgrade_gate.validate.cvf import GPU_MESH_VALIDATION as GPU_MESH_VALIDATION
 from upgrade_gate.validate.cvf import NFD_AMD_GPU as NFD_AMD_GPU
 from upgrade_gate.validate.cvf import NFD_AMD_NIC as NFD_AMD_NIC
 from upgrade_gate.validate.cvf import NIC_HEALTH as NIC_HEALTH
+from upgrade_gate.validate.cvf import PERTURBATION_VALIDATION as PERTURBATION_VALIDATION
 from upgrade_gate.validate.cvf import PHASE_LABELS as PHASE_LABELS
 from upgrade_gate.validate.cvf import RAIL_BANDWIDTH as RAIL_BANDWIDTH
+from upgrade_gate.validate.cvf import WORKLOAD_VALIDATION as WORKLOAD_VALIDATION
 from upgrade_gate.validate.cvf import is_label_value, label_value
 
 GPU_RESOURCE = "amd.com/gpu"  # the AMD device plugin's extended resource
+NODE_PHASE_LABELS = {**PHASE_LABELS, 6: WORKLOAD_VALIDATION, 7: PERTURBATION_VALIDATION}
+"""Every phase label a run may leave on a node: CVF's (1-5) and upgrade-gate's CVF-style ones of the
+workload phases (6 `amd.com/gpu-workload-validation`, 7 `amd.com/gpu-device-order-perturbation`)."""
 
 
 # --------------------------------------------------------------------------- upgrade-gate keys

@@ -30,6 +30,7 @@ from upgrade_gate.validate.launcher import LauncherError
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.fleet.workload_jobs import WorkloadJobs
 
 VANISHED = "node vanished"
 _PURPOSES = {
@@ -49,6 +50,7 @@ class ExecutorSettings:
     jobs: JobSettings = field(default_factory=JobSettings)
     upgrade_gate_argv: tuple[str, ...] = ("upgrade-gate",)  # the CLI inside the image
     rccl_image: str = "rocm/rccl-tests:latest"  # phase 5's MPIJob image (rccl-tests, OpenMPI, sshd)
+    workload_image: str = ""  # phases 6-7's Jobs (fleet.workload_jobs); empty: the ConfigMap's, else the default
     env: tuple[tuple[str, str], ...] = ()  # NCCL_* / RCCL_* for the phase Jobs and the MPIJob
     concurrency: int = 256  # CVF runs every node of a phase at once; bounded so a huge fleet is paced
     poll_s: float = 2.0  # reads where no watch serves (fleet.kube.waiting); the server-start wait
@@ -106,6 +108,7 @@ class KubeLauncher:
         self._lock = threading.Lock()
         self._addresses: dict[NodeName, str] = {}
         self.vanished: dict[NodeName, str] = {}
+        self.workload: WorkloadJobs | None = None  # phases 6-7's Jobs (set by fleet.executor.run_phases)
 
     def _next_id(self) -> str:
         with self._lock:
@@ -126,6 +129,9 @@ class KubeLauncher:
     def spec(self, node: NodeName, argv: Sequence[str]) -> JobSpec:
         """The Job that runs `argv` on `node`."""
         kube_node = self._check(node)
+        workload = self.workload.spec(kube_node, argv, self._next_id) if self.workload is not None else None
+        if workload is not None:
+            return workload
         tool = Path(argv[0]).name if argv else ""
         purpose = _PURPOSES.get(tool, "cmd")
         rdma = tool == "ib_write_bw"

@@ -1,9 +1,9 @@
 """Job and MPIJob manifests for upgrade-gate's work on nodes (pure: dicts in the API's JSON form).
 
 Design decisions
-- One batch/v1 Job per node and purpose (`capture`, `phase1`..`phase4`), named `ug-<purpose>-<node>-
-  <run id>` (`labels.job_name`, at most 63 characters because the name becomes the pods' `job-name`
-  label). `backoffLimit: 0`: a failed attempt is evidence, not something to retry quietly;
+- One batch/v1 Job per node and purpose (`capture`, `phase1`..`phase4`, `phase6`, `phase7`), named
+  `ug-<purpose>-<node>-<run id>` (`labels.job_name`, at most 63 characters because the name becomes
+  the pods' `job-name` label). `backoffLimit: 0`: a failed attempt is evidence, not something to retry quietly;
   `activeDeadlineSeconds` bounds a hung tool even if upgrade-gate itself dies.
 - Pinning: `nodeName` by default. It bypasses the scheduler, so the Job runs on a canary that we
   cordoned and tainted (exactly when we need it to) and cannot land on another node. With
@@ -24,6 +24,10 @@ Design decisions
   checksummed frame in the pod log: `python3 -I -S -c <fleet.framewrapper's source> -- ARGV` (issue 14:
   an isolated interpreter without `site` starts in a fraction of `python3 -m upgrade_gate...`'s time,
   and the image needs nothing of ours for it).
+- Phases 6-7 (the workload, `fleet.workload_jobs`) run in their own image (`JobSpec.image`, e.g. the
+  site's PyTorch-on-ROCm image) with every GPU of the node, an emptyDir work directory for the
+  shipped script (`workdir`) and a memory-backed /dev/shm (`shm`): RCCL/NCCL between the ranks'
+  processes of one node go through shared memory, and a container's default 64 MiB is too small.
 - Phase 5 is a Kubeflow MPIJob (kubeflow.org/v2beta1): a launcher running mpirun, one worker per
   node (required node affinity: one `metadata.name` term per node, because the API server allows a
   single value per field selector; required pod anti-affinity on the hostname),
@@ -59,6 +63,7 @@ Json = dict[str, Any]
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 MPI_LAUNCHER_RETRIES = 2  # phase 5's launcher: attempts after the first (the sshd race), never the workers
 HOST_ROOT = "/host"
+SHM = "/dev/shm"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +194,7 @@ class JobSpec:
     """One upgrade-gate command to run on one node as a batch/v1 Job."""
 
     node: NodeName
-    purpose: str  # capture / phase1 ... phase4
+    purpose: str  # capture / phase1 ... phase4 / phase6 / phase7 / monitor / cmd
     run_id: str
     argv: tuple[str, ...]
     gpus: int = 0
@@ -197,6 +202,9 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()
     settings: JobSettings = JobSettings()
     framed: bool = True  # wrap argv so that its stdout comes back as a result frame
+    image: str | None = None  # None: settings.image (the workload Jobs bring their own)
+    workdir: str | None = None  # an emptyDir mounted here (the workload's staged script)
+    shm: bool = False  # a memory-backed emptyDir at /dev/shm (RCCL/NCCL between processes)
 
     @property
     def name(self) -> str:
@@ -214,9 +222,16 @@ class JobSpec:
         s = self.settings
         labels = _labels(self.purpose, self.run_id, self.node)
         volumes, mounts = _volumes(self.access)
+        for on, name, path, source in (
+            (self.workdir is not None, "workdir", self.workdir, {}),
+            (self.shm, "dshm", SHM, {"medium": "Memory"}),
+        ):
+            if on:
+                volumes.append({"name": name, "emptyDir": source})
+                mounts.append({"name": name, "mountPath": path})
         container: Json = {
             "name": "upgrade-gate",
-            "image": s.image,
+            "image": self.image or s.image,
             "imagePullPolicy": s.image_pull_policy,
             "command": self.command(),
             "env": [

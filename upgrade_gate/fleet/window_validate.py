@@ -40,7 +40,7 @@ from upgrade_gate.model import (
     Verdict,
     replace,
 )
-from upgrade_gate.validate.phases import default_phases
+from upgrade_gate.validate.phases import default_phases, select_phases
 from upgrade_gate.validate.pipeline import Progress
 from upgrade_gate.validate.remeasure import Resampling
 
@@ -77,8 +77,12 @@ def validate_window(
     checklists: Sequence[Checklist] = (),
     attestations: Mapping[str, str] | None = None,
     soak_cronjob_enabled: bool = True,
+    phases: frozenset[int] | None = None,
 ) -> Validation:
     """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`.
+
+    `phases`: the phase numbers to run (`window validate --phases`, 0-7: CVF's 0-5 and the workload phases
+    6-7, which run as Jobs holding every GPU of the canary, `fleet.workload_jobs`); None: CVF's 0-5.
 
     A PASS under a plan with a soak records `soaking` and (unless `soak_cronjob_enabled` is off) creates the
     CronJob that observes the canaries (`fleet.cronjobs`)."""
@@ -121,7 +125,7 @@ def validate_window(
         results = run_phases(
             client,
             [n for n in nodes if n.name in snapshots],
-            phases=default_phases(),
+            phases=default_phases() if phases is None else select_phases(phases),
             config=config,
             settings=settings,
             run_id=run_id + "p",
@@ -162,7 +166,13 @@ def validate_window(
         begin_soak(doc, plan.soak, at=actor.at)
         if soak_cronjob_enabled:
             client.apply_cronjob(
-                soak_cronjob(window_id, plan.soak.every_s, settings.jobs, command=settings.upgrade_gate_argv),
+                soak_cronjob(
+                    window_id,
+                    plan.soak.every_s,
+                    settings.jobs,
+                    command=settings.upgrade_gate_argv,
+                    workload_image=settings.workload_image,
+                ),
                 settings.jobs.namespace,
             )
     doc["validation"] = {
