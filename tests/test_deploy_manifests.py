@@ -47,6 +47,7 @@ MODELS: dict[str, Any] = {
     "RoleBinding": k8s.V1RoleBinding,
     "Job": k8s.V1Job,
     "PersistentVolumeClaim": k8s.V1PersistentVolumeClaim,
+    "DaemonSet": k8s.V1DaemonSet,  # deploy/agent.yaml: the node agent (issue 28)
 }
 API_VERSIONS = {
     "Namespace": "v1",
@@ -57,6 +58,7 @@ API_VERSIONS = {
     "RoleBinding": "rbac.authorization.k8s.io/v1",
     "Job": "batch/v1",
     "PersistentVolumeClaim": "v1",
+    "DaemonSet": "apps/v1",
     "MPIJob": "kubeflow.org/v2beta1",
 }
 
@@ -71,7 +73,11 @@ def test_deploy_apply_creates_no_workload() -> None:
     namespace and the store claim only; the example Job and MPIJob live in examples/kubernetes/ (issue 11,
     defect 7: it used to start a real capture Job; issue 28, item 8: `-R` still applied deploy/examples/)."""
     files = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
-    kinds = {d["kind"] for f in files for d in _docs(str(f.relative_to(DEPLOY)))}
+    docs = [d for f in files for d in _docs(str(f.relative_to(DEPLOY)))]
+    # the one workload: the node agent (issue 28), no GPU request; tests/test_fleet_agent_real.py pins the rest
+    agents = [d["metadata"]["name"] for d in docs if d["kind"] == "DaemonSet"]
+    assert agents == ["upgrade-gate-agent"], agents
+    kinds = {d["kind"] for d in docs if d["kind"] != "DaemonSet"}
     assert kinds <= {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                      "PersistentVolumeClaim"}, kinds  # fmt: skip
     assert "PersistentVolumeClaim" in kinds  # the CronJobs' store ships with deploy/ (issue 28, item 2)
