@@ -63,6 +63,8 @@ def begin_soak(doc: dict[str, Any], settings: SoakSettings, *, at: str) -> None:
         "mesh": settings.mesh,
         "observations": [],
     }
+    if settings.workload_every_s > 0:  # phase 6 in the observations (fleet.soak_workload)
+        doc["soak"]["workload_every_s"] = settings.workload_every_s
 
 
 def add_observation(

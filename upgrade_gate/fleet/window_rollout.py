@@ -1,7 +1,8 @@
 """The window after its PASS: `observe` (one soak round), `expand` (the next wave) and the status view.
 
 `observe` re-captures each canary (a capture Job, or snapshots handed in by an operator off
-Kubernetes), optionally re-runs phase 2's mesh test, and gates the result against the same baselines
+Kubernetes), optionally re-runs phase 2's mesh test and, on the soak's workload cadence, phase 6's
+reference training run (`fleet.soak_workload`), and gates the result against the same baselines
 with the non-invasive view (`judge.observe`). A BLOCK moves the window to `blocked` with its causes;
 a PASS is recorded and the window stays `soaking`. `expand` takes the next wave of each class under
 the class-wide disruption cap (`fleet.rollout`) and starts it like the canaries (cordon, taint,
@@ -24,6 +25,7 @@ from upgrade_gate.fleet.rollout import (
     parse_time,
     soak_status,
 )
+from upgrade_gate.fleet.soak_workload import workload_due, workload_metrics
 from upgrade_gate.fleet.window_state import State, WindowRecord, WindowStateError, event, list_windows, load_window
 from upgrade_gate.fleet.window_state import save_window as _save
 from upgrade_gate.model import GateReport, NodeName, Severity, Snapshot, Verdict, measurements_of, replace
@@ -78,6 +80,7 @@ def observe_window(
     record.check("observe")
     plan = window_plan(record)
     mesh = bool(record.doc["soak"]["mesh"])
+    workload = workload_due(record.doc["soak"], parse_time(actor.at), record=f"windows/{window_id}.json")
     errors: dict[NodeName, list[str]] = {n: [] for n in record.canaries}
     candidates: dict[NodeName, Snapshot] = {}
     if snapshots is not None:
@@ -89,7 +92,7 @@ def observe_window(
     else:
         if client is None or settings is None:
             raise WindowStateError(f"window {window_id}: observe needs the cluster or --snapshot files")
-        candidates = _capture(client, record, settings, run_id=run_id, mesh=mesh, errors=errors)
+        candidates = _capture(client, record, settings, run_id=run_id, mesh=mesh, workload=workload, errors=errors)
     classes = {NodeName(c["node"]): str(c["class"]) for c in record.doc["canaries"]}
     candidates = {
         n: replace(s, node=replace(s.node, node_class=s.node.node_class or classes.get(n)))
@@ -97,10 +100,10 @@ def observe_window(
     }
     baselines, _references, denylist = judge_inputs(store, record.canaries, tuple(candidates.values()))
     report = judge(
-        baselines={n: observation_view(s, mesh=mesh) for n, s in baselines.items()},
-        candidates=tuple(observation_view(s, mesh=mesh) for s in candidates.values()),
+        baselines={n: observation_view(s, mesh=mesh, workload=workload) for n, s in baselines.items()},
+        candidates=tuple(observation_view(s, mesh=mesh, workload=workload) for s in candidates.values()),
         plan=plan,
-        policy=observation_policy(policy, mesh=mesh),
+        policy=observation_policy(policy, mesh=mesh, workload=workload),
         references={},
         denylist=denylist,
         now=actor.at,
@@ -114,7 +117,7 @@ def observe_window(
         )
         for name in record.canaries
     }
-    metrics: dict[str, dict[str, float]] = {name: key_metrics(snap) for name, snap in candidates.items()}
+    metrics: dict[str, dict[str, float]] = {n: key_metrics(s, workload=workload) for n, s in candidates.items()}
     doc = dict(record.doc)
     doc["soak"] = dict(doc["soak"], observations=list(doc["soak"]["observations"]))
     passed = add_observation(doc, at=actor.at, by=actor.by, nodes=nodes, metrics=metrics)
@@ -131,12 +134,15 @@ def observe_window(
     return Observation(record=saved, report=report, errors=errors, passed=passed)
 
 
-def key_metrics(snap: Snapshot) -> dict[str, float]:
+def key_metrics(snap: Snapshot, *, workload: bool = True) -> dict[str, float]:
     """The values a soak observation records and the window page draws: kernel events, mesh bus bandwidth,
-    and with a mesh observation the hottest GPU under load and its gap to the others (rules.thermal)."""
+    with a mesh observation the hottest GPU under load and its gap to the others (rules.thermal), and
+    with `workload` phase 6's throughput, init time and collective timeouts (`fleet.soak_workload`)."""
     from upgrade_gate.judge.rules.thermal import key_values
 
     values = {"kernel_events": float(len(snap.events)), **key_values(snap)}
+    if workload:
+        values.update(workload_metrics(snap))
     for m in measurements_of(snap):
         if m.key in _KEY_METRICS and m.samples:
             values[m.key] = sorted(m.samples)[len(m.samples) // 2]  # the median sample, as the judge reports it
@@ -151,9 +157,11 @@ def _capture(
     run_id: str,
     mesh: bool,
     errors: dict[NodeName, list[str]],
+    workload: bool = False,
 ) -> dict[NodeName, Snapshot]:
     from upgrade_gate.fleet.errors import KubeNotFoundError
     from upgrade_gate.fleet.executor import capture_nodes, load_cluster_config, run_phases
+    from upgrade_gate.judge.observe import observed_phases
     from upgrade_gate.snapshot.build import build_snapshot
     from upgrade_gate.validate.phases import select_phases
 
@@ -169,12 +177,12 @@ def _capture(
             errors[name].append(bundle)
         else:
             snapshots[name] = build_snapshot(bundle)
-    if mesh and snapshots:
+    if (mesh or workload) and snapshots:
         config = load_cluster_config(client, settings.jobs.namespace)
         results = run_phases(
             client,
             [n for n in nodes if n.name in snapshots],
-            phases=select_phases(frozenset({0, 2})),
+            phases=select_phases(frozenset({0, *observed_phases(mesh=mesh, workload=workload)})),
             config=config,
             settings=settings,
             run_id=run_id + "m",

@@ -125,6 +125,7 @@ class SoakSettings:
     every_s: float = 6 * 3600.0
     min_observations: int = 2
     mesh: bool = False
+    workload_every_s: float = 0.0  # also run phase 6 this often (fleet.soak_workload); 0: never
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,6 +261,7 @@ def _soak(raw: Mapping[str, Any], source: str) -> SoakSettings:
         every_s=parse_duration(raw.get("every", "6h")),
         min_observations=int(raw.get("min_observations", 2)),
         mesh=bool(raw.get("mesh", False)),
+        workload_every_s=parse_duration(raw.get("workload_every", "0s")),
     )
     if soak.duration_s > 0 and soak.every_s <= 0:
         raise ConfigError(f"{source}: change-plan: $.soak.every: must be more than 0 when the soak has a duration")

@@ -1,8 +1,11 @@
 """A change window as one self-contained HTML page: state, soak, and each canary's observations over time.
 
 A slow drift shows before it blocks: per canary, the key metrics of every soak observation (the phase 2
-mesh bus bandwidth where the soak runs it, the number of kernel events) are drawn against the value
-in the canary's baseline, with the observations' verdicts and causes in a table below. Charts are
+mesh bus bandwidth and thermal gap where the soak runs it, the number of kernel events, and where the
+soak runs the workload - `soak.workload_every`, `fleet.soak_workload` - the reference training run's
+throughput, init time and collective timeouts, beside the thermal gap) are drawn against the value
+in the canary's baseline, with the observations' verdicts and causes in a table below. A metric an
+observation did not measure is no point on its chart (never a zero). Charts are
 inline SVG from matplotlib, as in `report.html`.
 
 Date-times are read by `codec.parse_date_time` (bad ones are exit 3 naming the field).
@@ -28,6 +31,9 @@ _LABELS = {
     "mesh/all_reduce/avg_busbw": "mesh all_reduce avg bus bandwidth (GB/s)",
     "kernel_events": "kernel events",
     "thermal/gap_c": "hottest GPU above the others' median under the phase 2 load (°C)",
+    "workload/samples_per_s": "reference training run: samples/s (median step)",
+    "workload/init_s": "reference training run: process start to first step (s)",
+    "workload/collective_timeouts": "reference training run: NCCL/RCCL timeouts in its log",
 }
 
 
@@ -100,6 +106,8 @@ def render_window_html(doc: Mapping[str, Any], baselines: Mapping[str, Mapping[s
         f"soak from {e(soak['started_at'])}: {len(observations)} observation(s), every {soak['every_s']:g} s "
         f"for {soak['duration_s']:g} s" if soak else "no soak recorded"
     )  # fmt: skip
+    if soak.get("workload_every_s"):
+        soak_line += f"; the reference training run (phase 6) every {float(soak['workload_every_s']):g} s"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>upgrade-gate window {e(doc["id"])}</title>
 <style>{_CSS}</style></head><body>
