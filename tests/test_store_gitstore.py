@@ -109,7 +109,8 @@ def test_store_save_is_canonical_and_stable(store: BaselineStore) -> None:
 
     snap = snapshot_for("node-a")
     store.save([snap])
-    assert git(store.path, "show", "HEAD:nodes/node-a.json") == dumps_snapshot(snap)
+    # the store writes schema v2, the columnar form (issue 29)
+    assert git(store.path, "show", "HEAD:nodes/node-a.json") == dumps_snapshot(snap, version="2")
     store.save([snap])  # an unchanged save is still one commit, with an empty diff
     assert git(store.path, "diff", "HEAD~1", "HEAD") == ""
 

@@ -1,6 +1,7 @@
 """Generate the JSON Schemas of the modelled documents from the model (one source per shape).
 
-`schemas/snapshot.schema.json`, `report.schema.json` and `class-reference.schema.json` are written by
+`schemas/snapshot.schema.json` (and its columnar form, `snapshot-v2.schema.json`: `model.columnar`),
+`report.schema.json` and `class-reference.schema.json` are written by
 `python -m upgrade_gate.schemas --write` and checked by `--check` (and by tests/test_schemagen.py): a
 field added to the model reaches the schema, the codec and the docs at once. msgspec emits the schema
 from the dataclasses and the `msgspec.Meta` constraints in their annotations (`model.types`); this
@@ -32,6 +33,7 @@ from typing import Any
 import msgspec
 
 from upgrade_gate.model import ClassReference, GateReport, Snapshot
+from upgrade_gate.model import columnar as _columnar
 from upgrade_gate.model import reference as _reference
 from upgrade_gate.model import report as _report
 from upgrade_gate.model import snapshot as _snapshot
@@ -39,6 +41,7 @@ from upgrade_gate.model.types import always, is_record
 
 DOCUMENTS: dict[str, tuple[type, str]] = {
     "snapshot": (Snapshot, "upgrade-gate node snapshot"),
+    "snapshot-v2": (_columnar.SnapshotV2, "upgrade-gate node snapshot, columnar measurements (schema v2)"),
     "report": (GateReport, "upgrade-gate gate report"),
     "class-reference": (ClassReference, "upgrade-gate class reference"),
 }
@@ -59,7 +62,7 @@ def _any_value(tp: type) -> dict[str, Any]:
 
 def _classes() -> dict[str, type]:
     out: dict[str, type] = {}
-    for module in (_snapshot, _reference, _report):
+    for module in (_snapshot, _columnar, _reference, _report):
         for value in vars(module).values():
             if isinstance(value, type) and is_record(value) and value.__module__ == module.__name__:
                 out[value.__name__] = value

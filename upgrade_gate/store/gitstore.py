@@ -42,6 +42,7 @@ import json
 import os
 import shutil
 import subprocess
+import typing
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TypeVar
@@ -58,7 +59,7 @@ from upgrade_gate.errors import (
     StoreError,
 )
 from upgrade_gate.model import NodeName, Snapshot
-from upgrade_gate.snapshot.io import canonical_json, loads_snapshot
+from upgrade_gate.snapshot.io import canonical_json, decode_snapshot, loads_snapshot
 from upgrade_gate.store import gitsafe, gittags, layout, locking
 from upgrade_gate.store.decoded import DecodedCache, blob_id
 from upgrade_gate.store.documents import Build, Files, Hook, Stored
@@ -410,7 +411,12 @@ class BaselineStore(StoreSaving):
                 return hit
             source = f"{self.path}/{path}@{pinned[:12]}"
             data = self._objs.verified_blob(found[0], source=source)
-            value = codec.decode_json(cls, data, source=source)  # strict: the commit may not be save's
+            # strict: the commit may not be save's; a baseline may be v1 or v2
+            value: T = (
+                typing.cast(T, decode_snapshot(data, source=source))
+                if cls is Snapshot
+                else codec.decode_json(cls, data, source=source)
+            )
             self._cache.put(cls, found[0], value)
             return value
 

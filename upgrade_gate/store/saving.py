@@ -16,6 +16,8 @@ Design decisions:
   made and the branch moved as for `save`. A failure anywhere before the ref move leaves the branch and
   tags where they were, with at most unreferenced blobs (as after a killed save; `git gc` drops them).
   The first snapshot is read before the store is created, so a bad first file creates nothing.
+- Both write schema v2, the columnar form (issue 29: `model.columnar`; a store's v1 baselines stay
+  readable, and `migrate` rewrites them). A save of a v1 store converts the nodes it saves.
 - Retrying a tagged save that landed returns the same commit for both (`gitstore`'s tag check
   compares blob ids, which a streamed save has without holding the bytes).
 """
@@ -28,7 +30,8 @@ from contextlib import AbstractContextManager
 from upgrade_gate import schemas
 from upgrade_gate.errors import InputError, UsageError
 from upgrade_gate.model import Snapshot
-from upgrade_gate.snapshot.io import canonical_json, dumps_snapshot
+from upgrade_gate.model.columnar import SNAPSHOT_V2
+from upgrade_gate.snapshot.io import canonical_json, decode_snapshot, dumps_snapshot
 from upgrade_gate.store import layout
 from upgrade_gate.store.decoded import DecodedCache, blob_id
 from upgrade_gate.store.documents import Hook, Stored, StoreDocuments
@@ -101,7 +104,7 @@ class StoreSaving(StoreDocuments):
             path = layout.node_path(snap.node.name)
             if path in files:
                 raise InputError(f"node {snap.node.name} is given twice in one save")
-            files[path] = dumps_snapshot(snap).encode("utf-8")
+            files[path] = dumps_snapshot(snap, version=SNAPSHOT_V2).encode("utf-8")
         files.update(checked_documents(documents or {}))
         if tag is not None:
             layout.check_tag(tag)
@@ -148,7 +151,7 @@ class StoreSaving(StoreDocuments):
                 path = layout.node_path(snap.node.name)
                 if path in blobs:
                     raise InputError(f"node {snap.node.name} is given twice in one save")
-                data = dumps_snapshot(snap).encode("utf-8")
+                data = dumps_snapshot(snap, version=SNAPSHOT_V2).encode("utf-8")
                 del snap  # only the blob id is kept
                 blobs[path] = self._objs.store_unlocked(b"blob", data)
                 if not cache_problem:
@@ -171,13 +174,12 @@ class StoreSaving(StoreDocuments):
 
         The entry is written before the commit lands: it is named by the blob's id and decoded from the
         very bytes of that blob, so an entry of a save that then fails is right, merely unused."""
-        from upgrade_gate import codec
         from upgrade_gate.model import ClassReference
 
         try:
             if prune:
                 self._cache.prune((Snapshot, ClassReference))
-            decoded = codec.decode_json(Snapshot, data, trusted=True, source="saved baseline")
+            decoded = decode_snapshot(data, trusted=True, source="saved baseline")
             self._cache.put(Snapshot, blob_id(data), decoded)
         except Exception as exc:  # a cache problem never fails a save
             problems.append(f"saved, but the decoded-baseline cache was not written: {first_line(exc)}")
@@ -187,14 +189,13 @@ class StoreSaving(StoreDocuments):
         as a gate's miss would), so the first gate after a save reads them fast too; drop another
         release's entries. The save has landed: nothing here may fail it. An entry that cannot be written
         is a later miss; anything else is a warning."""
-        from upgrade_gate import codec
         from upgrade_gate.model import ClassReference
 
         try:
             cache = self._cache
             cache.prune((Snapshot, ClassReference))
             for data in documents:
-                decoded = codec.decode_json(Snapshot, data, trusted=True, source="saved baseline")
+                decoded = decode_snapshot(data, trusted=True, source="saved baseline")
                 cache.put(Snapshot, blob_id(data), decoded)
         except Exception as exc:  # after the commit point a cache problem is a warning, never a failed save
             self.warnings.append(f"saved, but the decoded-baseline cache was not written: {first_line(exc)}")

@@ -1,0 +1,171 @@
+"""Snapshot schema v2: the columnar serialised form of a snapshot's measurements (issue 29).
+
+A v1 document writes every measurement as an object that repeats its sweep's settings (8 entries for a
+mesh sweep, the same for all 23 of its sizes), its unit and source, with one sample per line. v2 keeps
+everything else as v1 writes it and writes each `measurements` list (the snapshot's and each phase's) as
+one `MeasurementColumns` object: each distinct settings map once (`sweeps`), then one list per field,
+position i of each list being metric i, and its samples as one JSON array of numbers.
+
+Design decisions:
+- v2 is a serialised form only: `Snapshot` (and the judge, the decoded cache, the report) stays the one
+  in-memory model. `SnapshotV2` and `PhaseResultV2` are generated from `Snapshot` and `PhaseResult`
+  (their fields, annotations, defaults and constraints, with the measurements replaced by columns), so a
+  field added to the model reaches v2, its generated schema (`schemas/snapshot-v2.schema.json`) and the
+  strict decoder at once. `to_wire` / `from_wire` convert; `snapshot.io` reads v1 and v2 and writes
+  either; the baseline store writes v2.
+- Samples as JSON rows rather than base64 binary (both measured, bench/RESULTS-schema-v2.md): the rows are
+  within a few percent of binary once compressed (git compresses every object), decode in the same C
+  pass as the rest of the document, stay readable in `git diff`, and float64 bytes would add a byte-order
+  and NaN convention that JSON numbers do not need.
+- What the schema cannot say is checked here, on every decode: the lists are of equal length and each
+  `sweep` index names a sweep (`SchemaError` naming the document and the column, exit 3). Caps are the
+  model's: the same `StrMap`/`Text`/`Name` annotations bound each settings map, key, unit and source.
+- In memory, the metrics of one sweep share its settings map (they are equal anyway): decoding builds
+  one dict per sweep instead of one per metric.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from upgrade_gate.errors import SchemaError
+from upgrade_gate.model.snapshot import SNAPSHOT_SCHEMA_VERSION, Measurement, PhaseResult, Snapshot
+from upgrade_gate.model.types import ALWAYS, Name, OptText, Record, StrMap, const
+
+SNAPSHOT_V2 = "2"
+"""The `schema_version` of a columnar snapshot document."""
+
+SweepIndex = Annotated[int, Meta(ge=0)]
+
+
+class MeasurementColumns(Record, frozen=True, kw_only=True):
+    """Measurements as columns: position i of every list is metric i; `sweep[i]` indexes `sweeps`."""
+
+    sweeps: Annotated[tuple[StrMap, ...], ALWAYS, Meta(description="each distinct settings map once")] = ()
+    sweep: Annotated[
+        tuple[SweepIndex, ...], ALWAYS, Meta(description="per metric: its settings (index of sweeps)")
+    ] = ()
+    keys: Annotated[
+        tuple[Name, ...], ALWAYS, Meta(description="per metric: its flat key (mesh/all_reduce/busbw/1024)")
+    ] = ()
+    units: Annotated[tuple[str, ...], ALWAYS, Meta(description='per metric: "GB/s", "Gb/s"')] = ()
+    sources: Annotated[
+        tuple[OptText, ...], ALWAYS, Meta(description="per metric: probe or phase that produced it")
+    ] = ()
+    higher_is_better: Annotated[tuple[bool, ...], ALWAYS] = ()
+    samples: Annotated[
+        tuple[tuple[float, ...], ...], ALWAYS, Meta(description="per metric: its samples, one array")
+    ] = ()
+
+
+def _wire(model: type, name: str, doc: str, changed: dict[str, tuple[Any, Any]]) -> Any:
+    """`model`'s fields, annotations and defaults as a new record class `name`, with `changed` fields
+    (name -> (annotation, default factory)) replaced: the v2 twin of a model class."""
+    hints = typing.get_type_hints(model, include_extras=True)
+    fields: list[Any] = []
+    for f in msgspec.structs.fields(model):
+        if f.name in changed:
+            annotation, factory = changed[f.name]
+            fields.append((f.name, annotation, msgspec.field(default_factory=factory)))
+        elif f.required:
+            fields.append((f.name, hints[f.name]))
+        elif f.default_factory is not msgspec.NODEFAULT:
+            fields.append((f.name, hints[f.name], msgspec.field(default_factory=f.default_factory)))
+        else:
+            fields.append((f.name, hints[f.name], f.default))
+    cls = msgspec.defstruct(name, fields, bases=(Record,), module=__name__, frozen=True, kw_only=True, gc=False)
+    cls.__doc__ = doc
+    return cls
+
+
+PhaseResultV2: Any = _wire(
+    PhaseResult,
+    "PhaseResultV2",
+    "Result of one phase on one node (as PhaseResult), its measurements as columns.",
+    {"measurements": (Annotated[MeasurementColumns, ALWAYS], MeasurementColumns)},
+)
+
+SnapshotV2: Any = _wire(
+    Snapshot,
+    "SnapshotV2",
+    "One node at one time (as Snapshot, schema v1), with every measurement list written as columns.",
+    {
+        "schema_version": (Annotated[str, const(SNAPSHOT_V2), ALWAYS], lambda: SNAPSHOT_V2),
+        "measurements": (Annotated[MeasurementColumns, ALWAYS], MeasurementColumns),
+        "phases": (Annotated[tuple[PhaseResultV2, ...], ALWAYS], tuple),
+    },
+)
+
+
+def columns(measurements: Sequence[Measurement]) -> MeasurementColumns:
+    """The columnar form of `measurements` (order kept; equal settings maps written once)."""
+    sweeps: dict[tuple[tuple[str, str], ...], int] = {}
+    index = [sweeps.setdefault(tuple(sorted(m.settings.items())), len(sweeps)) for m in measurements]
+    return MeasurementColumns(
+        sweeps=tuple(dict(settings) for settings in sweeps),
+        sweep=tuple(index),
+        keys=tuple(m.key for m in measurements),
+        units=tuple(m.unit for m in measurements),
+        sources=tuple(m.source for m in measurements),
+        higher_is_better=tuple(m.higher_is_better for m in measurements),
+        samples=tuple(m.samples for m in measurements),
+    )
+
+
+_COLUMNS = ("sweep", "keys", "units", "sources", "higher_is_better", "samples")
+
+
+def measurements(cols: MeasurementColumns, *, where: str) -> tuple[Measurement, ...]:
+    """The measurements `cols` holds; SchemaError naming `where` and the column when the lists disagree
+    in length or a metric names a sweep that is not there."""
+    count = len(cols.keys)
+    for name in _COLUMNS:
+        if len(getattr(cols, name)) != count:
+            raise SchemaError(
+                f"{where}.{name}: {len(getattr(cols, name))} entries, but keys has {count} (one per metric)"
+            )
+    sweeps = cols.sweeps
+    for position, sweep in enumerate(cols.sweep):
+        if sweep >= len(sweeps):
+            raise SchemaError(f"{where}.sweep[{position}]: {sweep} names no sweep (sweeps has {len(sweeps)})")
+    return tuple(
+        Measurement(key=key, unit=unit, samples=samples, settings=sweeps[sweep], source=source, higher_is_better=hib)
+        for key, unit, samples, sweep, source, hib in zip(
+            cols.keys, cols.units, cols.samples, cols.sweep, cols.sources, cols.higher_is_better, strict=True
+        )
+    )
+
+
+def to_wire(snapshot: Snapshot) -> Any:
+    """The v2 form of `snapshot` (a `SnapshotV2`)."""
+    phases = tuple(
+        PhaseResultV2(**{**msgspec.structs.asdict(p), "measurements": columns(p.measurements)}) for p in snapshot.phases
+    )
+    fields = msgspec.structs.asdict(snapshot)
+    fields.update(schema_version=SNAPSHOT_V2, measurements=columns(snapshot.measurements), phases=phases)
+    return SnapshotV2(**fields)
+
+
+def from_wire(wire: Any, *, where: str) -> Snapshot:
+    """The snapshot a decoded `SnapshotV2` holds (the in-memory model, as a v1 document decodes to)."""
+    phases = tuple(
+        PhaseResult(
+            **{
+                **msgspec.structs.asdict(p),
+                "measurements": measurements(p.measurements, where=f"{where}: $.phases[{i}].measurements"),
+            }
+        )
+        for i, p in enumerate(wire.phases)
+    )
+    fields = msgspec.structs.asdict(wire)
+    fields.update(
+        schema_version=SNAPSHOT_SCHEMA_VERSION,
+        measurements=measurements(wire.measurements, where=f"{where}: $.measurements"),
+        phases=phases,
+    )
+    return Snapshot(**fields)
