@@ -257,3 +257,15 @@ def test_demo_workload_regression_blocks_naming_throughput_timeouts_and_init(reg
 def test_demo_scenario_refuses_an_unknown_name_and_healthy(tmp_path: Path) -> None:
     assert _demo("--scenario", "nope", "--workdir", str(tmp_path / "a"))[0] == ExitCode.USAGE
     assert _demo("--scenario", "index-pinned", "--healthy", "--workdir", str(tmp_path / "b"))[0] == ExitCode.USAGE
+
+
+def test_demo_workload_scenario_without_pytorch_is_exit_4_not_a_clean_story(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from upgrade_gate.cli.main import run
+    from upgrade_gate.demo import workload
+
+    monkeypatch.setattr(workload, "torch_missing", lambda: True)
+    assert run(["demo", "--scenario", "index-pinned", "--workdir", str(tmp_path / "w")]) == 4
+    assert "needs PyTorch (pip install 'upgrade-gate[workload]')" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()  # refused before anything was made

@@ -53,6 +53,15 @@ def demo_cmd(
     if scenario is not None and (scenario not in SCENARIOS or healthy):
         why = "takes no --healthy" if scenario in SCENARIOS else f"expected one of {', '.join(SCENARIOS)}"
         raise UsageError(f"--scenario {scenario}: {why}")
+    if scenario is not None:
+        from upgrade_gate.demo.workload import torch_missing
+        from upgrade_gate.errors import EnvironmentFailure
+
+        if torch_missing():  # the story is the workload's: without PyTorch it would read as a clean change
+            raise EnvironmentFailure(
+                f"--scenario {scenario}: runs the reference training workload, which needs PyTorch "
+                "(pip install 'upgrade-gate[workload]')"
+            )
     folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="upgrade-gate-demo-"))
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     outcome = run_demo(
