@@ -1,7 +1,10 @@
 """The probe catalogue: every command and sysfs read a capture runs, as data.
 
 Names, argv and parser keys are a contract shared by `capture`, the fake nodes and the snapshot
-builder. docs/PROBES.md is generated from `CATALOGUE` (`python3 tools/gen_probes_doc.py`;
+builder. This is the one source of probe facts: a vendor (`upgrade_gate.vendors`) names its own probes,
+`catalogue(vendor)` puts them around the common ones, and what is required, optional or a fallback is
+read from the entries here (`fallback_names`, `optional_names`), never kept in a second list.
+docs/PROBES.md is generated from `CATALOGUE` (`python3 tools/gen_probes_doc.py`;
 tests/test_collect_probes.py fails when it is stale), so the document cannot drift from the code.
 
 Design decisions:
@@ -40,17 +43,35 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from upgrade_gate.model import replace
+from upgrade_gate.vendors import AMD, VENDORS, Vendor
+from upgrade_gate.vendors.amd import AMDSMI_FALLBACK_TARGETS
+from upgrade_gate.vendors.base import (
+    DEFAULT_TIMEOUT_S,
+    GREP_ARGV,
+    READLINK_ARGV,
+    CommandSpec,
+    FileSpec,
+    ProbeSpec,
+)
 
-DEFAULT_TIMEOUT_S = 30.0
-"""Seconds a probe may run unless the catalogue or `--timeout` says otherwise."""
-
-GREP_ARGV = ("grep", "-H", ".")
-"""Prefix of every file-read probe: grep's `path:value` form, one line per non-empty line."""
-
-READLINK_ARGV = ("readlink", "-f", "--")
-"""Prefix of the RCCL library probe: the real file behind the soname, one absolute path per line."""
-
-AMDSMI_FALLBACK_TARGETS = ("amdsmi_list", "amdsmi_static", "amdsmi_firmware", "amdsmi_topology")
+__all__ = [
+    "AMDSMI_FALLBACK_TARGETS",
+    "CATALOGUE",
+    "COMMON_FABRIC",
+    "COMMON_HOST",
+    "DEFAULT_TIMEOUT_S",
+    "GREP_ARGV",
+    "READLINK_ARGV",
+    "CommandSpec",
+    "FileSpec",
+    "Probe",
+    "catalogue",
+    "fallback_names",
+    "optional_names",
+    "probe_catalogue",
+    "probe_names",
+    "skipped_argv",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,65 +87,7 @@ class Probe:
     skip_reason: str | None = None  # set: not run, recorded ok with empty output and this reason
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommandSpec:
-    """A catalogue entry that runs one command."""
-
-    name: str
-    argv: tuple[str, ...]
-    parser: str
-    required: bool = True
-    fallback_for: tuple[str, ...] = ()
-    timeout_s: float = DEFAULT_TIMEOUT_S
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FileSpec:
-    """A catalogue entry that reads the files its globs match under the host root."""
-
-    name: str
-    globs: tuple[str, ...]  # relative to the host root
-    parser: str = "sysfs-grep"
-    required: bool = True
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    argv: tuple[str, ...] = GREP_ARGV  # the command the matched files are appended to
-
-
-CATALOGUE: tuple[CommandSpec | FileSpec, ...] = (  # docs/PROBES.md is generated from this
-    CommandSpec(name="rocminfo", argv=("rocminfo",), parser="rocminfo"),
-    CommandSpec(
-        name="amdsmi_version",
-        argv=("amd-smi", "version", "--json"),
-        parser="amd-smi-version",
-        required=False,
-    ),
-    CommandSpec(name="amdsmi_list", argv=("amd-smi", "list", "--json"), parser="amd-smi-list"),
-    CommandSpec(name="amdsmi_static", argv=("amd-smi", "static", "--json"), parser="amd-smi-static"),
-    CommandSpec(name="amdsmi_firmware", argv=("amd-smi", "firmware", "--json"), parser="amd-smi-firmware"),
-    CommandSpec(name="amdsmi_topology", argv=("amd-smi", "topology", "--json"), parser="amd-smi-topology"),
-    CommandSpec(
-        name="rocmsmi",
-        argv=(
-            "rocm-smi",
-            "--showproductname",
-            "--showbus",
-            "--showuniqueid",
-            "--showserial",
-            "--showfwinfo",
-            "--showdriverversion",
-            "--json",
-        ),
-        parser="rocm-smi",
-        required=False,
-        fallback_for=AMDSMI_FALLBACK_TARGETS,
-    ),
-    CommandSpec(
-        name="rocmsmi_topo",
-        argv=("rocm-smi", "--showtopo", "--json"),
-        parser="rocm-smi",
-        required=False,
-        fallback_for=("amdsmi_topology",),
-    ),
+COMMON_FABRIC: tuple[ProbeSpec, ...] = (
     CommandSpec(name="lspci", argv=("lspci", "-D", "-nn", "-vvv"), parser="lspci"),
     CommandSpec(name="ibv_devinfo", argv=("ibv_devinfo", "-v"), parser="ibv_devinfo"),
     CommandSpec(name="rdma_link", argv=("rdma", "link", "show"), parser="rdma-link"),
@@ -135,20 +98,10 @@ CATALOGUE: tuple[CommandSpec | FileSpec, ...] = (  # docs/PROBES.md is generated
     # Read through the PCI device so each line names both the PF's BDF and the RDMA device:
     # /sys/bus/pci/devices/<bdf>/infiniband/<dev>/fw_ver is the same file as /sys/class/infiniband/<dev>/fw_ver.
     FileSpec(name="sysfs_ib", globs=("sys/bus/pci/devices/*/infiniband/*/fw_ver",)),
-    FileSpec(name="driver_version", globs=("sys/module/amdgpu/version",)),
-    FileSpec(name="rocm_version", globs=("opt/rocm/.info/version",)),
-    # upgrade-gate's own ELF reader lists the ROCm libraries (soname, symbol-set hash): upgrade_gate.abi.listing.
-    # Optional: its loss blocks through rule library.unplanned wherever the baseline recorded libraries.
-    FileSpec(
-        name="rocm_libs",
-        globs=("opt/rocm/lib",),
-        parser="abi-list",
-        argv=("upgrade-gate", "abi-list"),
-        required=False,
-        timeout_s=300.0,
-    ),
-    CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
-    CommandSpec(name="dmesg", argv=("dmesg",), parser="dmesg"),
+)
+"""Probes every vendor's node runs after its GPU probes: PCIe, RDMA NICs, SR-IOV."""
+
+COMMON_HOST: tuple[ProbeSpec, ...] = (
     # Host facts the incident names as causes (a BIOS update re-enumerates PCIe). No DMI (a VM) or no
     # ROCm: no file matches, the probe is skipped with that reason and the values are None with it.
     FileSpec(
@@ -158,24 +111,38 @@ CATALOGUE: tuple[CommandSpec | FileSpec, ...] = (  # docs/PROBES.md is generated
     ),
     FileSpec(name="kernel_cmdline", globs=("proc/cmdline",), parser="host-files"),
     FileSpec(name="os_release", globs=("etc/os-release", "usr/lib/os-release"), parser="host-files"),
-    # The soname programs load; readlink -f names the real file (librccl.so.1.0.<ROCm build>).
-    FileSpec(
-        name="rccl_library",
-        globs=("opt/rocm/lib/librccl.so.1",),
-        parser="readlink-rccl",
-        argv=READLINK_ARGV,
-    ),
 )
+"""Host facts every vendor's node records (after the kernel and its log)."""
 
 
-def probe_catalogue(host_root: Path = Path("/"), *, timeout_s: float | None = None) -> tuple[Probe, ...]:
-    """Every probe in capture order, file-read globs expanded under `host_root`.
+def catalogue(vendor: Vendor = AMD) -> tuple[ProbeSpec, ...]:
+    """Every catalogue entry of a `vendor` node, in capture order: the vendor's GPU probes, the common
+    fabric, the vendor's stack, the kernel and its log (the vendor's parser), host facts, the vendor's tail."""
+    return (
+        *vendor.gpu_probes,
+        *COMMON_FABRIC,
+        *vendor.stack_probes,
+        CommandSpec(name="kernel", argv=("uname", "-r"), parser="uname-r"),
+        CommandSpec(name="dmesg", argv=("dmesg",), parser=vendor.dmesg_parser),
+        *COMMON_HOST,
+        *vendor.tail_probes,
+    )
+
+
+CATALOGUE: tuple[ProbeSpec, ...] = catalogue(AMD)  # docs/PROBES.md is generated from this
+"""The AMD node's catalogue (the default vendor); `catalogue(vendor)` gives any vendor's."""
+
+
+def probe_catalogue(
+    host_root: Path = Path("/"), *, timeout_s: float | None = None, vendor: Vendor = AMD
+) -> tuple[Probe, ...]:
+    """Every probe of a `vendor` node in capture order, file-read globs expanded under `host_root`.
 
     `timeout_s`, when given, replaces every probe's own timeout.
     """
     root = Path(os.path.abspath(host_root))
     probes: list[Probe] = []
-    for spec in CATALOGUE:
+    for spec in catalogue(vendor):
         probe = _command_probe(spec) if isinstance(spec, CommandSpec) else _file_probe(spec, root)
         if timeout_s is not None:
             probe = replace(probe, timeout_s=timeout_s)
@@ -183,14 +150,29 @@ def probe_catalogue(host_root: Path = Path("/"), *, timeout_s: float | None = No
     return tuple(probes)
 
 
-def probe_names() -> tuple[str, ...]:
-    """Names of every catalogue probe, in capture order."""
-    return tuple(spec.name for spec in CATALOGUE)
+def probe_names(vendor: Vendor = AMD) -> tuple[str, ...]:
+    """Names of every catalogue probe of a `vendor` node, in capture order."""
+    return tuple(spec.name for spec in catalogue(vendor))
+
+
+def fallback_names(vendor: Vendor = AMD) -> frozenset[str]:
+    """Probes that only run when a probe they stand in for failed: absent from a bundle is normal for them."""
+    return frozenset(s.name for s in catalogue(vendor) if isinstance(s, CommandSpec) and s.fallback_for)
+
+
+def optional_names(vendor: Vendor = AMD) -> frozenset[str]:
+    """Probes whose failure or absence warns instead of blocking (fallbacks included)."""
+    return frozenset(s.name for s in catalogue(vendor) if not s.required)
 
 
 def skipped_argv() -> dict[str, tuple[str, ...]]:
-    """File-read probe -> the argv it records when skipped (its command with no file appended)."""
-    return {spec.name: spec.argv for spec in CATALOGUE if isinstance(spec, FileSpec)}
+    """File-read probe -> the argv it records when skipped (its command with no file appended), any vendor."""
+    out: dict[str, tuple[str, ...]] = {}
+    for vendor in VENDORS:
+        for spec in catalogue(vendor):
+            if isinstance(spec, FileSpec):
+                out.setdefault(spec.name, spec.argv)
+    return out
 
 
 def _command_probe(spec: CommandSpec) -> Probe:
