@@ -32,16 +32,18 @@ from typing import TypeVar
 from upgrade_gate.abi.listing import parse_listing
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
 from upgrade_gate.collect.causes import known_cause
-from upgrade_gate.collect.probes import probe_names
+from upgrade_gate.collect.probes import fallback_names, optional_names, probe_names
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import (
+    Gpu,
+    GpuLink,
     NodeInfo,
     ProbeStatus,
     Snapshot,
     Software,
     replace,
 )
-from upgrade_gate.parse import amdsmi, dmesg, lspci, preamble, rdma, rocminfo, rocmsmi, sysfs
+from upgrade_gate.parse import amdsmi, dmesg, lspci, nvidia_dmesg, preamble, rdma, rocminfo, rocmsmi, sysfs
 from upgrade_gate.parse.amdsmi_types import AmdSmiStatic, AmdSmiVersion
 from upgrade_gate.parse.firmware_names import rocmsmi_to_amdsmi
 from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
@@ -49,15 +51,13 @@ from upgrade_gate.parse.sanity import error_text, version_problem
 from upgrade_gate.snapshot import crosscheck, fabric
 from upgrade_gate.snapshot.gpus import GpuSources, assemble_gpus
 from upgrade_gate.snapshot.host import host_facts
+from upgrade_gate.snapshot.nvidia import nvidia_facts
+from upgrade_gate.vendors import AMD, NVIDIA, Vendor, vendor_of
 
 T = TypeVar("T")
 _RELEASE = re.compile(r"\d+(\.\d+)+")
 
-# Probes that only run when the probe they stand in for failed: absent is normal for them.
-_FALLBACKS = frozenset({"rocmsmi", "rocmsmi_topo"})
 _AMDSMI_PROBES = ("amdsmi_static", "amdsmi_list", "amdsmi_firmware", "amdsmi_version", "amdsmi_topology")
-# Optional probes newer than some recorded bundles: absent is a warning, not missing required evidence.
-_OPTIONAL = frozenset({"rocm_libs"})
 
 
 @dataclass(slots=True)
@@ -65,6 +65,7 @@ class _Evidence:
     """Parses each probe once, remembering how every probe ended."""
 
     bundle: Bundle
+    vendor: Vendor = AMD
     statuses: dict[str, ProbeStatus] = field(default_factory=dict)
     causes: dict[str, str] = field(default_factory=dict)  # probe -> what its preamble says about it
 
@@ -108,17 +109,22 @@ class _Evidence:
         return "; ".join(parts)
 
     def probe_statuses(self) -> tuple[ProbeStatus, ...]:
-        """Every probe of the bundle in capture order, plus catalogue probes the bundle lacks."""
+        """Every probe of the bundle in capture order, plus catalogue probes the bundle lacks.
+
+        A fallback absent from the bundle is normal (it runs only when a probe it stands in for failed); an
+        optional probe absent warns, a required one blocks: both read from the vendor's catalogue.
+        """
         out = [self.statuses.get(r.name) or _status(r, ok=r.ok, reason=r.reason) for r in self.bundle.records]
         recorded = {r.name for r in self.bundle.records}
-        for name in probe_names():
-            if name not in recorded and name not in _FALLBACKS:
+        fallbacks, optional = fallback_names(self.vendor), optional_names(self.vendor)
+        for name in probe_names(self.vendor):
+            if name not in recorded and name not in fallbacks:
                 out.append(
                     ProbeStatus(
                         name=name,
                         ok=False,
                         reason=f"{name}: absent from the capture bundle",
-                        required=name not in _OPTIONAL,
+                        required=name not in optional,
                     )
                 )
         return tuple(out)
@@ -150,8 +156,67 @@ def build_snapshot(
     `patterns` classifies the kernel log (default: the shipped table); a site's fatal-error map passes
     its own (`Policy.kernel_events.table`), and the snapshot records which table it was.
     """
-    table = patterns if patterns is not None else dmesg.load_default_patterns()
-    ev = _Evidence(bundle)
+    vendor = vendor_of(r.name for r in bundle.records)
+    ev = _Evidence(bundle, vendor=vendor)
+    kernel = ev.parse("kernel", sysfs.parse_uname_r)
+    pci = ev.parse("lspci", lspci.parse_lspci)
+    issues = crosscheck.Issues()
+    if vendor is NVIDIA:
+        # The site's fatal-error map extends the AMD table; an NVIDIA log is classified with NVIDIA's own, and
+        # a policy with site patterns then blocks on the table digest (rules.kernel): fail closed.
+        table = nvidia_dmesg.load_nvidia_patterns()
+        facts = nvidia_facts(ev.parse, ev.reason, issues, causes=ev.causes, kernel=kernel)
+        gpus, gpu_links, software = facts.gpus, facts.links, facts.software
+        families = {f for g in gpus if (f := nvidia_dmesg.family_of(g.gfx_target))}
+        family = families.pop() if len(families) == 1 else None
+        log = ev.parse("dmesg", lambda text: nvidia_dmesg.parse_nvidia_dmesg(text, table, family=family))
+        libraries = None
+    else:
+        table = patterns if patterns is not None else dmesg.load_default_patterns()
+        gpus, gpu_links, software = _amd_step(ev, issues, kernel, pci)
+        log = ev.parse("dmesg", lambda text: dmesg.parse_dmesg(text, table))
+        libraries = ev.parse("rocm_libs", lambda text: parse_listing(text, strip_prefix=bundle.host_root))
+        libs_record = bundle.record("rocm_libs")
+        if libraries is None and libs_record is not None and libs_record.skipped:
+            libraries = ()  # no ROCm library folder on the node: recorded as none, the probe says why
+    ibv = ev.parse("ibv_devinfo", rdma.parse_ibv_devinfo)
+    links = ev.parse("rdma_link", rdma.parse_rdma_link)
+    sriov_values = ev.parse("sysfs_sriov", sysfs.parse_sysfs_grep)
+    ib_values = ev.parse("sysfs_ib", sysfs.parse_sysfs_grep)
+    ibstat = ev.parse("ibstat", rdma.parse_ibstat)  # not in every catalogue: a third port-state source
+    host, rccl_library, rccl_missing = host_facts(ev.parse, ev.reason, present={r.name for r in bundle.records})
+    if vendor is AMD:
+        reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
+        software = replace(software, rccl_library=rccl_library, na_reasons=reasons)
+    nics = crosscheck.check_nics(
+        fabric.nics(ibv, links, ib_values, sriov_values),
+        crosscheck.port_views(ibv, links, ibstat),
+        issues,
+        incomplete=("ibstat",) if ibstat is not None and not ibstat.complete else (),
+    )
+    return Snapshot(
+        node=NodeInfo(name=bundle.node, hostname=bundle.hostname, node_class=node_class),
+        taken_at=bundle.taken_at,
+        tool_version=bundle.tool_version,
+        software=software,
+        host=host,
+        gpus=gpus,
+        gpu_links=gpu_links,
+        pcie=fabric.pcie(pci),
+        nics=nics,
+        sriov=fabric.sriov(sriov_values),
+        events=log.events if log else (),
+        event_patterns=table.digest if log else None,
+        probes=ev.probe_statuses(),
+        evidence_issues=tuple(issues.items),
+        libraries=libraries,
+    )
+
+
+def _amd_step(
+    ev: _Evidence, issues: crosscheck.Issues, kernel: sysfs.KernelRelease | None, pci: lspci.LspciResult | None
+) -> tuple[tuple[Gpu, ...], tuple[GpuLink, ...], Software]:
+    """The AMD node's GPUs (rocminfo, amd-smi, rocm-smi, lspci), GPU links and software versions."""
     info = ev.parse("rocminfo", rocminfo.parse_rocminfo)
     version = ev.parse("amdsmi_version", amdsmi.parse_amdsmi_version)
     listing = ev.parse("amdsmi_list", amdsmi.parse_amdsmi_list)
@@ -160,22 +225,8 @@ def build_snapshot(
     topology = ev.parse("amdsmi_topology", amdsmi.parse_amdsmi_topology)
     rsmi = ev.parse("rocmsmi", rocmsmi.parse_rocmsmi)
     rsmi_topo = ev.parse("rocmsmi_topo", rocmsmi.parse_rocmsmi)
-    pci = ev.parse("lspci", lspci.parse_lspci)
-    ibv = ev.parse("ibv_devinfo", rdma.parse_ibv_devinfo)
-    links = ev.parse("rdma_link", rdma.parse_rdma_link)
-    sriov_values = ev.parse("sysfs_sriov", sysfs.parse_sysfs_grep)
-    ib_values = ev.parse("sysfs_ib", sysfs.parse_sysfs_grep)
     driver_values = ev.parse("driver_version", sysfs.parse_sysfs_grep)
     rocm_values = ev.parse("rocm_version", sysfs.parse_sysfs_grep)
-    kernel = ev.parse("kernel", sysfs.parse_uname_r)
-    log = ev.parse("dmesg", lambda text: dmesg.parse_dmesg(text, table))
-    ibstat = ev.parse("ibstat", rdma.parse_ibstat)  # not in every catalogue: a third port-state source
-    issues = crosscheck.Issues()
-    libraries = ev.parse("rocm_libs", lambda text: parse_listing(text, strip_prefix=bundle.host_root))
-    libs_record = bundle.record("rocm_libs")
-    if libraries is None and libs_record is not None and libs_record.skipped:
-        libraries = ()  # no ROCm library folder on the node: recorded as none, the probe says why
-
     gpus = assemble_gpus(
         GpuSources(
             rocminfo=info,
@@ -190,32 +241,7 @@ def build_snapshot(
     amdsmi_cause = next((ev.causes[n] for n in _AMDSMI_PROBES if n in ev.causes), None)
     gpus = crosscheck.sanitize_gpus(gpus, issues, cause=amdsmi_cause)
     software = _software(ev, issues, kernel, driver_values, rocm_values, version, static, rsmi)
-    host, rccl_library, rccl_missing = host_facts(ev.parse, ev.reason, present={r.name for r in bundle.records})
-    reasons = {**software.na_reasons, **({"rccl_library": rccl_missing} if rccl_missing else {})}
-    software = replace(software, rccl_library=rccl_library, na_reasons=reasons)
-    nics = crosscheck.check_nics(
-        fabric.nics(ibv, links, ib_values, sriov_values),
-        crosscheck.port_views(ibv, links, ibstat),
-        issues,
-        incomplete=("ibstat",) if ibstat is not None and not ibstat.complete else (),
-    )
-    return Snapshot(
-        node=NodeInfo(name=bundle.node, hostname=bundle.hostname, node_class=node_class),
-        taken_at=bundle.taken_at,
-        tool_version=bundle.tool_version,
-        software=software,
-        host=host,
-        gpus=gpus,
-        gpu_links=fabric.gpu_links(topology, rsmi_topo, rsmi),
-        pcie=fabric.pcie(pci),
-        nics=nics,
-        sriov=fabric.sriov(sriov_values),
-        events=log.events if log else (),
-        event_patterns=table.digest if log else None,
-        probes=ev.probe_statuses(),
-        evidence_issues=tuple(issues.items),
-        libraries=libraries,
-    )
+    return gpus, fabric.gpu_links(topology, rsmi_topo, rsmi), software
 
 
 def _amdsmi_vocabulary(rsmi: RocmSmiInfo | None) -> RocmSmiInfo | None:

@@ -1,0 +1,188 @@
+"""The NVIDIA node's GPUs, GPU links and software versions, from `nvidia-smi -q -x` and `topo -m`.
+
+The vendor step of the snapshot builder for `vendors.NVIDIA` (the AMD step is `snapshot.gpus` with the
+AMD parts of `snapshot.build`); the result is the same vendor-neutral `Gpu`, `GpuLink` and `Software`.
+
+How the fields map (docs/vendors.md has the table):
+- `index` is the GPU's position in `nvidia-smi -q -x`, nvidia-smi's index: PCI bus order. CUDA's default
+  order is FASTEST_FIRST; the pin the judge offers sets CUDA_DEVICE_ORDER=PCI_BUS_ID with it.
+- `unique_id` is the `GPU-<uuid>` CUDA_VISIBLE_DEVICES takes; `serial` the board serial. A board without
+  one prints zeros (Tesla T4 fixture): that is no serial (None with the reason), never 8 GPUs sharing one.
+- `gfx_target` holds the architecture as printed ("Hopper"), the family the kernel-log table keys on.
+- `firmware` holds the inforom blocks (`inforom.img`, `inforom.oem`, `inforom.ecc`, `inforom.pwr`) and the
+  GSP firmware (`gsp`); `vbios` the VBIOS.
+- `compute_partition` is the MIG mode ("MIG Enabled" / "MIG Disabled", as printed); None where the GPU has
+  no MIG support. NVIDIA has no memory partition mode: `memory_partition` is None with that reason.
+- Links: every GPU pair of `topo -m`; an `NV<n>` cell is NVLINK with `weight` = n, the bonded link
+  count (a lost link changes it), a PCIe path (PIX/PXB/PHB/NODE/SYS) is PCIE. GPUs of the matrix are
+  nvidia-smi's indices, mapped to BDFs through `-q -x`.
+- `driver_version`: the loaded module's `/sys/module/nvidia/version` first, then nvidia-smi's
+  `<driver_version>`; two that disagree are a conflict (evidence issue). ROCm fields are None with the
+  reason. The CUDA version nvidia-smi prints is the driver's CUDA API level, which the driver version
+  decides: it is not a separate fact of the snapshot (docs/vendors.md).
+- A `-q -x` document that holds fewer `<gpu>` elements than `attached_gpus` (a per-GPU `-i` query, or a
+  cut capture) makes the probe fail: the node's GPUs would be incomplete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from upgrade_gate.errors import ParseError
+from upgrade_gate.model import Bdf, Gpu, GpuLink, GpuSerial, LinkType, Software, replace
+from upgrade_gate.parse import sysfs
+from upgrade_gate.parse.nvidia_smi_topo import TopoMatrix, parse_nvidia_smi_topo
+from upgrade_gate.parse.nvidia_smi_types import NvidiaGpu, NvidiaSmiLog
+from upgrade_gate.parse.nvidia_smi_xml import TOOL as XML_TOOL
+from upgrade_gate.parse.nvidia_smi_xml import parse_nvidia_smi_xml
+from upgrade_gate.parse.sanity import version_problem
+from upgrade_gate.snapshot import crosscheck
+
+Parse = Callable[[str, Callable[[str], Any]], Any]
+Reason = Callable[..., str]
+
+_NO_ROCM = "an NVIDIA node: no ROCm"
+_NO_MEMORY_PARTITION = "NVIDIA GPUs have no memory partition mode (MIG divides memory per GPU instance)"
+_NO_COMPUTE_UNITS = "nvidia-smi -q -x prints no SM count outside MIG devices"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvidiaFacts:
+    """What the NVIDIA step gives the snapshot."""
+
+    gpus: tuple[Gpu, ...]
+    links: tuple[GpuLink, ...]
+    software: Software
+
+
+def parse_whole_node(text: str) -> NvidiaSmiLog:
+    """`nvidia-smi -q -x` of the whole node: every attached GPU must be in the document."""
+    log = parse_nvidia_smi_xml(text)
+    if not log.complete:
+        raise ParseError(
+            XML_TOOL,
+            0,
+            f"attached_gpus {log.attached_gpus}",
+            f"lists {len(log.gpus)} of {log.attached_gpus} attached GPUs (a per-GPU -i query or a cut document)",
+        )
+    return log
+
+
+def nvidia_facts(
+    parse: Parse,
+    reason: Reason,
+    issues: crosscheck.Issues,
+    *,
+    causes: Mapping[str, str],
+    kernel: sysfs.KernelRelease | None,
+) -> NvidiaFacts:
+    """GPUs, links and software of an NVIDIA node from its bundle's probes (see the module docstring)."""
+    log: NvidiaSmiLog | None = parse("nvidia_smi", parse_whole_node)
+    topo: TopoMatrix | None = parse("nvidia_smi_topo", parse_nvidia_smi_topo)
+    driver_values: sysfs.SysfsValues | None = parse("driver_version", sysfs.parse_sysfs_grep)
+    gpus = tuple(_gpu(g, topo, reason) for g in log.gpus) if log is not None else ()
+    gpus = crosscheck.sanitize_gpus(gpus, issues, cause=causes.get("nvidia_smi"))
+    links = _links(topo, {g.index: g.bdf for g in gpus if g.bdf}) if topo is not None else ()
+    module = _module_version(driver_values)
+    driver, driver_why = crosscheck.pick(
+        "software.driver_version",
+        [("driver_version", module), ("nvidia_smi", log.driver_version if log else None)],
+        issues,
+        check=version_problem,
+        causes=causes,
+    )
+    reasons = {
+        "rocm_version": _NO_ROCM,
+        "amdsmi_version": _NO_ROCM,
+    }
+    if kernel is None:
+        reasons["kernel"] = reason("kernel")
+    if driver is None:
+        reasons["driver_version"] = driver_why or reason("driver_version", "nvidia_smi")
+    software = Software(
+        kernel=kernel.release if kernel else None,
+        driver_version=driver,
+        na_reasons=reasons,
+    )
+    return NvidiaFacts(gpus=gpus, links=links, software=software)
+
+
+def _module_version(values: sysfs.SysfsValues | None) -> str | None:
+    """The one value of `/sys/module/nvidia/version` (grep's `path:value` line)."""
+    if values is None:
+        return None
+    found = [v for path, v in values.values.items() if path.endswith("/sys/module/nvidia/version")]
+    return found[0] if len(found) == 1 else None
+
+
+def _serial(raw: str | None) -> tuple[GpuSerial | None, str | None]:
+    if raw is None:
+        return None, "nvidia-smi -q -x printed no serial (N/A)"
+    if raw.strip("0") == "":
+        return None, f"nvidia-smi -q -x printed {raw!r}: a board without a serial"
+    return GpuSerial(raw), None
+
+
+def _gpu(g: NvidiaGpu, topo: TopoMatrix | None, reason: Reason) -> Gpu:
+    reasons: dict[str, str] = {}
+    serial, why = _serial(g.serial)
+    if why is not None:
+        reasons["serial"] = why
+    numa = None
+    if topo is not None:
+        row = next((d for d in topo.devices if d.name == f"GPU{g.index}"), None)
+        numa = row.numa_affinity if row is not None else None
+    partition = f"MIG {g.mig_current}" if g.mig_current else None
+    gpu = Gpu(
+        index=g.index,
+        bdf=g.bdf,
+        serial=serial,
+        unique_id=g.uuid,
+        product_name=g.product_name,
+        gfx_target=g.architecture,
+        device_id=g.device_id,
+        numa_node=numa,
+        compute_partition=partition,
+        vram_total_mib=g.fb_total_mib,
+        firmware=dict(g.firmware),
+        vbios=g.vbios,
+    )
+    fields = {
+        "unique_id": "uuid",
+        "product_name": "product_name",
+        "gfx_target": "product_architecture",
+        "device_id": "pci/pci_device_id",
+        "vram_total_mib": "fb_memory_usage/total",
+        "vbios": "vbios_version",
+        "compute_partition": "mig_mode/current_mig",
+    }
+    for name, element in fields.items():
+        if getattr(gpu, name) is None:
+            printed = "N/A" if element in g.na_fields else "nothing"
+            reasons[name] = f"nvidia-smi -q -x printed {printed} for <{element}>"
+    if numa is None:
+        reasons["numa_node"] = reason("nvidia_smi_topo") if topo is None else "nvidia-smi topo -m: no NUMA affinity"
+    if not gpu.firmware:
+        reasons["firmware"] = "nvidia-smi -q -x printed no inforom or GSP firmware version"
+    reasons["memory_partition"] = _NO_MEMORY_PARTITION
+    reasons["compute_units"] = _NO_COMPUTE_UNITS
+    return replace(gpu, na_reasons=reasons)
+
+
+def _links(topo: TopoMatrix, bdf_of: Mapping[int, Bdf]) -> tuple[GpuLink, ...]:
+    """GPU pairs of the matrix (a < b by BDF); pairs whose GPU has no BDF are left out."""
+    out: dict[tuple[Bdf, Bdf], GpuLink] = {}
+    index = {d.name: int(d.name[3:]) for d in topo.devices if d.kind == "gpu" and d.name[3:].isdigit()}
+    for link in topo.links:
+        ia, ib = index.get(link.a), index.get(link.b)
+        if ia is None or ib is None:
+            continue  # a NIC pair: the NIC's side is read from ibv_devinfo and sysfs
+        ba, bb = bdf_of.get(ia), bdf_of.get(ib)
+        if ba is None or bb is None or ba == bb:
+            continue
+        a, b = sorted((ba, bb))
+        kind = LinkType.NVLINK if link.is_nvlink else LinkType.PCIE
+        out.setdefault((a, b), GpuLink(a=a, b=b, link_type=kind, hops=None, weight=link.nvlinks))
+    return tuple(out[k] for k in sorted(out))
