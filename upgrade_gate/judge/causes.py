@@ -59,6 +59,7 @@ from upgrade_gate.model import (
     Snapshot,
     replace,
 )
+from upgrade_gate.vendors import vendor_of
 
 
 def group_causes(
@@ -236,7 +237,8 @@ def _order(pool: Pool, baseline: Snapshot | None, candidate: Snapshot | None) ->
 
 
 def _order_pin(baseline: Snapshot | None, candidate: Snapshot | None) -> str | None:
-    """`export ROCR_VISIBLE_DEVICES=GPU-...` in baseline order, None when any UUID is unknown."""
+    """`export ROCR_VISIBLE_DEVICES=GPU-...` (NVIDIA: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=GPU-...) in
+    baseline order, None when any UUID is unknown."""
     if baseline is None or candidate is None:
         return None
     uuids: list[str] = []
@@ -249,7 +251,7 @@ def _order_pin(baseline: Snapshot | None, candidate: Snapshot | None) -> str | N
         if uuid is None:
             return None
         uuids.append(uuid)
-    return f"export ROCR_VISIBLE_DEVICES={','.join(uuids)}" if uuids else None
+    return vendor_of(p.name for p in candidate.probes).order_pin(uuids) if uuids else None  # the vendor's words
 
 
 # --------------------------------------------------------------------------- fleet

@@ -41,6 +41,7 @@ from upgrade_gate.judge.order_table import order_data
 from upgrade_gate.judge.plan_partition import changed_slots, physical_order, planned_slots, slot_of
 from upgrade_gate.judge.rules.base import NodeContext, finding, spec
 from upgrade_gate.model import Finding, Gpu, GpuSerial, Severity
+from upgrade_gate.vendors import vendor_of
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -113,7 +114,8 @@ def _pairs_by_baseline(pairs: tuple[GpuPair, ...]) -> dict[int, GpuPair]:
 
 
 def _order_pin(ctx: NodeContext) -> str:
-    """ROCR_VISIBLE_DEVICES by UUID in baseline order (or HIP_VISIBLE_DEVICES by index as fallback)."""
+    """ROCR_VISIBLE_DEVICES by UUID in baseline order (or HIP_VISIBLE_DEVICES by index as fallback); NVIDIA:
+    CUDA_DEVICE_ORDER=PCI_BUS_ID with CUDA_VISIBLE_DEVICES."""
     assert ctx.baseline is not None
     uuids: list[str] = []
     indices: list[str] = []
@@ -127,14 +129,14 @@ def _order_pin(ctx: NodeContext) -> str:
         if uuid is not None:
             uuids.append(uuid)
         indices.append(str(now.index))
+    pin = vendor_of(p.name for p in ctx.candidate.probes).pin  # the pin in the node's vendor's words
     if uuids and len(uuids) == len(indices):
         return (
-            f"pin the baseline order by UUID: export ROCR_VISIBLE_DEVICES={','.join(uuids)} "
-            "(UUIDs survive re-enumeration; HIP_VISIBLE_DEVICES takes indices only); "
+            f"pin the baseline order by UUID: {pin.by_uuid(uuids)} ({pin.note}); "
             "then fix the enumeration or re-baseline deliberately"
         )
     return (
-        f"no UUIDs known; pin by today's indices: export HIP_VISIBLE_DEVICES={','.join(indices)} "
+        f"no UUIDs known; pin by today's indices: {pin.by_index(indices)} "
         "(indices move again on the next re-enumeration: fix the identity probes)"
     )
 
