@@ -52,7 +52,7 @@ def test_nvidia_judge_order_change_blocks_with_the_cuda_pin(pair: tuple[Snapshot
     order = [f for f in report.nodes[0].findings if f.rule == "device.order_changed"]
     assert order and order[0].severity is Severity.BLOCK
     uuids = ",".join(str(g.unique_id) for g in sorted(baseline.gpus, key=lambda g: g.index))
-    pin = f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={uuids}"
+    pin = f"export CUDA_DEVICE_ORDER=PCI_BUS_ID; export CUDA_VISIBLE_DEVICES={uuids}"
     assert pin in (order[0].hint or ""), order[0].hint
     assert "ROCR_VISIBLE_DEVICES" not in (order[0].hint or "")
     grouped = group_causes(report, baselines={NODE: baseline}, candidates={NODE: candidate})

@@ -81,4 +81,4 @@ def test_vendor_fake_shapes_exist(vendor: Vendor) -> None:
 def test_vendor_order_pin_in_each_vendors_words() -> None:
     uuids = ["GPU-1", "GPU-0"]
     assert AMD.order_pin(uuids) == "export ROCR_VISIBLE_DEVICES=GPU-1,GPU-0"
-    assert NVIDIA.order_pin(uuids) == "export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=GPU-1,GPU-0"
+    assert NVIDIA.order_pin(uuids) == "export CUDA_DEVICE_ORDER=PCI_BUS_ID; export CUDA_VISIBLE_DEVICES=GPU-1,GPU-0"

@@ -64,15 +64,20 @@ class OrderPin:
     uuid_var: str  # takes GPU-<uuid> lists: survives a re-enumeration
     index_var: str  # takes indices only: the fallback when a UUID is unknown
     fixed: tuple[tuple[str, str], ...] = ()  # set with either (CUDA_DEVICE_ORDER=PCI_BUS_ID)
-    note: str = ""  # why the UUID form, in the vendor's words
+    note: str = ""  # why the UUID form, in the vendor's words (no "; ": the console breaks lines there)
 
     def by_uuid(self, uuids: tuple[str, ...] | list[str]) -> str:
-        """`export VAR=GPU-...,GPU-...` (with the fixed variables first)."""
-        return "export " + " ".join([*(f"{k}={v}" for k, v in self.fixed), f"{self.uuid_var}={','.join(uuids)}"])
+        """`export VAR=GPU-...,GPU-...`, after one `export K=V; ` per fixed variable."""
+        return self._exports(self.uuid_var, uuids)
 
     def by_index(self, indices: tuple[str, ...] | list[str]) -> str:
-        """`export VAR=3,2,1,0` (with the fixed variables first)."""
-        return "export " + " ".join([*(f"{k}={v}" for k, v in self.fixed), f"{self.index_var}={','.join(indices)}"])
+        """`export VAR=3,2,1,0`, after one `export K=V; ` per fixed variable."""
+        return self._exports(self.index_var, indices)
+
+    def _exports(self, var: str, items: tuple[str, ...] | list[str]) -> str:
+        # One variable per `export` statement, statements joined by "; ": the console report breaks a next
+        # step at "; " and wraps a long `export NAME=a,b,...` list into shell lines (report.console).
+        return "; ".join([*(f"export {k}={v}" for k, v in self.fixed), f"export {var}={','.join(items)}"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

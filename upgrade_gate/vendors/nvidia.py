@@ -38,7 +38,7 @@ NVIDIA = Vendor(
         uuid_var="CUDA_VISIBLE_DEVICES",
         index_var="CUDA_VISIBLE_DEVICES",
         fixed=(("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),),
-        note="UUIDs survive re-enumeration; CUDA's default order is FASTEST_FIRST, not PCI bus order",
+        note="UUIDs survive re-enumeration, and CUDA's default order is FASTEST_FIRST, not PCI bus order",
     ),
     fake_shapes=("upgrade_gate.fakenode.nvidia.h100_node",),
     phase_commands={
