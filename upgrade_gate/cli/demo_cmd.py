@@ -42,6 +42,9 @@ def demo_cmd(
         "--scenario",
         help="A workload story: workload-regression (slower, timeouts, slow init) or index-pinned (exit 1).",
     ),
+    vendor: str = typer.Option(
+        "amd", "--vendor", help="amd (ROCm on MI300X, the default) or nvidia (driver 550 -> 570 on 8x H100)."
+    ),
 ) -> ExitCode:
     """Gate a ROCm 6.1.3 -> 6.2.0 change on an 8-node fake MI300X fleet, offline (exit 1: blocked, as expected)."""
     from upgrade_gate.cli.collect_cmds import parser_check
@@ -50,6 +53,9 @@ def demo_cmd(
     from upgrade_gate.errors import UsageError
     from upgrade_gate.model import Severity, Verdict
 
+    if vendor not in ("amd", "nvidia") or (vendor == "nvidia" and scenario is not None):
+        why = "takes no --scenario (the workload stories are AMD's)" if vendor == "nvidia" else "expected amd or nvidia"
+        raise UsageError(f"--vendor {vendor}: {why}")
     if scenario is not None and (scenario not in SCENARIOS or healthy):
         why = "takes no --healthy" if scenario in SCENARIOS else f"expected one of {', '.join(SCENARIOS)}"
         raise UsageError(f"--scenario {scenario}: {why}")
@@ -64,15 +70,22 @@ def demo_cmd(
             )
     folder = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="upgrade-gate-demo-"))
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    outcome = run_demo(
-        folder,
-        healthy=healthy,
-        say=typer.echo,
-        output_check=parser_check(),
-        color=color,
-        keep_nodes=keep,
-        scenario=scenario,
-    )
+    if vendor == "nvidia":
+        from upgrade_gate.demo.nvidia import run_nvidia_demo
+
+        outcome = run_nvidia_demo(
+            folder, healthy=healthy, say=typer.echo, output_check=parser_check(), color=color, keep_nodes=keep
+        )
+    else:
+        outcome = run_demo(
+            folder,
+            healthy=healthy,
+            say=typer.echo,
+            output_check=parser_check(),
+            color=color,
+            keep_nodes=keep,
+            scenario=scenario,
+        )
     typer.echo("")
     if outcome.verdict is Verdict.BLOCK:
         nodes = [n.node for n in outcome.report.nodes if any(c.severity is Severity.BLOCK for c in n.causes)]
@@ -83,7 +96,10 @@ def demo_cmd(
             f"stopped the change on its canaries ({', '.join(nodes)}, one cause each) before it reached the others."
         )
         if scenario is None:
-            typer.echo("Run `upgrade-gate demo --healthy` to see the same change pass and promote new baselines.")
+            again = (
+                "upgrade-gate demo --vendor nvidia --healthy" if vendor == "nvidia" else "upgrade-gate demo --healthy"
+            )
+            typer.echo(f"Run `{again}` to see the same change pass and promote new baselines.")
     else:
         typer.echo(
             f"Verdict: PASS (exit code {int(ExitCode.PASS)}): the canaries match their baselines except for what "
