@@ -1,4 +1,4 @@
-"""The `baseline` command group: save, list, show, log, diff, aggregate and deny in a git store.
+"""The `baseline` command group: save, migrate, list, show, log, diff, aggregate and deny in a git store.
 
 Every command takes `--store DIR` (or `UPGRADE_GATE_STORE`). Output is plain text (JSON documents in
 canonical form), so it pipes and diffs well. Exit codes: 0 done; 3 a snapshot file or name that is
@@ -57,11 +57,12 @@ def register(app: typer.Typer) -> None:
     """Add the `baseline` sub-app to the app."""
     sub = typer.Typer(
         name="baseline",
-        help="Versioned node baselines in a git store: save, list, show, log, diff, aggregate, deny.",
+        help="Versioned node baselines in a git store: save, migrate, list, show, log, diff, aggregate, deny.",
         no_args_is_help=True,
         rich_markup_mode=None,
     )
     sub.command("save")(save_cmd)
+    sub.command("migrate")(migrate_cmd)
     sub.command("list")(list_cmd)
     sub.command("show")(show_cmd)
     sub.command("log")(log_cmd)
@@ -159,6 +160,34 @@ def _class_documents(
         f"classes/{cls}.json": ("class-reference", class_reference_to_document(acc.result()))
         for cls, acc in sorted(accs.items())
     }
+
+
+def migrate_cmd(store: Path = _store_option()) -> ExitCode:
+    """Rewrite the store's v1 baselines as snapshot schema v2 (columnar measurements) in one commit.
+
+    Streamed (memory does not grow with the fleet); tags and history are left as they are (their v1
+    documents stay readable). A store already all v2 gets no commit. A save that lands meanwhile wins
+    for the nodes it wrote. Exit 3: a baseline that does not decode (nothing is committed).
+    """
+    with _open(store) as st:
+        done = st.migrate()
+        for warning in st.warnings:
+            typer.echo(one_line(f"upgrade-gate: warning: {warning}"), err=True)
+    if done.raced:
+        shown = ", ".join(done.raced[:8]) + (f" and {len(done.raced) - 8} more" if len(done.raced) > 8 else "")
+        typer.echo(
+            one_line(f"upgrade-gate: note: a save changed {len(done.raced)} node(s) meanwhile: {shown}"), err=True
+        )
+    if done.commit is None:
+        typer.echo(one_line(f"nothing to migrate in {store}: {done.already} baseline(s), all schema v2"))
+    else:
+        typer.echo(
+            one_line(
+                f"migrated {len(done.migrated)} baseline(s) in {store} to schema v2 as {done.commit[:12]}"
+                f" ({done.already} already v2)"
+            )
+        )
+    return ExitCode.PASS
 
 
 def list_cmd(

@@ -21,7 +21,7 @@ import msgspec
 
 from upgrade_gate import codec, docio, schemas
 from upgrade_gate.docio import write_text_atomic
-from upgrade_gate.errors import InputError
+from upgrade_gate.errors import InputError, SchemaError
 from upgrade_gate.model import Snapshot
 from upgrade_gate.model.columnar import SNAPSHOT_V2, SnapshotV2, from_wire, to_wire
 
@@ -85,8 +85,15 @@ def dumps_snapshot(snapshot: Snapshot, *, version: str = "1") -> str:
     return canonical_rows(data) if version == SNAPSHOT_V2 else canonical_json(data)
 
 
+def _known(version: Any, source: str) -> None:
+    """SchemaError unless `version` is one this release reads (absent: the v1 schema says so)."""
+    if version is not None and version not in SCHEMA_OF:
+        raise SchemaError(f"{source}: schema_version {version!r}: this upgrade-gate reads snapshot schema 1 and 2")
+
+
 def snapshot_from_dict(data: Any, *, source: str) -> Snapshot:
     """Validate and decode a snapshot document (v1 or v2); errors name `source`."""
+    _known(data.get("schema_version") if isinstance(data, dict) else None, source)
     v2 = isinstance(data, dict) and data.get("schema_version") == SNAPSHOT_V2
     schemas.validate(SCHEMA_OF[SNAPSHOT_V2 if v2 else "1"], data, source=source)
     try:
@@ -114,7 +121,9 @@ def schema_version(data: bytes | str) -> Any:
 
 def decode_snapshot(data: bytes | str, *, source: str, trusted: bool = False) -> Snapshot:
     """A snapshot document (v1 or v2) by `codec.decode_json` (strict unless `trusted`; see there)."""
-    if schema_version(data) == SNAPSHOT_V2:
+    version = schema_version(data)
+    _known(version, source)
+    if version == SNAPSHOT_V2:
         return from_wire(codec.decode_json(SnapshotV2, data, trusted=trusted, source=source), where=source)
     return codec.decode_json(Snapshot, data, trusted=trusted, source=source)
 

@@ -73,7 +73,7 @@ from upgrade_gate.store.gitobjects import (
     regular,
 )
 from upgrade_gate.store.gittags import ALLOW_MOVED_TAG_ENV, LogEntry, MovedTagError, TagExistsError
-from upgrade_gate.store.saving import StoreSaving
+from upgrade_gate.store.migrating import StoreMigrating
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ def _readme(path: Path) -> bytes:
     return docio.read_bytes(path, limit=MAX_README_BYTES, follow=False)
 
 
-class BaselineStore(StoreSaving):
+class BaselineStore(StoreMigrating):
     """A git repository of node snapshots (see the module docstring for the guarantees)."""
 
     def __init__(self, path: Path, *, lock_timeout_s: float = 60.0, allow_moved_tag: bool | None = None) -> None:

@@ -1,0 +1,209 @@
+"""Snapshot schema v2 (issue 29): the columnar form decodes to the same snapshot as v1, through every
+reader (schema-checked, strict, trusted), is refused where v1 would be, and is smaller."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_store_gitstore import snapshot_for
+from upgrade_gate import codec, schemagen, schemas
+from upgrade_gate.errors import InputError, SchemaError
+from upgrade_gate.model import Measurement, PhaseResult, PhaseStatus, Snapshot, replace
+from upgrade_gate.model.columnar import SnapshotV2, columns, from_wire, measurements, to_wire
+from upgrade_gate.snapshot.io import (
+    decode_snapshot,
+    dumps_snapshot,
+    load_snapshot,
+    load_snapshot_fast,
+    loads_snapshot,
+    schema_version,
+    snapshot_from_dict,
+    write_snapshot,
+)
+
+MESH = {"min_bytes": "1024", "max_bytes": "2147483648", "step_factor": "2", "ranks": "8"}
+RAIL = {"iters": "5", "qp": "4"}
+
+
+def rich_snapshot(node: str = "node-a") -> Snapshot:
+    """snapshot_for's node with phase results: two sweeps, a rail, a lower-is-better metric, no source."""
+    sweep = tuple(
+        Measurement(
+            key=f"mesh/all_reduce/busbw/{size}",
+            unit="GB/s",
+            samples=(0.1 * i + size / 1e6, 0.2, 1e-5, 12345.678901234567),
+            settings=dict(MESH),
+            source="rccl-tests",
+        )
+        for i, size in enumerate((1024, 2048, 4096))
+    )
+    rail = Measurement(key="rail/ionic_0/bw_avg", unit="Gb/s", samples=(390.5,), settings=dict(RAIL), source=None)
+    latency = Measurement(key="rail/ionic_0/lat", unit="us", samples=(2.5, 2.25), higher_is_better=False)
+    phases = (
+        PhaseResult(phase=2, name="mesh", status=PhaseStatus.PASSED, measurements=(*sweep, latency)),
+        PhaseResult(phase=3, name="idle", status=PhaseStatus.SKIPPED),
+        PhaseResult(phase=4, name="rail", status=PhaseStatus.PASSED, measurements=(rail,), peer="node-b"),
+    )
+    return replace(snapshot_for(node), phases=phases)
+
+
+def test_v2_decodes_to_the_same_snapshot_through_every_reader(tmp_path: Path) -> None:
+    snap = rich_snapshot()
+    text = dumps_snapshot(snap, version="2")
+    assert json.loads(text)["schema_version"] == "2"
+    assert loads_snapshot(text, source="t") == snap  # schema walk + generic decode
+    assert snapshot_from_dict(json.loads(text), source="t") == snap
+    assert decode_snapshot(text.encode(), source="t") == snap  # strict (the gate's candidates)
+    assert decode_snapshot(text.encode(), source="t", trusted=True) == snap  # the store's own bytes
+    path = tmp_path / "n.json"
+    write_snapshot(snap, path, version="2")
+    assert load_snapshot(path) == snap and load_snapshot_fast(path) == snap
+    # v1 is still what a plain write writes, and it still reads
+    assert json.loads(dumps_snapshot(snap))["schema_version"] == "1"
+    assert decode_snapshot(dumps_snapshot(snap).encode(), source="t") == snap
+    assert load_snapshot_fast(path) == load_snapshot_fast(_v1(tmp_path, snap))
+
+
+def _v1(tmp_path: Path, snap: Snapshot) -> Path:
+    path = tmp_path / "v1.json"
+    write_snapshot(snap, path)
+    return path
+
+
+def test_v2_writes_each_sweep_once_and_samples_as_one_row() -> None:
+    text = dumps_snapshot(rich_snapshot(), version="2")
+    mesh = json.loads(text)["phases"][0]["measurements"]
+    assert mesh["sweeps"] == [MESH, {}] and mesh["sweep"] == [0, 0, 0, 1]
+    assert mesh["sources"] == ["rccl-tests"] * 3 + [None]
+    assert mesh["higher_is_better"] == [True, True, True, False]
+    assert re.search(r"\n +\[0\.001024, 0\.2, 1e-05, 12345\.678901234567\],\n", text)  # one line per metric
+    assert text == dumps_snapshot(loads_snapshot(text, source="t"), version="2")  # canonical: stable
+    assert text.endswith("}\n")
+
+
+def test_v2_is_smaller_raw_and_compressed() -> None:
+    """A node with sweeps as the pipeline measures them (4 collectives x 23 sizes x 5 noisy samples);
+    the bench fleet's numbers are in bench/RESULTS-schema-v2.md."""
+    rng = random.Random(7)
+    sweeps = tuple(
+        Measurement(
+            key=f"mesh/{op}/busbw/{1024 << i}",
+            unit="GB/s",
+            samples=tuple(round(300 * rng.gauss(1, 0.03), 2) for _ in range(5)),
+            settings={**MESH, "op": op},
+            source="rccl-tests",
+        )
+        for op in ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+        for i in range(23)
+    )
+    phase = PhaseResult(phase=2, name="mesh", status=PhaseStatus.PASSED, measurements=sweeps)
+    snap = replace(snapshot_for("node-a"), phases=(phase,))
+    v1, v2 = dumps_snapshot(snap).encode(), dumps_snapshot(snap, version="2").encode()
+    assert len(v2) < len(v1) / 3
+    assert len(zlib.compress(v2)) < len(zlib.compress(v1))
+
+
+def test_columns_round_trip_shares_one_settings_map_per_sweep() -> None:
+    metrics = rich_snapshot().phases[0].measurements
+    back = measurements(columns(metrics), where="x")
+    assert back == metrics
+    assert back[0].settings is back[1].settings is back[2].settings
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("units", ["GB/s"], "units: 1 entries, but keys has 4 (one per metric)"),
+        ("samples", [[1.0]] * 5, "samples: 5 entries, but keys has 4 (one per metric)"),
+        ("sweep", [0, 0, 0, 7], "sweep[3]: 7 names no sweep (sweeps has 2)"),
+    ],
+)
+def test_columns_that_disagree_are_refused_by_every_reader(column: str, value: object, message: str) -> None:
+    document = json.loads(dumps_snapshot(rich_snapshot(), version="2"))
+    document["phases"][0]["measurements"][column] = value
+    text = json.dumps(document)
+    where = "bad.json: $.phases[0].measurements."
+    for read in (
+        lambda: loads_snapshot(text, source="bad.json"),
+        lambda: decode_snapshot(text.encode(), source="bad.json"),
+    ):
+        with pytest.raises(SchemaError) as caught:
+            read()
+        assert str(caught.value) == where + message
+        assert "\n" not in str(caught.value)
+
+
+def test_v2_refuses_what_v1_refuses() -> None:
+    document = json.loads(dumps_snapshot(rich_snapshot(), version="2"))
+    edits: tuple[tuple[Callable[[dict[str, Any], dict[str, Any]], object], str], ...] = (
+        (lambda d, m: d.update(extra=1), "extra"),
+        (lambda d, m: m.update(sweeps=[{"k": "x" * 5000}, {}]), "sweeps"),  # a text longer than MAX_TEXT
+        (lambda d, m: m.update(keys=["", "b", "c", "d"]), "keys"),  # an empty key
+        (lambda d, m: m.update(sweep=[0, 0, 0, -1]), "sweep"),
+        (lambda d, m: m.pop("units"), "units"),  # every column is required
+        (lambda d, m: d.update(measurements=[]), "measurements"),  # v1's list under v2's version
+    )
+    for edit, found in edits:
+        bad = json.loads(json.dumps(document))
+        edit(bad, bad["phases"][0]["measurements"])
+        text = json.dumps(bad)
+        with pytest.raises(SchemaError, match=found):
+            loads_snapshot(text, source="bad.json")
+        with pytest.raises(SchemaError, match=found):
+            decode_snapshot(text.encode(), source="bad.json")
+
+
+def test_v2_refuses_a_key_named_twice() -> None:
+    text = dumps_snapshot(rich_snapshot(), version="2")
+    doubled = text.replace('"sweep": [0, 0, 0, 1],', '"sweep": [0, 0, 0, 1],\n      "sweep": [1, 1, 1, 1],', 1)
+    assert doubled != text
+    for read in (loads_snapshot, lambda t, source: decode_snapshot(t.encode(), source=source)):
+        with pytest.raises(InputError, match="sweep") as caught:
+            read(doubled, source="dup.json")
+        assert "twice" in str(caught.value) or "duplicate" in str(caught.value).lower()
+
+
+def test_a_version_that_is_neither_is_refused_and_the_peek_never_decides_alone() -> None:
+    document = json.loads(dumps_snapshot(rich_snapshot(), version="2"))
+    document["schema_version"] = "3"
+    for read in (loads_snapshot, lambda t, source: decode_snapshot(t.encode(), source=source)):
+        with pytest.raises(SchemaError) as caught:
+            read(json.dumps(document), source="t")
+        assert str(caught.value) == "t: schema_version '3': this upgrade-gate reads snapshot schema 1 and 2"
+    # a nested "schema_version" (a label) does not make a v1 document v2
+    snap = replace(rich_snapshot(), node=replace(rich_snapshot().node, labels={"schema_version": "2"}))
+    assert schema_version(dumps_snapshot(snap)) == "1"
+    assert decode_snapshot(dumps_snapshot(snap).encode(), source="t") == snap
+    assert schema_version(b"not json") is None
+    with pytest.raises(InputError, match="not JSON"):
+        decode_snapshot(b"not json", source="t")
+
+
+def test_the_wire_classes_follow_the_model() -> None:
+    """A field of Snapshot or PhaseResult is a field of their v2 twins (generated, not copied)."""
+    import msgspec
+
+    from upgrade_gate.model.columnar import PhaseResultV2
+
+    assert [f.name for f in msgspec.structs.fields(SnapshotV2)] == [f.name for f in msgspec.structs.fields(Snapshot)]
+    assert [f.name for f in msgspec.structs.fields(PhaseResultV2)] == [
+        f.name for f in msgspec.structs.fields(PhaseResult)
+    ]
+    snap = rich_snapshot()
+    assert from_wire(to_wire(snap), where="t") == snap
+    assert codec.to_jsonable(to_wire(snap))["schema_version"] == "2"
+
+
+def test_the_v2_schema_is_generated_and_shipped() -> None:
+    assert "snapshot-v2" in schemagen.DOCUMENTS and "snapshot-v2" in schemas.schema_names()
+    assert schemas.load_schema("snapshot-v2") == json.loads(schemagen.render("snapshot-v2"))
+    required = schemas.load_schema("snapshot-v2")["$defs"]["MeasurementColumns"]["required"]
+    assert set(required) == {"sweeps", "sweep", "keys", "units", "sources", "higher_is_better", "samples"}
