@@ -49,12 +49,16 @@ def capture_cmd(
     host_root: Path = typer.Option(
         Path("/"), "--host-root", help="Read /sys and /opt under this prefix (e.g. a hostPath mount)."
     ),
+    vendor: str = typer.Option("amd", "--vendor", help="The GPU vendor's probes: amd (default) or nvidia."),
 ) -> ExitCode:
     """Run every probe on this host and write a capture bundle (exit 0 even if probes failed)."""
     from upgrade_gate.collect.bundle import check_bundle_target, write_bundle
     from upgrade_gate.collect.capture import capture, check_node_name
+    from upgrade_gate.collect.probes import probe_catalogue
     from upgrade_gate.collect.runner import LocalRunner
+    from upgrade_gate.vendors import vendor_named
 
+    gpu_vendor = vendor_named(vendor)  # exit 2 for an unknown vendor
     if timeout is not None and not timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {timeout}")
     if not host_root.is_dir():
@@ -72,6 +76,7 @@ def capture_cmd(
         hostname=hostname,
         output_check=parser_check(),
         progress=_print_record_stderr if to_stdout else _print_record,
+        probes=probe_catalogue(host_root, vendor=gpu_vendor),
     )
     if to_stdout:
         _write_stdout(bundle)
