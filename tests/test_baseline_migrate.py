@@ -11,11 +11,14 @@ import pytest
 
 from tests.test_schema_v2 import rich_snapshot
 from tests.test_store_gitstore import assert_fsck_clean, git
+from tests.test_store_inert import _ran
 from upgrade_gate.cli.main import run
 from upgrade_gate.errors import InputError
 from upgrade_gate.model import Snapshot, Software, replace
 from upgrade_gate.snapshot.io import dumps_snapshot
 from upgrade_gate.store.gitstore import BaselineStore
+
+pytest_plugins = ["tests.test_store_inert"]  # planted
 
 NODES = ("node-a", "node-b", "node-c")
 
@@ -115,3 +118,16 @@ def test_cli_baseline_migrate(v1_store: Path, capsys: pytest.CaptureFixture[str]
     err = capsys.readouterr().err.strip()
     assert "nodes/node-e.json@" in err and len(err.splitlines()) == 1
     assert run(["baseline", "migrate", "--store", str(v1_store.parent / "none")]) == 4
+
+
+def test_migrate_runs_nothing_the_store_names(planted: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Hooks, filters and fsmonitor planted in the store's config (tests/test_store_inert.py) stay inert."""
+    store, marks = planted
+    with BaselineStore(store) as st:
+        _v1_save(st, [rich_snapshot("node-q")])
+    assert _ran(marks) == []
+    assert run(["baseline", "migrate", "--store", str(store)]) == 0
+    assert "migrated 1 baseline(s)" in capsys.readouterr().out
+    assert _ran(marks) == []
+    assert _version(store, "node-q") == "2"
+    assert_fsck_clean(store)
