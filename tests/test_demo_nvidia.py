@@ -58,6 +58,9 @@ def test_demo_nvidia_blocks_the_reversed_canary_with_the_cuda_pin(blocked: Ran) 
     first = snapshot["gpus"][0]["unique_id"]
     assert f"U={first}," in blocked.out  # the baseline's GPU 0 comes first in the pin
     assert "Run `upgrade-gate demo --vendor nvidia --healthy`" in blocked.out
+    assert "gpu-node-01: driver 570.158.01, phases 0-1 passed." in blocked.out  # dcgmi diag stays green too
+    after = json.loads((blocked.workdir / "after" / "snapshots" / "gpu-node-01.json").read_text())
+    assert [(p["phase"], p["status"]) for p in after["phases"]] == [(0, "passed"), (1, "passed")]
 
 
 def test_demo_nvidia_replay_gives_the_same_verdict(blocked: Ran) -> None:

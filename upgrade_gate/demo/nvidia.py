@@ -11,9 +11,10 @@ nvidia-smi prints real formats, `collect.capture` with the NVIDIA catalogue, `sn
 git baseline store, `judge` with the plan and policy read back through their loaders, the reports.
 
 Design decisions:
-- No CVF phases run: the NVIDIA phase equivalents (dcgmi diag as phase 1, nccl-tests as phase 2) are not
-  built yet (docs/vendors.md), so the demo policy is `examples/policies/nvidia-bundles.yaml`'s: phases not
-  required, bandwidth rules off (no measurements), NVIDIA's required probes (`vendors.NVIDIA.anchor_probes`).
+- Phases 0 (eligibility) and 1 (GPU hardware acceptance as `dcgmi diag -r 2`, `validate.phases.dcgm`) run
+  on every node through the real pipeline; phase 2's nccl-tests equivalent is not built yet (docs/vendors.md),
+  so the demo policy requires phase 1 only, turns the bandwidth rules off (no measurements) and names
+  NVIDIA's required probes (`vendors.NVIDIA.anchor_probes`), as `examples/policies/nvidia-bundles.yaml` does.
 - One canary (the default 10% share), so the story is the incident alone and fits the 60-line budget.
 """
 
@@ -32,7 +33,7 @@ from upgrade_gate.collect.capture import OutputCheck, capture, format_taken_at
 from upgrade_gate.collect.probes import probe_catalogue
 from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.demo.canaries import describe_rule, select_canaries
-from upgrade_gate.demo.fleet import node_names
+from upgrade_gate.demo.fleet import node_names, phase_summary
 from upgrade_gate.demo.plan import read_plan, read_policy
 from upgrade_gate.demo.story import REPORT_FILES, DemoOutcome, Say, prepare_workdir
 from upgrade_gate.docio import write_text_atomic
@@ -48,12 +49,17 @@ from upgrade_gate.fakenode.nvidia import (
 )
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.rules.evidence import read_clock
-from upgrade_gate.model import NodeName, Snapshot, Verdict, replace
+from upgrade_gate.model import NodeName, PhaseStatus, Snapshot, Verdict, replace
 from upgrade_gate.report.interface import ReportContext, ReportFormat
 from upgrade_gate.report.registry import render
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.inputs import load_judge_inputs
+from upgrade_gate.validate.config import default_config
+from upgrade_gate.validate.launcher import LocalLauncher
+from upgrade_gate.validate.phases.dcgm import ARGV, DcgmAcceptancePhase
+from upgrade_gate.validate.phases.eligibility import EligibilityPhase
+from upgrade_gate.validate.pipeline import run_pipeline
 from upgrade_gate.vendors import NVIDIA
 
 NODE_CLASS = "h100-8gpu"
@@ -79,11 +85,11 @@ change:
 POLICY_TEXT = f"""\
 # Policy written by `upgrade-gate demo --vendor nvidia`: examples/policies/nvidia-bundles.yaml's rules.
 name: demo-nvidia
-description: No CVF phases (their NVIDIA equivalents are not built yet); NVIDIA's required probes.
+description: Phase 1 as dcgmi diag (phases 2-5 have no NVIDIA equivalent yet); NVIDIA's required probes.
 rules:
   - id: evidence.missing
     params:
-      required_phases: []
+      required_phases: [1]
       required_probes: [{", ".join(NVIDIA.anchor_probes)}]
   - {{id: bandwidth.not_comparable, enabled: false}}
   - {{id: bandwidth.threshold, enabled: false}}
@@ -112,13 +118,16 @@ def run_nvidia_demo(
     say(f"      on driver {OLD.version} (CUDA {OLD.cuda}); each node has its own GPU serials and UUIDs.")
     before = _gather({n: node_spec(n, OLD) for n in names}, workdir, "before", output_check)
     first = before[names[0]]
-    probes = f"{len(first.probes)} probes ok" if all(p.ok for s in before.values() for p in s.probes) else None
+    healthy_nodes = all(_clean(s) for s in before.values())
+    probes = f"{len(first.probes)} probes ok" if healthy_nodes else None
     if probes is None:
-        broken = sorted(n for n, s in before.items() if not all(p.ok for p in s.probes))
+        broken = sorted(n for n, s in before.items() if not _clean(s))
         raise EnvironmentFailure(f"demo fleet is not healthy before the change: {', '.join(broken)}")
     say("")
-    say("[2/6] Before the change: capture every NVIDIA probe (nvidia-smi -q -x, topo -m, nvlink -s, ...) and")
-    say(f"      build a snapshot on every node: {probes}, {len(first.gpus)} GPUs, {len(first.gpu_links)} NVLink pairs.")
+    say("[2/6] Before the change: capture every NVIDIA probe (nvidia-smi -q -x, topo -m, nvlink -s, ...),")
+    say(f"      build a snapshot and run phases 0-1 (phase 1: {' '.join(ARGV)}) on every node.")
+    shape = f"{len(first.gpus)} GPUs, {len(first.gpu_links)} NVLink pairs"
+    say(f"      Each node: {probes}, {shape}, phases {_phases(first)}.")
     store = workdir / "store"
     sha = _save(store, [before[n] for n in names], tag=OLD_TAG, message=f"baselines before driver {NEW.version}")
     say(f"      Saved {len(names)} baselines to the git store {store} as {sha[:12]}, tagged {OLD_TAG}.")
@@ -138,9 +147,11 @@ def run_nvidia_demo(
         say("      Healthy variant: nothing else changes on it.")
     else:
         changed = {n: reverse_order(s) if n == canaries[0] else s for n, s in changed.items()}
-        say(f"      On {canaries[0]} the new driver enumerates the GPUs in reverse order; nvidia-smi and every")
-        say("      probe stay green (the incident this tool exists for).")
+        say(f"      On {canaries[0]} the new driver enumerates the GPUs in reverse order; every probe and")
+        say("      dcgmi diag stay green (the incident this tool exists for).")
     after = _gather(changed, workdir, "after", output_check)
+    for name in canaries:
+        say(f"      {name}: driver {after[name].software.driver_version}, phases {_phases(after[name])}.")
     say("")
     say(f"[5/6] The gate: the canary against its {OLD_TAG} baseline and the class reference, under")
     say(f"      {plan_path.name} and {policy_path.name}:")
@@ -211,12 +222,31 @@ def _gather(
         )
         write_bundle(bundle, workdir / stage / "bundles" / name)
         snapshot = build_snapshot(bundle, node_class=NODE_CLASS)
+        results = run_pipeline(
+            [name],
+            phases=(EligibilityPhase(), DcgmAcceptancePhase()),
+            config=default_config(),
+            launcher=LocalLauncher({name: node.env(os.environ)}),
+            snapshots={name: snapshot},
+        )[name]
+        snapshot = replace(snapshot, phases=results)
         write_snapshot(snapshot, workdir / stage / "snapshots" / f"{name}.json")
         return snapshot
 
     names = sorted(specs)
     with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="demo-nvidia") as pool:
         return dict(zip(names, pool.map(one, names), strict=True))
+
+
+def _clean(snapshot: Snapshot) -> bool:
+    """Every probe ok and every phase passed."""
+    phases = snapshot.phases
+    return all(p.ok for p in snapshot.probes) and bool(phases) and all(p.status is PhaseStatus.PASSED for p in phases)
+
+
+def _phases(snapshot: Snapshot) -> str:
+    """`0-1 passed`, or each phase with its status."""
+    return phase_summary(snapshot.phases)
 
 
 def _open_store(path: Path):  # type: ignore[no-untyped-def]  # gitstore is imported only here (lazily)

@@ -21,6 +21,8 @@ Formats and values (tests/fixtures/fakenode/PROVENANCE-nvidia.md lists every sou
   CPU and NUMA affinity, the empty cell before "GPU NUMA ID" of driver 580) and the Legend block of the
   siboehm capture. The NIC columns are left out: no complete NIC legend is in the corpus (docs/vendors.md).
 - `nvidia-smi nvlink -s`: the siboehm capture's layout, 18 links per GPU at 26.562 GB/s.
+- `dcgmi diag -r 2` (phase 1): the corpus p4de run (DCGM 3.3.3, 8x A100) with this node's driver and device
+  ids in its result cells; `dcgm_failed_gpus` fails the GPU Memory test on those GPUs.
 - GPU BDFs 1b, 43, 52, 61, 9d, c3 are the corpus DGX H100 table's; d1 and df (its cut GPUs 6-7) follow
   the DGX H100 layout. Serials are 13 digits like the real ones, UUIDs random per (name, seed).
 - Drivers: 550.127.05 / CUDA 12.4 (a real `nvidia-smi` header, thamada/nvidia-smi nvsim/A40x10_smi.py) and
@@ -43,6 +45,7 @@ from upgrade_gate.fakenode import render_host
 from upgrade_gate.fakenode.build import FakeNode
 from upgrade_gate.fakenode.faults import Faults
 from upgrade_gate.fakenode.nvidia_render import (
+    render_dcgmi_diag,
     render_dmesg,
     render_lspci_gpus,
     render_nvlink,
@@ -52,6 +55,7 @@ from upgrade_gate.fakenode.nvidia_render import (
 )
 from upgrade_gate.fakenode.spec import NodeSpec, PcieLinkSpec, ionic_nics
 from upgrade_gate.model import replace
+from upgrade_gate.vendors import NVIDIA
 
 H100_BUSES = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
 H100_AFFINITY = ("0-55,112-167", "56-111,168-223")  # NUMA 0 and 1, corpus DGX H100 topo -m
@@ -105,6 +109,7 @@ class NvidiaNodeSpec:
     timestamp: str = "Thu Dec  3 09:12:44 2026"
     mig: str = "Disabled"
     extra_dmesg: tuple[str, ...] = field(default_factory=tuple)  # kernel-log lines after the boot lines
+    dcgm_failed_gpus: tuple[int, ...] = ()  # nvidia-smi indices whose GPU Memory test fails in dcgmi diag
 
     @property
     def name(self) -> str:
@@ -198,6 +203,7 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
             ("topo", "-m"): render_topo(spec),
             ("nvlink", "-s"): render_nvlink(spec),
         },
+        "dcgmi": {tuple(NVIDIA.phase_commands[1][1:]): render_dcgmi_diag(spec)},
         "lspci": {("-D", "-nn", "-vvv"): render_lspci_gpus(spec)},
         "ibv_devinfo": {("-v",): render_host.render_ibv_devinfo(spec.host)},
         "rdma": {("link", "show"): render_host.render_rdma_link(spec.host)},

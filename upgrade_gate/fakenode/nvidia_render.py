@@ -135,6 +135,32 @@ def render_dmesg(spec: NvidiaNodeSpec) -> str:
     return line + "".join(f"{extra}\n" for extra in spec.extra_dmesg)
 
 
+def render_dcgmi_diag(spec: NvidiaNodeSpec) -> str:
+    """`dcgmi diag -r 2`: the corpus p4de run (DCGM 3.3.3) with this node's driver, device ids and failures.
+
+    Only result cells change, re-padded to the table's column width; a GPU in `dcgm_failed_gpus` makes the
+    GPU Memory row `Fail - GPU: <n>` (the per-GPU form of DCGM 3.3.1, NVIDIA/go-dcgm #52).
+    """
+    ids = ",".join(f"{g.device_id:04x}" for g in spec.enumerated)
+    failed = ", ".join(str(i) for i in spec.dcgm_failed_gpus)
+    cells = {
+        "Driver Version Detected": spec.driver.version,
+        "GPU Device IDs Detected": ids,
+        "GPU Memory": f"Fail - GPU: {failed}" if failed else "Pass - All",
+    }
+    lines = []
+    for line in load_template("dcgmi-diag-r2-a100x8-dcgm3.3.3.txt").splitlines(keepends=True):
+        parts = line.rstrip("\n").split("|")
+        if len(parts) == 4 and parts[1].strip() in cells:
+            width = len(parts[2]) - 2
+            value = cells[parts[1].strip()]
+            if len(value) > width:
+                raise ValueError(f"dcgmi cell {value!r} wider than the table's {width} columns")
+            line = f"|{parts[1]}| {value:<{width}} |\n"
+        lines.append(line)
+    return "".join(lines)
+
+
 def write_stub_tool(node: FakeNode, tool: str, answers: Mapping[tuple[str, ...], str]) -> None:
     """Install (or replace) fake `tool` on `node`, answering exactly the argv of `answers`."""
     table = {
