@@ -52,7 +52,7 @@ def test_save_stream_writes_each_baseline_as_it_comes_without_holding_the_lock(t
     def stream() -> Iterator[Snapshot]:
         for i, snap in enumerate(snaps):
             if i > 0:
-                previous = blob_id(dumps_snapshot(snaps[i - 1]).encode())
+                previous = blob_id(dumps_snapshot(snaps[i - 1], version="2").encode())  # the store writes v2
                 seen.append((_locked(path), _has_object(path, previous)))
             if i == 3:
                 with BaselineStore(path, lock_timeout_s=0) as other:
