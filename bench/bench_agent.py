@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         prom = work / "agent.prom"
         argv = [sys.executable, "-m", "upgrade_gate", "fleet", "agent", "--node", node,
-                "--interval", f"{args.interval:g}", "--jitter", "0", "--host-root", str(fake.host_root), "--metrics-port", "0", "--textfile", str(prom),
-                "--kubeconfig", str(agent_kc)]  # fmt: skip
+                "--interval", f"{args.interval:g}", "--jitter", "0", "--host-root", str(fake.host_root),
+                "--metrics-port", "0", "--textfile", str(prom), "--kubeconfig", str(agent_kc)]  # fmt: skip
         env = {**fake.env(os.environ), "PYTHONPATH": str(REPO)}
         t_start = time.monotonic()
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
