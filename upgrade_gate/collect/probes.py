@@ -3,7 +3,8 @@
 Names, argv and parser keys are a contract shared by `capture`, the fake nodes and the snapshot
 builder. This is the one source of probe facts: a vendor (`upgrade_gate.vendors`) names its own probes,
 `catalogue(vendor)` puts them around the common ones, and what is required, optional or a fallback is
-read from the entries here (`fallback_names`, `optional_names`), never kept in a second list.
+read from the entries here (`fallback_names`, `optional_names`, `absent_warns_names`), never kept in a
+second list.
 docs/PROBES.md is generated from `CATALOGUE` (`python3 tools/gen_probes_doc.py`;
 tests/test_collect_probes.py fails when it is stale), so the document cannot drift from the code.
 
@@ -65,6 +66,7 @@ __all__ = [
     "CommandSpec",
     "FileSpec",
     "Probe",
+    "absent_warns_names",
     "catalogue",
     "fallback_names",
     "optional_names",
@@ -161,8 +163,14 @@ def fallback_names(vendor: Vendor = AMD) -> frozenset[str]:
 
 
 def optional_names(vendor: Vendor = AMD) -> frozenset[str]:
-    """Probes whose failure or absence warns instead of blocking (fallbacks included)."""
+    """Probes whose failure warns instead of blocking (fallbacks included)."""
     return frozenset(s.name for s in catalogue(vendor) if not s.required)
+
+
+def absent_warns_names(vendor: Vendor = AMD) -> frozenset[str]:
+    """Probes a bundle may lack with a warning (newer than some recorded bundles); any other absent probe that
+    is not a fallback is missing required evidence, optional or not (an old bundle is no excuse)."""
+    return frozenset(s.name for s in catalogue(vendor) if s.absent_warns)
 
 
 def skipped_argv() -> dict[str, tuple[str, ...]]:

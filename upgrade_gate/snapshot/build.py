@@ -32,7 +32,7 @@ from typing import TypeVar
 from upgrade_gate.abi.listing import parse_listing
 from upgrade_gate.collect.bundle import Bundle, ProbeRecord, load_bundle
 from upgrade_gate.collect.causes import known_cause
-from upgrade_gate.collect.probes import fallback_names, optional_names, probe_names
+from upgrade_gate.collect.probes import absent_warns_names, fallback_names, probe_names
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import (
     Gpu,
@@ -111,12 +111,13 @@ class _Evidence:
     def probe_statuses(self) -> tuple[ProbeStatus, ...]:
         """Every probe of the bundle in capture order, plus catalogue probes the bundle lacks.
 
-        A fallback absent from the bundle is normal (it runs only when a probe it stands in for failed); an
-        optional probe absent warns, a required one blocks: both read from the vendor's catalogue.
+        A fallback absent from the bundle is normal (it runs only when a probe it stands in for failed); a probe
+        newer than some recorded bundles (`absent_warns`) absent warns; any other absent probe blocks. All three
+        are read from the vendor's catalogue.
         """
         out = [self.statuses.get(r.name) or _status(r, ok=r.ok, reason=r.reason) for r in self.bundle.records]
         recorded = {r.name for r in self.bundle.records}
-        fallbacks, optional = fallback_names(self.vendor), optional_names(self.vendor)
+        fallbacks, warns = fallback_names(self.vendor), absent_warns_names(self.vendor)
         for name in probe_names(self.vendor):
             if name not in recorded and name not in fallbacks:
                 out.append(
@@ -124,7 +125,7 @@ class _Evidence:
                         name=name,
                         ok=False,
                         reason=f"{name}: absent from the capture bundle",
-                        required=name not in optional,
+                        required=name not in warns,
                     )
                 )
         return tuple(out)

@@ -61,6 +61,7 @@ AMD = Vendor(
             argv=("upgrade-gate", "abi-list"),
             required=False,
             timeout_s=300.0,
+            absent_warns=True,
         ),
     ),
     dmesg_parser="dmesg",

@@ -40,6 +40,7 @@ class CommandSpec:
     required: bool = True
     fallback_for: tuple[str, ...] = ()
     timeout_s: float = DEFAULT_TIMEOUT_S
+    absent_warns: bool = False  # True: newer than some recorded bundles, so a bundle without it warns
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +53,7 @@ class FileSpec:
     required: bool = True
     timeout_s: float = DEFAULT_TIMEOUT_S
     argv: tuple[str, ...] = GREP_ARGV  # the command the matched files are appended to
+    absent_warns: bool = False  # True: newer than some recorded bundles, so a bundle without it warns
 
 
 ProbeSpec = CommandSpec | FileSpec

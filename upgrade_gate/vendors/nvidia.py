@@ -27,7 +27,11 @@ NVIDIA = Vendor(
         CommandSpec(name="nvidia_smi", argv=("nvidia-smi", "-q", "-x"), parser="nvidia-smi-q-x"),
         CommandSpec(name="nvidia_smi_topo", argv=("nvidia-smi", "topo", "-m"), parser="nvidia-smi-topo"),
         CommandSpec(
-            name="nvidia_smi_nvlink", argv=("nvidia-smi", "nvlink", "-s"), parser="nvidia-smi-nvlink", required=False
+            name="nvidia_smi_nvlink",
+            argv=("nvidia-smi", "nvlink", "-s"),
+            parser="nvidia-smi-nvlink",
+            required=False,
+            absent_warns=True,
         ),
     ),
     stack_probes=(FileSpec(name="driver_version", globs=("sys/module/nvidia/version",)),),
