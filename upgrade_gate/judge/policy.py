@@ -133,6 +133,9 @@ class Thresholds:
         return self.sources.get(name, "CVF default")
 
 
+_Found = dict[tuple[str, str | None], "RuleEntry | None"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
     """A complete, validated policy."""
@@ -145,6 +148,8 @@ class Policy:
     ignore_paths: tuple[str, ...] = ()
     source: str = DEFAULT_POLICY_SOURCE
     kernel_events: KernelEventPolicy = field(default_factory=shipped_kernel_events)  # the fatal-error map
+    # rule_for's answers, a pure function of `rules` (~50 asks a node, each a scan of every entry)
+    _found: _Found = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def expected_nics(self, node_class: str | None) -> int | None:
         """The RDMA NIC count the policy declares for `node_class` (None: not declared)."""
@@ -158,6 +163,12 @@ class Policy:
 
     def rule_for(self, rule_id: str, node_class: str | None) -> RuleEntry | None:
         """The entry that governs `rule_id` for a node of `node_class` (None: the rule does not run)."""
+        ask = (rule_id, node_class)
+        if ask not in self._found:
+            self._found[ask] = self._rule_for(rule_id, node_class)
+        return self._found[ask]
+
+    def _rule_for(self, rule_id: str, node_class: str | None) -> RuleEntry | None:
         general: RuleEntry | None = None
         specific: RuleEntry | None = None
         for entry in self.rules:

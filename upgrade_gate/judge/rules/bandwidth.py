@@ -149,9 +149,12 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
     base = merged_measurements(ctx.baseline)[0]
     cand = merged_measurements(ctx.candidate)[0]
-    rows = []
     row = curves.Row
-    for key in comparable_keys(ctx.baseline, ctx.candidate, ignore):  # sorted
+    keys = comparable_keys(ctx.baseline, ctx.candidate, ignore)  # sorted
+    if every and not overrides and not accepts:  # the usual node: every comparable key, as measured
+        return [row(k, base[k].samples, cand[k].samples, base[k].higher_is_better, 0.0, None, None) for k in keys]
+    rows = []
+    for key in keys:
         if not every and not pick(key):
             continue
         b, c = base[key], cand[key]

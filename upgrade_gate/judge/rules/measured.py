@@ -5,7 +5,9 @@ parameters (`curve_params`), which the floors and the phases' re-measure hook re
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -107,12 +109,31 @@ def _merged_entry(snapshot: Snapshot) -> _Entry:
 
 def _build_entry(snapshot: Snapshot) -> _Entry:
     merged = _merge(snapshot)
-    finite = math.isfinite  # `usable`, inlined: ~350 measurements a node pair
-    ok = frozenset([k for k, m in merged[0].items() if m.samples and finite(sum(m.samples))])
-    thermal = [k for k in merged[0] if k.startswith(THERMAL_PREFIX)]
-    own = [k for k in merged[0] if k.startswith(WORKLOAD_PREFIXES)]
-    bandwidth = sorted(merged[0].keys() - thermal - set(own)) if thermal or own else sorted(merged[0])
-    return (merged, ok, tuple(bandwidth), tuple(thermal))
+    values = merged[0]
+    samples = list(map(_SAMPLES, values.values()))
+    finite = math.isfinite
+    # `usable` for every key at once (C-level loops): when every measurement has samples and their grand
+    # sum is finite, each one's sum is (an inf or a NaN anywhere makes the grand sum non-finite); else
+    # (an overflow of the grand sum alone included) key by key, as `usable` does.
+    if all(samples) and finite(sum(map(sum, samples))):
+        ok = frozenset(values)
+    else:
+        ok = frozenset([k for k, s in zip(values, samples, strict=True) if s and finite(sum(s))])
+    bandwidth, thermal = _split_keys(tuple(values))
+    return (merged, ok, bandwidth, thermal)
+
+
+_SAMPLES = operator.attrgetter("samples")
+
+
+@functools.lru_cache(maxsize=64)
+def _split_keys(keys: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A snapshot's keys as (the bandwidth ones sorted, the thermal ones in order): a pure function of the
+    keys, shared by every snapshot that measured the same ones (a fleet's nodes mostly do)."""
+    thermal = [k for k in keys if k.startswith(THERMAL_PREFIX)]
+    own = [k for k in keys if k.startswith(WORKLOAD_PREFIXES)]
+    bandwidth = sorted(set(keys) - set(thermal) - set(own)) if thermal or own else sorted(keys)
+    return tuple(bandwidth), tuple(thermal)
 
 
 def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
@@ -168,7 +189,11 @@ def usable(samples: tuple[float, ...]) -> bool:
 
 
 def curve_params(entry: RuleEntry) -> curves.Params:
-    """`judge.curves.Params` from `bandwidth.regression`'s policy parameters."""
+    """`judge.curves.Params` from `bandwidth.regression`'s policy parameters (built once per entry)."""
+    return _PARAMS.get(entry, _curve_params)
+
+
+def _curve_params(entry: RuleEntry) -> curves.Params:
     return curves.Params(
         tolerance=entry.number("tolerance"),
         curve_tolerance=entry.number("curve_tolerance"),
@@ -183,3 +208,6 @@ def curve_params(entry: RuleEntry) -> curves.Params:
         noise_floor=entry.number("noise_floor"),
         resolution=entry.number("print_resolution"),
     )
+
+
+_PARAMS: IdCache[RuleEntry, curves.Params] = IdCache(64)  # a policy's entries live for the run
