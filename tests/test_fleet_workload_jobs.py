@@ -169,3 +169,10 @@ def test_fleet_workload_soak_cronjob_passes_the_workload_image_on() -> None:
     assert (
         "--workload-image" not in plain["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
     )
+
+
+def test_fleet_workload_window_validate_phases_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
+    """`window validate --phases 8`: exit 2 before anything touches the cluster or the store."""
+    from upgrade_gate.cli.main import run
+
+    assert run(["window", "validate", "--id", "w1", "--store", str(tmp_path), "--phases", "0,8"]) == 2

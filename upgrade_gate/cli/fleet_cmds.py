@@ -43,6 +43,7 @@ from upgrade_gate.cli.fleet_common import (
     TIMEOUT,
     TOLERATE,
     WINDOW_ID,
+    WORKLOAD_IMAGE,
     JobProgress,
     actor_for,
     client_for,
@@ -218,7 +219,10 @@ def window_validate_cmd(
     rccl_image: str = RCCL_IMAGE, job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND,
     concurrency: int = CONCURRENCY, poll: float = POLL, timeout: float = TIMEOUT, env: list[str] = ENV,
     by: str | None = BY, tolerate: list[str] = TOLERATE, capture_privileged: bool = CAPTURE_PRIVILEGED,
-    keep_jobs: int = KEEP_JOBS,
+    keep_jobs: int = KEEP_JOBS, workload_image: str = WORKLOAD_IMAGE,
+    phases: str | None = typer.Option(
+        None, "--phases", help="Phases to run: numbers or names, 0-7 (6 workload, 7 perturbation); default 0-5."
+    ),
     checklists: list[str] = typer.Option(
         [], "--checklist", help="Checklist: pre-change, canary, observe, a file, or a folder of them; repeatable."
     ),
@@ -229,6 +233,7 @@ def window_validate_cmd(
 ) -> ExitCode:  # fmt: skip
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
     from upgrade_gate.cli.judge_cmds import attested_against, parse_attestations, parse_reports, write_reports
+    from upgrade_gate.cli.validate_cmds import parse_phases
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window_state import load_window
     from upgrade_gate.fleet.window_validate import validate_window
@@ -237,6 +242,7 @@ def window_validate_cmd(
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
+    selected = parse_phases(phases) if phases is not None else None
     loaded_checklists = load_checklists(checklists)
     attested_against(attestations, loaded_checklists)
 
@@ -255,6 +261,7 @@ def window_validate_cmd(
             tolerate=tolerate,
             capture_privileged=capture_privileged,
             keep_jobs=keep_jobs,
+            workload_image=workload_image,
         )
         cvf = load_cluster_config(client, namespace)
         loaded_policy = load_policy(policy, cvf, cvf_source=cvf.source)
@@ -264,7 +271,7 @@ def window_validate_cmd(
                                       run_id=new_run_id(),
                                       policy=loaded_policy, samples=samples, on_capture=progress.on_capture,
                                       progress=progress.on_phase, checklists=loaded_checklists,
-                                      attestations=attestations)  # fmt: skip
+                                      attestations=attestations, phases=selected)  # fmt: skip
         finally:
             progress.close()
     _print_record(outcome.record)

@@ -38,6 +38,10 @@ CLASS_LABEL = typer.Option("upgrade-gate/node-class", "--class-label", help="Nod
 SELECTOR = typer.Option(f"{NFD_AMD_GPU}=true", "--selector", "-l", help="Label selector of the GPU nodes.")
 IMAGE = typer.Option("upgrade-gate:0.1.0", "--image", help="Image of the capture and phase Jobs.")
 RCCL_IMAGE = typer.Option("rocm/rccl-tests:latest", "--rccl-image", help="Image of phase 5's MPIJob.")
+WORKLOAD_IMAGE = typer.Option(
+    "", "--workload-image", show_default=False, help="Image of the workload phases' Jobs (6-7, PyTorch and "
+    "torchrun); default: the ConfigMap's UPGRADE_GATE_WORKLOAD_IMAGE, else rocm/pytorch:latest.",
+)  # fmt: skip
 JOB_PYTHON = typer.Option("python3", "--job-python", help="Python inside the image (runs the result wrapper).")
 JOB_COMMAND = typer.Option("upgrade-gate", "--job-command", help="The upgrade-gate command inside the image.")
 CONCURRENCY = typer.Option(
@@ -140,7 +144,7 @@ def job_tolerations(items: list[str]) -> tuple[Any, ...]:
 def executor_settings(*, namespace: str, image: str, rccl_image: str, job_python: str, job_command: str,
               concurrency: int, poll: float, timeout: float, env: list[str],
               tolerate: list[str] | None = None, capture_privileged: bool = False,
-              keep_jobs: int = 20) -> ExecutorSettings:  # fmt: skip
+              keep_jobs: int = 20, workload_image: str = "") -> ExecutorSettings:  # fmt: skip
     from upgrade_gate.fleet.executor import ExecutorSettings
     from upgrade_gate.fleet.manifests import JobSettings
 
@@ -158,6 +162,7 @@ def executor_settings(*, namespace: str, image: str, rccl_image: str, job_python
                          tolerations=job_tolerations(tolerate or [])),
         upgrade_gate_argv=argv, rccl_image=rccl_image, env=tuple(pairs), concurrency=concurrency,
         poll_s=poll, capture_timeout_s=timeout, capture_privileged=capture_privileged, keep_finished=keep_jobs,
+        workload_image=workload_image,
     )  # fmt: skip
 
 

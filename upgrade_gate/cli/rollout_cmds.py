@@ -33,6 +33,7 @@ from upgrade_gate.cli.fleet_common import (
     STORE,
     TIMEOUT,
     WINDOW_ID,
+    WORKLOAD_IMAGE,
     actor_for,
     client_for,
     echo,
@@ -59,7 +60,7 @@ def window_observe_cmd(
     kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, image: str = IMAGE,
     rccl_image: str = RCCL_IMAGE, job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND,
     concurrency: int = CONCURRENCY, poll: float = POLL, timeout: float = TIMEOUT, env: list[str] = ENV,
-    by: str | None = BY,
+    by: str | None = BY, workload_image: str = WORKLOAD_IMAGE,
     if_due: bool = typer.Option(False, "--if-due", help="Observe only when `every` has passed (for cron)."),
 ) -> ExitCode:  # fmt: skip
     """One soak observation of the canaries against their baselines: exit 0 PASS, 1 BLOCK."""
@@ -86,7 +87,7 @@ def window_observe_cmd(
             namespace = str(load_window(st, window_id).doc["namespace"])
             settings = executor_settings(namespace=namespace, image=image, rccl_image=rccl_image, job_python=job_python,
                                  job_command=job_command, concurrency=concurrency, poll=poll, timeout=timeout,
-                                 env=env)  # fmt: skip
+                                 env=env, workload_image=workload_image)  # fmt: skip
             with client_for(kubeconfig, context) as client:
                 from upgrade_gate.fleet.executor import load_cluster_config
 
