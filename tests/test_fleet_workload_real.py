@@ -162,3 +162,66 @@ def test_real_soak_observation_trains_in_a_job_and_records_it(
     assert metrics["workload/collective_timeouts"] == 0.0
     (job,) = _jobs(real_cluster, "phase6")
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+
+
+def test_real_window_validate_phases_0_6_then_observe_trains_through_the_cli(
+    real_cluster: RealCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's window with the workload, every step through the CLI as the service account: plan,
+    start, `window validate --phases 0,6 --workload-image IMG` (a policy that asks for phase 6), the soak
+    CronJob carrying the image on, then `window observe` 6 h later trains again in a Job, and the
+    window's page charts the run."""
+    import yaml
+
+    from upgrade_gate.cli.main import run
+
+    names = ("gpu-c1", "gpu-c2")  # one canary and its peer (the plan's, for phases 4-5; not used here)
+    info = {n: NodeInfo(name=NodeName(n), node_class="mi300x-4gpu") for n in names}
+    fakes = {n: build_fake_node(tmp_path / n, _spec(n, 8), Faults()) for n in names}
+    for fake in fakes.values():
+        _add(real_cluster, fake)
+    store = tmp_path / "store"
+    with BaselineStore(store) as st:
+        st.init()
+        st.save([replace(snapshot_of(fakes[n]), node=info[n]) for n in names], tag="rocm-6.1.3", message="baselines")
+    real_cluster.set_configmap("cluster-validation-config", NS, SHORT)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "id": "rocm-6.2.0", "change": {"rocm": {"from": "6.1.3", "to": "6.2.0"}, "driver": {"from": "6.7.0",
+                                                                                          "to": "6.8.5"}},
+        "canaries": {"max_fraction": 0.5, "min": 1},
+        "soak": {"duration": "72h", "every": "6h", "workload_every": "24h"},
+    }), encoding="utf-8")  # fmt: skip
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("name: workload-window\nrules:\n  - id: evidence.missing\n    params:\n"
+                      "      required_phases: [6]\n  - id: bandwidth.threshold\n    enabled: false\n",
+                      encoding="utf-8")  # fmt: skip
+    kubeconfig = str(real_cluster.kubeconfig(tmp_path / "kubeconfig"))
+    jobs = ["--job-python", sys.executable, "--job-command", f"{sys.executable} -m upgrade_gate",
+            "--poll-interval", "0.1", "--workload-image", IMAGE]  # fmt: skip
+    st_opts = ["--id", "w1", "--store", str(store), "--kubeconfig", kubeconfig]
+    monkeypatch.setenv("UPGRADE_GATE_NOW", "2026-12-01T00:00:00Z")
+    assert run(["window", "plan", "--plan", str(plan), *st_opts]) == 0, capsys.readouterr()
+    assert run(["window", "start", *st_opts]) == 0, capsys.readouterr()
+    with BaselineStore(store) as st:
+        (canary,) = (c["node"] for c in st.read_document("windows/w1.json")["canaries"])
+    changed = build_fake_node(tmp_path / "changed", _spec(canary, 8, rocm_version="6.2.0", driver_version="6.8.5"),
+                              Faults())  # fmt: skip
+    _add(real_cluster, changed)
+    code = run(["window", "validate", "--phases", "0,workload", "--policy", str(policy), *st_opts, *jobs])
+    out = capsys.readouterr().out
+    assert code == 0 and "window w1: soaking" in out, out.splitlines()[-12:]
+    assert "hold-peer" not in out  # the peer is for phases 4-5 only: the workload phase does not cordon it
+    assert real_cluster.labels(canary)[cvf.WORKLOAD_VALIDATION] == "passed"
+    assert cvf.GPU_MESH_VALIDATION not in real_cluster.labels(canary)  # phase 2 did not run: no label
+    (cron,) = real_cluster.list(f"/apis/batch/v1/namespaces/{NS}/cronjobs")
+    command = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-2:] == ["--workload-image", IMAGE]
+
+    monkeypatch.setenv("UPGRADE_GATE_NOW", "2026-12-01T06:00:00Z")
+    assert run(["window", "observe", *st_opts, *jobs]) == 0, capsys.readouterr()
+    assert "observation PASS" in capsys.readouterr().out
+    assert len(_jobs(real_cluster, "phase6")) == 2  # validate's run and the observation's
+    page = tmp_path / "w1.html"
+    assert run(["window", "status", "--id", "w1", "--store", str(store), "--html", str(page)]) == 0
+    assert f"{canary}: reference training run: samples/s (median step)" in page.read_text(encoding="utf-8")

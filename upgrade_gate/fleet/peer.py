@@ -87,7 +87,9 @@ class PeerHold:
         """`progress`, with the hold and release around the paired phases."""
 
         def hook(ev: ProgressEvent) -> None:
-            if ev.kind == "phase-start" and ev.phase >= FIRST_PAIRED_PHASE and not self.held:
+            if ev.kind == "phase-start" and ev.phase > LAST_PAIRED_PHASE:
+                self.close()  # the workload phases (6-7) run on the canary alone: no peer held for them
+            if ev.kind == "phase-start" and FIRST_PAIRED_PHASE <= ev.phase <= LAST_PAIRED_PHASE and not self.held:
                 self.events.append(("hold-peer", _now(), hold_peer(self._client, self._wid, self._peer, self._change)))
                 self.held = True
             if progress is not None:
