@@ -206,3 +206,14 @@ def test_agent_configmap_names_are_valid_for_any_node_name() -> None:
     assert configmap_name("gpu-01") == "upgrade-gate-baseline-gpu-01"
     long = "n" * 250
     assert len(configmap_name(long)) <= 253 and configmap_name(long) != configmap_name("m" * 250)
+
+
+def test_agent_baseline_too_large_for_a_configmap_is_refused_by_name() -> None:
+    from upgrade_gate.errors import InputError
+    from upgrade_gate.fleet.agent_baseline import MAX_PUBLISHED_BYTES, baseline_configmap
+
+    noise = os.urandom(MAX_PUBLISHED_BYTES + 1024)  # incompressible
+    with pytest.raises(InputError, match=r"node gpu-01: its baseline is \d+ bytes gzip'd"):
+        baseline_configmap(NodeName(NODE), noise, "c0ffee", "upgrade-gate-baselines")
+    cm = baseline_configmap(NodeName(NODE), b'{"node": 1}', "c0ffee", "upgrade-gate-baselines")
+    assert cm["data"]["digest"].startswith("sha256:") and cm["data"]["node"] == NODE

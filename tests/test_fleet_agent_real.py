@@ -173,6 +173,21 @@ def test_real_agent_canary_is_unknown_in_change_window(env: Env) -> None:
     assert cond is not None and cond["status"] == "Unknown" and "rocm-6.2.0" in cond["message"]
 
 
+def test_real_agent_once_exit_codes(
+    env: Env, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fleet agent --once`: 1 while the baseline is missing (Unknown blocks), 0 once published (False)."""
+    tools = env.fake.env(os.environ)["PATH"]  # the node's tools first, as in its pod (git after them: the store)
+    monkeypatch.setenv("PATH", os.pathsep.join((tools, os.environ.get("PATH", ""))))
+    argv = ["fleet", "agent", "--once", "--node", NODE, "--host-root", str(env.fake.host_root),
+            "--kubeconfig", str(env.agent)]  # fmt: skip
+    assert run(argv) == 1
+    assert "UpgradeGateDrift=Unknown NoBaseline" in capsys.readouterr().out
+    assert env.publish() == 0
+    assert run(argv) == 0
+    assert "UpgradeGateDrift=False NoDrift" in capsys.readouterr().out
+
+
 def test_real_agent_process_sigterm_ends_cleanly_and_leaves_unknown(env: Env, tmp_path: Path) -> None:
     """`fleet agent` as a process: it sets False, then SIGTERM ends it with 143 and one error line, and the
     Node's condition is Unknown/AgentStopped (a stale False would vouch for an unwatched node)."""
