@@ -33,6 +33,7 @@ from upgrade_gate.fleet.workload_jobs import (
 )
 from upgrade_gate.model import NodeName
 from upgrade_gate.validate import cvf
+from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phases.workload import permuted, shipped_script, workload_argv
 
 CONFIG = fast_config()
@@ -176,3 +177,26 @@ def test_fleet_workload_window_validate_phases_out_of_range_is_a_usage_error(tmp
     from upgrade_gate.cli.main import run
 
     assert run(["window", "validate", "--id", "w1", "--store", str(tmp_path), "--phases", "0,8"]) == 2
+
+
+def test_fleet_workload_node_without_gpus_is_an_error_naming_it() -> None:
+    """A node whose device plugin advertises no amd.com/gpu: no Job that cannot hold its GPUs, an error."""
+    with pytest.raises(LauncherError, match=r"node gpu-01 advertises no amd\.com/gpu"):
+        _jobs().spec(_node(0), workload_argv(CONFIG, 8), _ids)
+
+
+def test_fleet_workload_job_deadline_outlasts_the_run_deadline() -> None:
+    """A run allowed an hour gets a Job deadline past it (the phase then names a timeout, not the Job's)."""
+    argv = workload_argv(CONFIG, 8)
+    short = _jobs().spec(_node(), argv, _ids)
+    config = fast_config(UPGRADE_GATE_WORKLOAD_TIMEOUT_S="3600")
+    long = _jobs(config).spec(_node(), workload_argv(config, 8), _ids)
+    assert short is not None and short.manifest()["spec"]["activeDeadlineSeconds"] == 1800
+    assert long is not None and long.manifest()["spec"]["activeDeadlineSeconds"] == 3660
+
+
+def test_fleet_workload_bad_site_placeholder_leaves_other_commands_alone() -> None:
+    """A site command with an unknown placeholder cannot be matched: every other phase's command still runs
+    (the workload phase itself reports the bad command)."""
+    jobs = _jobs(fast_config(UPGRADE_GATE_WORKLOAD_COMMAND="train --ranks {gpus}"))
+    assert jobs.purpose(("all_reduce_perf", "-g", "8")) is None

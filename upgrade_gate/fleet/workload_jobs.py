@@ -26,18 +26,25 @@ Design decisions
   memory, and a container's default 64 MiB stalls or fails RCCL/NCCL's intra-node transport.
 - Every capability dropped, no privilege escalation, no host network: torchrun's `--standalone`
   rendezvous is on the pod's loopback.
+- The Job's `activeDeadlineSeconds` is at least the run's deadline (`UPGRADE_GATE_WORKLOAD_TIMEOUT_S`)
+  plus a minute, so a long run ends as a timeout the phase names, not as the Job's own deadline.
+- A node that advertises no `amd.com/gpu` cannot hold its GPUs for the run: `LauncherError` naming
+  the node and the resource, which the pipeline turns into the phase's error (fail closed).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from upgrade_gate.fleet.labels import GPU_RESOURCE
 from upgrade_gate.fleet.manifests import JobSettings, JobSpec
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.validate.config import CvfConfig
+from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phases.workload import shipped_script, workload_argv
 
 DEFAULT_IMAGE = "rocm/pytorch:latest"
@@ -76,7 +83,10 @@ class WorkloadJobs:
 
     def purpose(self, argv: Sequence[str]) -> str | None:
         """`phase6` for the workload's command line, `phase7` for it behind `env VAR=LIST`, else None."""
-        template = [_pattern(t) for t in workload_argv(self.config, _NPROC)]
+        try:
+            template = [_pattern(t) for t in workload_argv(self.config, _NPROC)]
+        except (KeyError, IndexError, ValueError):  # a site command with a bad placeholder: the phase says so
+            return None
         visible = re.compile(re.escape(self.config.workload_visible_var) + r"=[0-9,]*")
 
         def same(tokens: Sequence[str]) -> bool:
@@ -93,9 +103,14 @@ class WorkloadJobs:
         purpose = self.purpose(argv)
         if purpose is None:
             return None
+        gpus = node.gpu_count()
+        if gpus < 1:
+            raise LauncherError(f"node {node.name} advertises no {GPU_RESOURCE}: the workload Job cannot hold its GPUs "
+                                "(is the device plugin running on it?)")  # fmt: skip
         script = shipped_script()
         staged = f"{WORKDIR}/{Path(script).name}"
         command = tuple(a.replace(script, staged) for a in argv)
+        deadline = math.ceil(self.config.workload_timeout_s) + 60
         env = list(self.env)
         if command != tuple(argv):
             source = Path(script).read_text(encoding="utf-8")
@@ -106,9 +121,9 @@ class WorkloadJobs:
             purpose=purpose,
             run_id=next_id(),
             argv=command,
-            gpus=node.gpu_count(),
+            gpus=gpus,
             env=tuple(env),
-            settings=self.settings,
+            settings=replace(self.settings, active_deadline_s=max(self.settings.active_deadline_s, deadline)),
             image=self.image,
             workdir=WORKDIR,
             shm=True,
