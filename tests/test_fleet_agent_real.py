@@ -164,6 +164,19 @@ def test_real_agent_without_a_verified_baseline_is_unknown(env: Env) -> None:
     assert "names node 'gpu-02'" in (env.condition() or {}).get("message", "")
 
 
+def test_real_agent_refused_baseline_read_replaces_a_stale_false(env: Env) -> None:
+    """The baseline's read refused (here: a namespace the agent may not read, as after an RBAC mistake)
+    after a False: the Node says Unknown/AgentError naming the refusal, not the stale False."""
+    assert env.publish() == 0
+    assert env.agent_of().cycle(_now(0)).status == "False"
+    stale = {"metadata": {"annotations": {DIGEST_ANNOTATION: "sha256:0"}}}  # a new publication to read
+    env.cluster.cp.request("PATCH", f"/api/v1/nodes/{NODE}", stale, content_type="application/merge-patch+json")
+    result = env.agent_of(namespace="kube-system").cycle(_now(30))
+    cond = env.condition()
+    assert cond is not None and (cond["status"], cond["reason"]) == ("Unknown", "AgentError"), cond
+    assert "refuses to get configmaps" in cond["message"] and result.patched
+
+
 def test_real_agent_canary_is_unknown_in_change_window(env: Env) -> None:
     assert env.publish() == 0
     env.cluster.cp.request("PATCH", f"/api/v1/nodes/{NODE}", {"metadata": {"labels": {CANARY: "rocm-6.2.0"}}},

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.errors import GateError
 from upgrade_gate.fleet.agent_baseline import BASELINES_NAMESPACE, BaselineUnavailable, PublishedBaseline, read_baseline
+from upgrade_gate.fleet.errors import is_temporary
 from upgrade_gate.fleet.labels import CANARY, NODE_CLASS
 from upgrade_gate.model import Finding, NodeName, NodeReport, RuleId, Severity, Verdict
 from upgrade_gate.report.prometheus import CONDITION_TYPE, node_condition
@@ -134,12 +135,19 @@ class Agent:
         self._baseline: PublishedBaseline | None = None
 
     def cycle(self, now: datetime) -> CycleResult:
-        """Observe, judge and set the condition once. KubeError (API unreachable or refusing) propagates:
-        the loop counts it and tries again next slot; nothing can be written to the Node anyway."""
+        """Observe, judge and set the condition once. A failure to read the Node (KubeError) propagates:
+        the loop counts it and tries again next slot (a refusal is first written as Unknown/AgentError
+        where the API takes it); any later failure is Unknown/AgentError on the Node, never a stale False."""
         t0, c0 = time.monotonic(), cpu_seconds()
-        node = self.client.read_agent_node(self.settings.node)
-        taken_at: datetime | None = None
         name = self.settings.node
+        try:
+            node = self.client.read_agent_node(name)
+        except GateError as exc:  # refused for good (RBAC, ...): say so on the Node if it can be said there
+            if not is_temporary(exc):
+                with contextlib.suppress(GateError):
+                    self.client.patch_drift_condition(name, unknown(name, "AgentError", f"{exc}", now=now)[0])
+            raise
+        taken_at: datetime | None = None
         if CANARY in node.labels:
             why = f"node {name} is a canary of change {node.labels[CANARY]!r}: its window judges it against the plan"
             condition, report = unknown(name, "InChangeWindow", why, now=now)
@@ -147,15 +155,13 @@ class Agent:
             try:
                 self._baseline = read_baseline(self.client, node, namespace=self.settings.namespace,
                                                cached=self._baseline)  # fmt: skip
+                report, taken_at = self._judge(node, self._baseline, now)
+                condition = judged_condition(report, now=now)
             except BaselineUnavailable as exc:
                 self._baseline = None
                 condition, report = unknown(name, exc.reason, exc.message, now=now)
-            else:
-                try:
-                    report, taken_at = self._judge(node, self._baseline, now)
-                    condition = judged_condition(report, now=now)
-                except GateError as exc:
-                    condition, report = unknown(name, "AgentError", f"node {name}: {exc}", now=now)
+            except GateError as exc:  # the ConfigMap read refused or failed, a capture that broke: not a pass
+                condition, report = unknown(name, "AgentError", f"node {name}: {exc}", now=now)
         patched = self._set(node, condition, now)
         return CycleResult(condition=condition, report=report, taken_at=taken_at, patched=patched,
                            duration_s=time.monotonic() - t0, cpu_s=cpu_seconds() - c0)  # fmt: skip
