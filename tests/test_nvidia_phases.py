@@ -10,8 +10,8 @@ from upgrade_gate.cli.collect_cmds import parser_check
 from upgrade_gate.collect.capture import capture
 from upgrade_gate.collect.probes import probe_catalogue
 from upgrade_gate.collect.runner import LocalRunner
-from upgrade_gate.fakenode.nvidia import NvidiaNodeSpec, build_nvidia_node, h100_node
-from upgrade_gate.fakenode.nvidia_render import render_dcgmi_diag
+from upgrade_gate.fakenode.nvidia import DRIVER_570, NvidiaNodeSpec, build_nvidia_node, h100_node, with_driver
+from upgrade_gate.fakenode.nvidia_render import render_dcgmi_diag, write_stub_tool
 from upgrade_gate.model import PhaseResult, PhaseStatus, replace
 from upgrade_gate.parse.dcgmi import parse_dcgmi_diag
 from upgrade_gate.snapshot.build import build_snapshot
@@ -25,7 +25,9 @@ from upgrade_gate.vendors import NVIDIA
 NODE = "gpu-node-01"
 
 
-def _phases(tmp_path: Path, spec: NvidiaNodeSpec, *, remove: str | None = None) -> tuple[PhaseResult, ...]:
+def _phases(
+    tmp_path: Path, spec: NvidiaNodeSpec, *, remove: str | None = None, dcgm_spec: NvidiaNodeSpec | None = None
+) -> tuple[PhaseResult, ...]:
     node = build_nvidia_node(tmp_path / "node", spec)
     env = node.env(os.environ)
     bundle = capture(
@@ -38,6 +40,8 @@ def _phases(tmp_path: Path, spec: NvidiaNodeSpec, *, remove: str | None = None) 
     snapshot = build_snapshot(bundle)
     if remove is not None:
         (node.bin_dir / remove).unlink()
+    if dcgm_spec is not None:  # dcgmi answers as another node would (another driver loaded since the capture)
+        write_stub_tool(node, "dcgmi", {tuple(NVIDIA.phase_commands[1][1:]): render_dcgmi_diag(dcgm_spec)})
     return run_pipeline(
         [NODE],
         phases=(EligibilityPhase(), DcgmAcceptancePhase()),
@@ -63,6 +67,13 @@ def test_nvidia_phases_missing_dcgmi_is_an_error_never_a_pass(tmp_path: Path) ->
     results = _phases(tmp_path, h100_node(NODE, seed=1), remove="dcgmi")
     assert results[1].status is PhaseStatus.ERROR
     assert (results[1].reason or "").startswith("dcgmi diag -r 2: ")
+
+
+def test_nvidia_phases_dcgm_on_another_driver_than_captured_fails(tmp_path: Path) -> None:
+    spec = h100_node(NODE, seed=1)
+    results = _phases(tmp_path, spec, dcgm_spec=with_driver(spec, DRIVER_570))
+    assert results[1].status is PhaseStatus.FAILED
+    assert results[1].reason == "dcgmi diag -r 2: ran against driver 570.158.01, the snapshot captured 550.127.05"
 
 
 def test_nvidia_phases_fake_dcgmi_keeps_the_real_table_layout() -> None:
