@@ -16,7 +16,7 @@ from upgrade_gate.fakenode.nvidia import NvidiaNodeSpec, build_nvidia_node, h100
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import NodeName, Severity, Snapshot
+from upgrade_gate.model import NodeName, Severity, Snapshot, replace
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.vendors import NVIDIA
 
@@ -79,3 +79,21 @@ def test_nvidia_judge_default_probes_block_an_nvidia_node_fail_closed(pair: tupl
     report = judge(baselines={NODE: baseline}, candidates=[baseline], plan=None, policy=amd_policy, now=NOW)
     blocked = {f.message for f in report.nodes[0].findings if f.severity is Severity.BLOCK}
     assert "probe rocminfo is absent from the candidate" in blocked
+
+
+def test_nvidia_judge_gsp_timeout_in_dmesg_blocks_on_the_hopper_gpu(
+    pair: tuple[Snapshot, Snapshot], tmp_path: Path
+) -> None:
+    # The corpus Xid 119 line (gpud dmesg-with-xid-119.log, tests/fixtures/dmesg-nvidia) on this node's GPU 0.
+    xid = (
+        "[ 1843.308145] NVRM: Xid (PCI:0000:1b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of "
+        "waiting for RPC response from GPU0 GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4)."
+    )
+    baseline, _ = pair
+    candidate = _snapshot(tmp_path / "xid", replace(h100_node(NODE, seed=1), extra_dmesg=(xid,)))
+    assert [(e.kind, e.severity, e.bdf) for e in candidate.events] == [
+        ("nvidia.gsp_rpc_timeout", "fatal", "0000:1b:00.0")
+    ]
+    report = judge(baselines={NODE: baseline}, candidates=[candidate], plan=None, policy=POLICY, now=NOW)
+    blocked = [f for f in report.nodes[0].findings if f.severity is Severity.BLOCK]
+    assert [f.rule for f in blocked] == ["dmesg.fatal"], [f.message for f in blocked]
