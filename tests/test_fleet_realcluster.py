@@ -138,11 +138,14 @@ def test_real_window_start_drains_gpu_pods_through_the_eviction_api(
 ) -> None:
     """`window start` cordons, taints, then evicts the canaries' GPU pods; a PodDisruptionBudget that
     forbids it stops the start with exit 4 naming the pod; `--no-drain` leaves the workload alone."""
-    _nodes(real_cluster, *(f"gpu-a-{i:02d}" for i in range(1, 4)), node_class="mi300x-8gpu")
+    _nodes(real_cluster, *(f"gpu-a-{i:02d}" for i in range(1, 5)), node_class="mi300x-8gpu")
     kubeconfig = str(real_cluster.kubeconfig(tmp_path / "sa.kubeconfig"))
     store = str(tmp_path / "store")
-    plan = ["window", "plan", "--plan", str(PLAN), "--store", store, "--kubeconfig", kubeconfig]
-    # the plan prefers idle nodes: make every node busy, so the canary (gpu-a-01) runs a workload
+    # One canary needs an idle peer for phases 4-5 (issue 28): gpu-a-04 stays idle, and the plan does not
+    # prefer idle canaries, so the canary (gpu-a-01) runs a workload that the start must drain.
+    busy_plan = tmp_path / "plan.yaml"
+    busy_plan.write_text(PLAN.read_text().replace("prefer_idle: true", "prefer_idle: false"))
+    plan = ["window", "plan", "--plan", str(busy_plan), "--store", store, "--kubeconfig", kubeconfig]
     for i in range(1, 4):
         real_cluster.cp.apply(_busy_pod(f"gpu-a-{i:02d}", name=f"training-{i}"))
     client = KubeClient.from_kubeconfig(kubeconfig, retry=FAST_RETRY)
