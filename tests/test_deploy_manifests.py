@@ -228,6 +228,9 @@ def test_deploy_rbac_is_sufficient_and_least_privilege(real_cluster: RealCluster
     docs = _docs("rbac.yaml")
     rules = rbac_rules(docs, namespace="upgrade-gate", service_account="upgrade-gate")
     assert rbac_rules(docs, namespace="upgrade-gate", service_account="upgrade-gate-job") == []
+    user = "system:serviceaccount:upgrade-gate:upgrade-gate"
+    seen = len(real_cluster.cp.audit(user))  # the session's log: only this test's events count (deploy/agent.yaml
+    # grants this account more, used by tests/test_fleet_agent_real.py, which may run first)
     for n in ("gpu-01", "gpu-02"):
         real_cluster.add_node(n)
     real_cluster.wait_nodes_settled(["gpu-01", "gpu-02"])
@@ -275,7 +278,7 @@ def test_deploy_rbac_is_sufficient_and_least_privilege(real_cluster: RealCluster
         client.get_configmap("other", "upgrade-gate")  # resourceNames pin the CVF ConfigMap
     client.close()
 
-    events = real_cluster.cp.audit("system:serviceaccount:upgrade-gate:upgrade-gate")
+    events = real_cluster.cp.audit(user)[seen:]
     denied = {(e["verb"], e["requestURI"]) for e in events if e["responseStatus"]["code"] == 403}
     assert denied == {("get", "/api/v1/namespaces/upgrade-gate/configmaps/other")}, denied  # sufficient
     used = set()
