@@ -276,7 +276,10 @@ def _with_command(doc: dict[str, Any], command: list[str]) -> dict[str, Any]:
 
 def test_real_agent_rbac_is_sufficient_and_least_privilege(env: Env) -> None:
     """The audit log: every agent and publisher request succeeded, each grant of deploy/agent.yaml was
-    used, and the agent may not list nodes (nor read a ConfigMap outside its namespace)."""
+    used, and the agent may not list nodes (nor read a ConfigMap outside its namespace). The audit log
+    is the session's: only this test's events count."""
+    agent_user, publisher_user = f"system:serviceaccount:{NS}:{AGENT_SA}", f"system:serviceaccount:{NS}:upgrade-gate"
+    before = {u: len(env.cluster.cp.audit(u)) for u in (agent_user, publisher_user)}
     assert env.publish() == 0
     agent = env.agent_of(heartbeat_s=0.0)
     agent.cycle(_now(0))
@@ -288,12 +291,12 @@ def test_real_agent_rbac_is_sufficient_and_least_privilege(env: Env) -> None:
     with pytest.raises(KubeForbiddenError):
         agent.client.read_configmap("cluster-validation-config", NS)
     agent.client.close()
-    agent_events = env.cluster.cp.audit(f"system:serviceaccount:{NS}:{AGENT_SA}")
+    agent_events = env.cluster.cp.audit(agent_user)[before[agent_user] :]
     used = {_grant(e) for e in agent_events if e["responseStatus"]["code"] < 300}
     assert used == {("nodes", "get"), ("nodes/status", "patch"), ("configmaps", "get")}, used
     denied = {_grant(e) for e in agent_events if e["responseStatus"]["code"] == 403}
     assert denied == {("nodes", "list"), ("configmaps", "get")}
-    publisher = env.cluster.cp.audit(f"system:serviceaccount:{NS}:upgrade-gate")
+    publisher = env.cluster.cp.audit(publisher_user)[before[publisher_user] :]
     writes = [(e["verb"], e["responseStatus"]["code"]) for e in publisher
               if (e.get("objectRef") or {}).get("namespace") == BASELINES_NAMESPACE]  # fmt: skip
     assert writes == [("create", 201), ("create", 409), ("update", 200)], writes  # replaced when it exists
