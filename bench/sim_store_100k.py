@@ -61,6 +61,7 @@ def du(path: Path) -> int:
 
 
 def main() -> None:
+    from upgrade_gate.model import replace
     from upgrade_gate.store.documents import Stored
     from upgrade_gate.store.gitstore import BaselineStore
 
@@ -104,7 +105,8 @@ def main() -> None:
             st.load_trusted(names[n // 2], pinned)
         with step("load_trusted one node (decoded-cache hit)", out):
             st.load_trusted(names[n // 2], pinned)
-        snap = st.load(names[7])
+        loaded = st.load(names[7])
+        snap = replace(loaded, software=replace(loaded.software, rocm_version="6.2.0"))  # a changed baseline
         before = du(store / ".git")
         with step("save one node on top (re-baseline)", out):
             st.save([snap])
