@@ -220,3 +220,26 @@ def test_checklist_workload_items_pass_on_workload_evidence_and_fail_on_its_find
     rows = {r.item_id: r for r in _gate(moved, lists, _attest_all(lists)).checklist}
     row = rows["canary.device-order-perturbation"]
     assert row.status == "fail" and "workload.index_dependent" in row.actual
+
+
+def test_checklist_an_unverified_item_may_be_attested_a_failing_one_never() -> None:
+    """issue 25 item 6: an item with no evidence is `unverified` or attested by a named person; an
+    attestation of an automatic item was silently ignored. It never overrides failing evidence."""
+    lists = [load_checklist("canary")]
+    base = mi300x_snapshot()
+    attest = {**_attest_all(lists), "canary.mixed-precision": "alice"}
+    report = judge(
+        baselines={base.node.name: base}, candidates=[upgraded()], plan=upgrade_plan(), policy=load_policy(),
+        checklists=lists, attestations=attest, now=NOW,
+    )  # fmt: skip
+    row = next(r for r in report.checklist if r.item_id == "canary.mixed-precision")
+    assert (row.status, row.owner) == ("attested", "alice")
+    assert row.actual.startswith("attested by alice (no evidence: ") and "phase 6 has no result" in row.actual
+    assert "canary.mixed-precision" not in {f.device for f in report.fleet_findings}
+    moved = with_workload(upgraded(), seed=2, perturbed_order=[7, 6, 5, 4, 3, 2, 1, 0])
+    attest = {**_attest_all(lists), "canary.device-order-perturbation": "alice"}
+    report = _gate(moved, lists, attest)
+    row = next(r for r in report.checklist if r.item_id == "canary.device-order-perturbation")
+    assert row.status == "fail" and "an attestation does not override failing evidence" in row.actual
+    assert "canary.device-order-perturbation" in {f.device for f in report.fleet_findings}
+    assert report.verdict is Verdict.BLOCK

@@ -18,7 +18,10 @@ either:
 
 An automatic item whose evidence is missing (a listed phase with no result, or errored, skipped, not
 run; a rule that did not run; no baseline, plan or candidates) reads `unverified`, never `pass`; one
-with evidence against it (a failed phase, a blocking finding) reads `fail`.
+with evidence against it (a failed phase, a blocking finding) reads `fail`. A named person may attest
+an `unverified` item (`--attest ITEM=NAME`: the evidence is missing, someone checked it by hand): it
+reads `attested`, naming the person and the evidence that was missing. An attestation never turns a
+`fail` into anything else: the row says it was attested and the evidence still fails.
 
 Rows carry item, pass criterion, actual result and owner (the incident's table). A failed automatic
 item adds a `checklist.unverified` finding and an unattested manual one `checklist.unattested`; both
@@ -191,7 +194,7 @@ def evaluate_checklists(
                 row, problem = _manual(cl, it, attestations.get(it.id))
                 rule = RuleId("checklist.unattested")
             else:
-                row, problem = _automatic(cl, it, inputs)
+                row, problem = _attested(cl, it, *_automatic(cl, it, inputs), attestations.get(it.id))
                 rule = RuleId("checklist.unverified")
             rows.append(row)
             entry = inputs.policy.rule_for(rule, None)
@@ -216,6 +219,19 @@ def _manual(cl: Checklist, it: ChecklistItem, who: str | None) -> tuple[Checklis
     if who:
         return _row(cl, it, f"attested by {who}", who, "attested"), None
     return _row(cl, it, "not attested", it.owner, "unattested"), f"not attested (--attest {it.id}=NAME)"
+
+
+def _attested(
+    cl: Checklist, it: ChecklistItem, row: ChecklistRow, problem: str | None, who: str | None
+) -> tuple[ChecklistRow, str | None]:
+    """An automatic item's row with its attestation applied: `unverified` becomes `attested` (the missing
+    evidence named), `fail` stays `fail` (said so), `pass` stays `pass`."""
+    if not who or problem is None:
+        return row, problem
+    if row.status == "unverified":
+        return _row(cl, it, f"attested by {who} (no evidence: {problem})", who, "attested"), None
+    return _row(cl, it, f"{row.actual} (attested by {who}: an attestation does not override failing evidence)",
+                it.owner, row.status), problem  # fmt: skip
 
 
 def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tuple[ChecklistRow, str | None]:
