@@ -146,6 +146,7 @@ def test_v2_refuses_what_v1_refuses() -> None:
     edits: tuple[tuple[Callable[[dict[str, Any], dict[str, Any]], object], str], ...] = (
         (lambda d, m: d.update(extra=1), "extra"),
         (lambda d, m: m.update(sweeps=[{"k": "x" * 5000}, {}]), "sweeps"),  # a text longer than MAX_TEXT
+        (lambda d, m: m.update(sweeps=[{str(i): "x" for i in range(1025)}, {}]), "sweeps"),  # > 1,024 settings
         (lambda d, m: m.update(keys=["", "b", "c", "d"]), "keys"),  # an empty key
         (lambda d, m: m.update(sweep=[0, 0, 0, -1]), "sweep"),
         (lambda d, m: m.pop("units"), "units"),  # every column is required
