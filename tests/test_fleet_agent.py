@@ -8,6 +8,7 @@ agent's probes only. The real-control-plane half is tests/test_fleet_agent_real.
 from __future__ import annotations
 
 import os
+import threading
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -217,3 +218,45 @@ def test_agent_baseline_too_large_for_a_configmap_is_refused_by_name() -> None:
         baseline_configmap(NodeName(NODE), noise, "c0ffee", "upgrade-gate-baselines")
     cm = baseline_configmap(NodeName(NODE), b'{"node": 1}', "c0ffee", "upgrade-gate-baselines")
     assert cm["data"]["digest"].startswith("sha256:") and cm["data"]["node"] == NODE
+
+
+class _FlakyAgent:
+    """A fault double: the API fails in the first cycle, then answers."""
+
+    def __init__(self) -> None:
+        self.settings = type("S", (), {"node": NodeName(NODE)})()
+        self.calls = 0
+        self.stopped: list[str] = []
+
+    def cycle(self, now: datetime) -> CycleResult:
+        from upgrade_gate.fleet.errors import KubeConnectionError
+
+        self.calls += 1
+        if self.calls == 1:
+            raise KubeConnectionError("GET /api/v1/nodes/gpu-01: connection refused")
+        condition, report = unknown(NodeName(NODE), "NoBaseline", "none", now=now)
+        return CycleResult(condition=condition, report=report, taken_at=None, patched=False, duration_s=0, cpu_s=0)
+
+    def stop(self, now: datetime, why: str) -> None:
+        self.stopped.append(why)
+
+
+class _NoWait(threading.Event):
+    """The loop's wait, with the time already passed (no test waits for a cadence)."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return False
+
+
+def test_agent_loop_counts_a_failed_cycle_goes_on_and_leaves_unknown_at_the_end(tmp_path: Path) -> None:
+    from upgrade_gate.fleet.agent_loop import run_agent
+
+    agent, lines = _FlakyAgent(), []
+    stats = run_agent(agent, Cadence(interval_s=5.0, jitter_s=0.0), wall=lambda: NOW, max_cycles=3,  # type: ignore[arg-type]
+                      stop=_NoWait(), textfile=tmp_path / "a.prom", log=lines.append)  # fmt: skip
+    assert (stats.cycles, stats.failed, agent.calls) == (3, 1, 3)
+    assert lines[0] == "upgrade-gate agent: node gpu-01: cycle failed: GET /api/v1/nodes/gpu-01: connection refused"
+    assert "UpgradeGateDrift=Unknown NoBaseline: none" in lines[1] and len(lines) == 2  # logged on change only
+    assert agent.stopped == ["after 3 cycles"]
+    m = _metrics((tmp_path / "a.prom").read_text(encoding="utf-8"))
+    assert m[("upgrade_gate_agent_failed_cycles_total", (("node", NODE),))] == 1
