@@ -53,11 +53,11 @@ SCRIPT_ENV = "UPGRADE_GATE_WORKLOAD_SCRIPT"
 PURPOSE_RUN, PURPOSE_PERTURBATION = "phase6", "phase7"
 _NPROC = "\x00nproc\x00"  # stands for the rank count while the config's command line is matched
 
-STAGER = """
+STAGER = f"""
 import os, sys
 path = sys.argv[1]
 with open(path, "w", encoding="utf-8") as out:
-    out.write(os.environ.pop("UPGRADE_GATE_WORKLOAD_SCRIPT"))
+    out.write(os.environ.pop({SCRIPT_ENV!r}))
 os.execvp(sys.argv[2], sys.argv[2:])
 """
 """Writes the shipped script (from SCRIPT_ENV) to argv[1], then execs argv[2:] (the workload's argv)."""
