@@ -104,7 +104,8 @@ def listing(root: Path, n: int) -> Path:
 
 def gate(tree: Path, root: Path, n: int) -> dict[str, float | int | str]:
     """One `upgrade-gate gate` of the package under `tree` over the first n candidates."""
-    out = root / f"scale-report-{n}.json"
+    out = root / f"scale-report-{n}-{tree.name}.json"
+    out.unlink(missing_ok=True)  # a report left by an earlier run must never stand in for this one
     argv = [PYTHON, "-m", "upgrade_gate", "gate", "--store", str(root / "store"), "--candidates", str(listing(root, n))]
     argv += ["--plan", str(root / "plan.json"), "--report", f"json:{out}", "--now", NOW]
     got = measure(argv, {**os.environ, "PYTHONPATH": str(tree), "NO_COLOR": "1"})
@@ -205,7 +206,8 @@ def before_tree(commit: str) -> Path:
     tree = OUT / "gate-scale" / f"tree-{commit[:12]}"
     if not (tree / "upgrade_gate").exists():
         tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "archive", commit, "upgrade_gate"], cwd=REPO, capture_output=True, check=True)
+        folders = ["upgrade_gate", "schemas", "checklists"]  # the package and its shipped folders (`shipped`)
+        archive = subprocess.run(["git", "archive", commit, *folders], cwd=REPO, capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
     import compileall
 

@@ -123,7 +123,7 @@ def _build_entry(snapshot: Snapshot) -> _Entry:
     return (merged, ok, bandwidth, thermal)
 
 
-_SAMPLES = operator.attrgetter("samples")
+_SAMPLES, _KEY = operator.attrgetter("samples"), operator.attrgetter("key")
 
 
 @functools.lru_cache(maxsize=64)
@@ -138,7 +138,7 @@ def _split_keys(keys: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]
 
 def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
     every = measurements_of(snapshot)
-    out = {m.key: m for m in every}
+    out = dict(zip(map(_KEY, every), every, strict=True))  # {m.key: m for m in every}, in C
     broken: dict[str, str] = {}
     if len(out) == len(every):
         return out, broken  # the usual snapshot: every key once

@@ -120,7 +120,10 @@ def key_values(snapshot: Snapshot) -> dict[str, float]:
 
 
 def _value(m: Measurement | None) -> float | None:
-    usable = [s for s in (m.samples if m is not None else ()) if s == s and abs(s) != float("inf")]
+    samples = m.samples if m is not None else ()
+    if samples and math.isfinite(sum(samples)):  # every sample finite (an inf or a NaN makes the sum not)
+        return max(samples)
+    usable = [s for s in samples if s == s and abs(s) != float("inf")]
     return max(usable) if usable else None
 
 
@@ -147,6 +150,8 @@ def _unusable(m: Measurement, name: str) -> tuple[str, str] | None:
         return f"its sensor is {sensor!r}, not {known.sensor!r}", str(sensor)
     if not m.samples:
         return "it has no samples", "no samples"
+    if math.isfinite(sum(m.samples)) and known.low < min(m.samples) and max(m.samples) <= known.high:
+        return None  # the usual reading: every sample finite and plausible (the loop below names the first that is not)
     for s in m.samples:
         if not math.isfinite(s) or not known.low < s <= known.high:
             unit = "°C" if m.unit == "C" else m.unit
