@@ -216,18 +216,18 @@ def before_tree(commit: str) -> Path:
 
 
 def run(
-    sizes: tuple[int, ...], repeats: int, before: str | None, peer: bool
+    sizes: tuple[int, ...], repeats: int, before: str | None, peer: bool, after: str | None = None
 ) -> dict[str, dict[str, list[dict[str, float | int | str]]]]:
     """Every measurement, interleaved: per size, per kind (before, now, floor, superbench), one dict a run."""
     root = build_fleet(OUT, max(sizes))
     compile_package()
-    trees = {"now": REPO}
+    trees = {"now": before_tree(after) if after is not None else REPO}  # `after`: a commit, not the working tree
     if before is not None:
         trees = {"before": before_tree(before), **trees}
     inputs = {n: superbench_inputs(root, n) for n in sizes} if peer else {}
     results: dict[str, dict[str, list[dict[str, float | int | str]]]] = {str(n): {} for n in sizes}
     for n in sizes:  # warm the page cache and the store's decoded cache once per size
-        gate(REPO, root, n)
+        gate(trees["now"], root, n)
     for _ in range(repeats):
         for n in sizes:
             got = results[str(n)]
@@ -285,6 +285,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 8192])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--before")
+    ap.add_argument("--after", help="measure this commit as `now` instead of the working tree")
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--orjson-floor", type=Path)
     args = ap.parse_args()
@@ -293,7 +294,7 @@ def main() -> None:
         return
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
-    results = run(tuple(args.sizes), args.repeats, args.before, not args.no_peer)
+    results = run(tuple(args.sizes), args.repeats, args.before, not args.no_peer, args.after)
     (OUT / "gate-scale").mkdir(parents=True, exist_ok=True)
     (OUT / "gate-scale" / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"Started {started}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 cores, shared).\n")
