@@ -156,12 +156,53 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(gzip.compress(doc_bytes, mtime=0)) / 1024:.1f} KiB gzip'd in the ConfigMap")  # fmt: skip
         no_drift = metric(text, 'upgrade_gate_drift_condition{node="gpu-000",status="False"}')
         print(f"- the node's condition during the run: {'False (no drift)' if no_drift else 'not False'}")
+        print()
+        print(judge_cost(fake, snap))
     finally:
         if proc is not None and proc.poll() is None:
             proc.terminate()
             proc.wait(timeout=60)
         cluster.stop()
     return 0
+
+
+def judge_cost(fake: object, baseline: object, repeat: int = 5) -> str:
+    """The agent's in-process part of a cycle (snapshot build + trimmed judge), with the fake node's
+    kernel log and with a 1 MiB one (a full ring buffer of benign amdgpu lines): CPU ms per cycle."""
+    from dataclasses import replace
+
+    from upgrade_gate.collect.capture import capture
+    from upgrade_gate.collect.runner import LocalRunner
+    from upgrade_gate.fleet.agent_view import agent_policy, agent_probes, agent_views
+    from upgrade_gate.judge.judge import judge
+    from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.snapshot.build import build_snapshot
+
+    node = fake  # a FakeNode
+    probes = agent_probes(node.host_root, timeout_s=10.0)  # type: ignore[attr-defined]
+    bundle = capture(LocalRunner(env=node.env(os.environ)), node="gpu-000", host_root=node.host_root, probes=probes)  # type: ignore[attr-defined]
+    policy = agent_policy(load_policy())
+    dmesg = next(r for r in bundle.records if r.name == "dmesg")
+    lines = dmesg.result.stdout.splitlines()
+    big, i = [], 0
+    while sum(len(x) + 1 for x in big) < 1024 * 1024:
+        text = lines[i % len(lines)].split("] ", 1)[-1]
+        big.append(f"[{100 + i * 0.001:12.6f}] {text}")
+        i += 1
+    heavy = replace(bundle, records=tuple(
+        replace(r, result=replace(r.result, stdout="\n".join(big) + "\n")) if r.name == "dmesg" else r
+        for r in bundle.records))  # fmt: skip
+    rows = []
+    for label, b in (("fake node's dmesg", bundle), ("1 MiB dmesg", heavy)):
+        c0 = time.process_time()
+        for _ in range(repeat):
+            base, seen = agent_views(baseline, build_snapshot(b))  # type: ignore[arg-type]
+            judge(baselines={seen.node.name: base}, candidates=(seen,), plan=None, policy=policy,
+                  now="2026-12-05T00:00:00Z", workers=1, include_changes=False)  # fmt: skip
+        per = (time.process_time() - c0) / repeat
+        size = len(next(r for r in b.records if r.name == "dmesg").result.stdout)
+        rows.append(f"| {label} ({size / 1024:.0f} KiB) | {per * 1000:.0f} ms |")
+    return "\n".join(["| build + judge in the agent's process | CPU per cycle |", "|---|---|", *rows])
 
 
 def _cpu_model() -> str:

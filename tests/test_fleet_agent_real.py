@@ -27,7 +27,8 @@ from tests.k8s.realcluster import NS, RealCluster
 from tests.test_validate_support import snapshot_of, with_vfs
 from upgrade_gate.cli.main import run
 from upgrade_gate.collect.runner import LocalRunner
-from upgrade_gate.fakenode import FakeNode, NodeSpec, build_fake_node, mi300x_node
+from upgrade_gate.fakenode import FakeNode, NodeSpec, build_fake_node, faults, mi300x_node
+from upgrade_gate.fakenode.spec import DMESG_ACA_MODE1_RESET
 from upgrade_gate.fleet.agent import Agent, AgentSettings
 from upgrade_gate.fleet.agent_baseline import BASELINES_NAMESPACE, DIGEST_ANNOTATION, configmap_name
 from upgrade_gate.fleet.agent_kube import AgentClient
@@ -107,8 +108,9 @@ def env(real_cluster: RealCluster, tmp_path: Path) -> Iterator[Env]:
 
 
 def test_real_agent_no_drift_then_drift_on_a_real_node(env: Env) -> None:
-    """Published baseline, unchanged node: False/NoDrift on the Node. The driver reloads at another
-    version: True, reason the rule, a new transition time. Unchanged since: no write until the heartbeat."""
+    """Published baseline, unchanged node: False/NoDrift on the Node; unchanged again: no write (heartbeat
+    not due) and no new judgement (same outputs). A RAS event in dmesg: True/dmesg.fatal. The driver then
+    reloads at another version: True/software.driver, the transition time still the RAS event's."""
     assert env.publish() == 0
     digest = env.cluster.annotations(NODE)[DIGEST_ANNOTATION]
     assert digest.startswith("sha256:")
@@ -119,12 +121,18 @@ def test_real_agent_no_drift_then_drift_on_a_real_node(env: Env) -> None:
     assert cond is not None and (cond["status"], cond["reason"]) == ("False", "NoDrift")
     again = agent.cycle(_now(30))
     assert (again.status, again.patched) == ("False", False)  # nothing changed, heartbeat not due
+    assert agent.judgements == 1  # the same probe outputs: the last judgement, no snapshot build
+    build_fake_node(env.fake.root, faults.inject_dmesg_event(env.spec, DMESG_ACA_MODE1_RESET))  # in place
+    ras = agent.cycle(_now(45))
+    assert (ras.status, ras.condition["reason"], agent.judgements) == ("True", "dmesg.fatal", 2), ras.condition
 
     drifted = env.agent_of(env.change(replace(env.spec, driver_version="6.8.5")))
     result = drifted.cycle(_now(60))
     cond = env.condition()
     assert cond is not None and (cond["status"], cond["reason"]) == ("True", "software.driver"), cond
-    assert "6.8.5" in cond["message"] and cond["lastTransitionTime"] == _now(60).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert "6.8.5" in cond["message"] and cond["lastTransitionTime"] == _now(45).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )  # True since the RAS event
     assert result.report.verdict.value == "BLOCK"
     assert env.publish() == 0  # publishing the same store again writes nothing
     assert env.cluster.annotations(NODE)[DIGEST_ANNOTATION] == digest
@@ -175,6 +183,17 @@ def test_real_agent_refused_baseline_read_replaces_a_stale_false(env: Env) -> No
     cond = env.condition()
     assert cond is not None and (cond["status"], cond["reason"]) == ("Unknown", "AgentError"), cond
     assert "refuses to get configmaps" in cond["message"] and result.patched
+
+
+def test_real_publish_brings_back_a_deleted_baseline(env: Env) -> None:
+    """The Node still names the digest but its ConfigMap was deleted: publishing again rewrites it
+    (`unchanged`: the Node is not patched) and the agent, which said NoBaseline meanwhile, says False."""
+    assert env.publish() == 0
+    env.cluster.cp.request("DELETE", f"/api/v1/namespaces/{BASELINES_NAMESPACE}/configmaps/{configmap_name(NODE)}")
+    agent = env.agent_of()
+    assert agent.cycle(_now(0)).condition["reason"] == "NoBaseline"
+    assert env.publish() == 0
+    assert agent.cycle(_now(30)).status == "False"
 
 
 def test_real_agent_canary_is_unknown_in_change_window(env: Env) -> None:

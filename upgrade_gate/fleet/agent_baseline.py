@@ -121,7 +121,8 @@ def publish_baselines(
 ) -> tuple[PublishResult, ...]:
     """Publish the baseline at the store's HEAD of every node in `nodes` that has one.
 
-    A node whose Node annotation already names the same digest is `unchanged` (nothing written).
+    The ConfigMap is written every time (one deleted by hand comes back); a node whose annotation already
+    names the digest is `unchanged` (its Node is not patched, so its agent reads nothing new).
     `annotations` are the nodes' current annotations (from the list that chose `nodes`)."""
     from upgrade_gate.snapshot.io import dumps_snapshot
 
@@ -134,10 +135,10 @@ def publish_baselines(
             continue
         document = dumps_snapshot(store.load_trusted(node, pinned)).encode("utf-8")
         digest = digest_of(document)
-        if (annotations or {}).get(node, {}).get(DIGEST_ANNOTATION) == digest:
+        client.put_configmap(baseline_configmap(node, document, pinned, namespace), namespace)  # even if unchanged:
+        if (annotations or {}).get(node, {}).get(DIGEST_ANNOTATION) == digest:  # a deleted one comes back
             out.append(PublishResult(node=node, outcome="unchanged", digest=digest))
             continue
-        client.put_configmap(baseline_configmap(node, document, pinned, namespace), namespace)
         client.patch_node_annotations(node, {DIGEST_ANNOTATION: digest})
         out.append(PublishResult(node=node, outcome="published", digest=digest))
     return tuple(out)
