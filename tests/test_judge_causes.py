@@ -17,7 +17,7 @@ from tests.judge_scenarios import (
 from tests.report_sample import sample_report
 from upgrade_gate.judge.causes import ensure_causes, group_causes
 from upgrade_gate.judge.checklist import load_checklist
-from upgrade_gate.model import CauseCategory, GateReport, Severity, Snapshot, Verdict, replace
+from upgrade_gate.model import CauseCategory, GateReport, PhaseStatus, Severity, Snapshot, Verdict, replace
 
 FAULTS = {
     "healthy": upgraded,
@@ -27,6 +27,7 @@ FAULTS = {
     "firmware-on-every-gpu": lambda: _all_firmware(upgraded()),
     "mesh-drop": lambda: scale_metrics(upgraded(), 0.85, lambda key: key.startswith("mesh/")),
     "rocm-wrong": lambda: with_software(upgraded(), rocm_version="6.2.1", rocm_build="6.2.1-112"),
+    "mesh-tool-failed": lambda: _mesh_tool_failed(upgraded()),
     "everything": lambda: narrow_link(lose_vf(reverse_order(scale_metrics(upgraded(), 0.8, lambda k: True)))),
 }
 
@@ -35,6 +36,18 @@ def _all_firmware(snap: Snapshot) -> Snapshot:
     for gpu in snap.gpus:
         snap = set_firmware(snap, "CP_MEC1", "180", serial=str(gpu.serial))
     return snap
+
+
+def _mesh_tool_failed(snap: Snapshot) -> Snapshot:
+    """Phase 2's all_reduce_perf exited 1: the phase failed and measured no bandwidth (its thermal samples
+    around the sweep were still taken)."""
+    phases = tuple(
+        replace(r, status=PhaseStatus.FAILED, reason="all_reduce_perf: exit code 1",
+                measurements=tuple(m for m in r.measurements if not m.key.startswith("mesh/")))
+        if r.phase == 2 else r
+        for r in snap.phases
+    )  # fmt: skip
+    return replace(snap, phases=phases)
 
 
 def _judge(candidate: Snapshot, **kw: object) -> GateReport:
@@ -138,3 +151,13 @@ def test_causes_a_floor_in_doubt_is_not_called_a_drop_and_notes_stand_apart() ->
     notes = by_key["bandwidth.not_judged:cluster/all_gather"]
     assert notes.severity is Severity.INFO and notes.findings == (1,)
     assert "not judged" in notes.headline
+
+
+def test_causes_a_phase_whose_tool_failed_is_the_one_cause_of_its_missing_measurements() -> None:
+    """issue 27: all_reduce_perf exits 1; the phase failure is the cause, and "not comparable ... absent
+    from the candidate" and "no measurement to check against the threshold" are folded under it."""
+    report = _judge(FAULTS["mesh-tool-failed"]())
+    (cause,) = [c for c in report.nodes[0].causes if c.severity is Severity.BLOCK]
+    assert cause.key == "phase:2" and "all_reduce_perf: exit code 1" in cause.headline
+    rules = {report.nodes[0].findings[i].rule for i in cause.findings}
+    assert "phase.failed" in rules and any(r.startswith("bandwidth.") for r in rules), rules

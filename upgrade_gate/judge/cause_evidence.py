@@ -35,6 +35,7 @@ from upgrade_gate.snapshot.provenance import sources_of, value_source
 
 _PROBE_PATH = re.compile(r"^(?P<side>baseline\.)?probes\[name=(?P<name>[^\]]+)\]")
 _PHASE = re.compile(r"^phase (?P<n>\d+)$")
+_MEASUREMENT = re.compile(r"^measurements\[key=(?P<key>[^\]]+)\]")
 _PREFLIGHT = re.compile(r"preflight-failed:(?P<probe>[A-Za-z0-9_]+)=")
 _STOPPED = (PhaseStatus.NOT_RUN, PhaseStatus.ERROR, PhaseStatus.SKIPPED)
 ROOT_PREFIXES = ("evidence:", "evidence.baseline:", "probe.fallback:", "phase:", "partition:")
@@ -141,8 +142,10 @@ def _phase_root(
         probe = _preflight_probe(result, cand)
         if probe is not None:
             return _probe_root(roots, probe, cand, baseline=False, stand_in=None)
-        if result.status is PhaseStatus.FAILED and f.rule != "phase.failed":
+        if result.status is PhaseStatus.FAILED and f.rule != "phase.failed" and _measured(f, result):
             return None  # a phase that failed on its measurements: the measurements speak (bandwidth)
+        # A phase that failed without measuring the finding's metric (its tool exited non-zero) is the cause
+        # of every finding on that missing measurement ("not comparable", "no measurement to check").
         return roots.setdefault(f"phase:{number}", _Root(key=f"phase:{number}", phase=result))
     if result.status is PhaseStatus.NOT_RUN:
         earlier = [r for n, r in sorted(phases.items()) if n < number and r.status in (*_STOPPED, PhaseStatus.FAILED)]
@@ -155,6 +158,12 @@ def _phase_root(
         key = f"phase:{stopper.phase}"
         return roots.setdefault(key, _Root(key=key, phase=stopper))
     return None
+
+
+def _measured(f: Finding, result: PhaseResult) -> bool:
+    """True unless `f` is about a measurement (`measurements[key=K]`) that `result` did not record."""
+    match = _MEASUREMENT.match(f.path or "")
+    return match is None or any(m.key == match["key"] for m in result.measurements)
 
 
 def _preflight_probe(result: PhaseResult, cand: Mapping[str, ProbeStatus]) -> ProbeStatus | None:
