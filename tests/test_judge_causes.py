@@ -28,6 +28,7 @@ FAULTS = {
     "mesh-drop": lambda: scale_metrics(upgraded(), 0.85, lambda key: key.startswith("mesh/")),
     "rocm-wrong": lambda: with_software(upgraded(), rocm_version="6.2.1", rocm_build="6.2.1-112"),
     "mesh-tool-failed": lambda: _mesh_tool_failed(upgraded()),
+    "nic-port-down": lambda: _nic_port_down(upgraded()),
     "everything": lambda: narrow_link(lose_vf(reverse_order(scale_metrics(upgraded(), 0.8, lambda k: True)))),
 }
 
@@ -48,6 +49,17 @@ def _mesh_tool_failed(snap: Snapshot) -> Snapshot:
         for r in snap.phases
     )  # fmt: skip
     return replace(snap, phases=phases)
+
+
+def _nic_port_down(snap: Snapshot) -> Snapshot:
+    """ionic_0's port is down: ibv_devinfo says so, and phase 3 failed naming the NIC."""
+    nics = tuple(
+        replace(n, ports=tuple(replace(p, state="PORT_DOWN") for p in n.ports)) if n.name == "ionic_0" else n
+        for n in snap.nics
+    )
+    reason = "rdma-state:ionic_0=DOWN; link-state:ionic_0=DISABLED"
+    phases = tuple(replace(r, status=PhaseStatus.FAILED, reason=reason) if r.phase == 3 else r for r in snap.phases)
+    return replace(snap, nics=nics, phases=phases)
 
 
 def _judge(candidate: Snapshot, **kw: object) -> GateReport:
@@ -161,3 +173,13 @@ def test_causes_a_phase_whose_tool_failed_is_the_one_cause_of_its_missing_measur
     assert cause.key == "phase:2" and "all_reduce_perf: exit code 1" in cause.headline
     rules = {report.nodes[0].findings[i].rule for i in cause.findings}
     assert "phase.failed" in rules and any(r.startswith("bandwidth.") for r in rules), rules
+
+
+def test_causes_a_nic_named_by_a_failed_phase_is_one_cause_with_its_own_findings() -> None:
+    """issue 27: a NIC port down reads as phase 3's failure with the NIC's findings under it, not three
+    causes; a finding on another NIC stays its own."""
+    report = _judge(FAULTS["nic-port-down"]())
+    (cause,) = [c for c in report.nodes[0].causes if c.severity is Severity.BLOCK]
+    assert cause.key == "phase:3" and "ionic_0=DOWN" in cause.headline
+    paths = {report.nodes[0].findings[i].path or "" for i in cause.findings}
+    assert any(p.startswith("nics[name=ionic_0]") for p in paths), paths

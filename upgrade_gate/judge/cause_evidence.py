@@ -35,6 +35,7 @@ from upgrade_gate.snapshot.provenance import sources_of, value_source
 
 _PROBE_PATH = re.compile(r"^(?P<side>baseline\.)?probes\[name=(?P<name>[^\]]+)\]")
 _PHASE = re.compile(r"^phase (?P<n>\d+)$")
+_NIC_PATH = re.compile(r"^nics\[name=(?P<name>[^\]]+)\]")
 _MEASUREMENT = re.compile(r"^measurements\[key=(?P<key>[^\]]+)\]")
 _PREFLIGHT = re.compile(r"preflight-failed:(?P<probe>[A-Za-z0-9_]+)=")
 _STOPPED = (PhaseStatus.NOT_RUN, PhaseStatus.ERROR, PhaseStatus.SKIPPED)
@@ -119,7 +120,18 @@ def _root_of(
     numbers = [int(m["n"]) for s in sources_of(path) if (m := _PHASE.match(s))] if path else []
     for number in numbers:
         return _phase_root(number, f, cand, phases, roots)
+    nic = _NIC_PATH.match(path)
+    if nic is not None:  # a NIC's finding, when a failed phase names the same NIC: one fault, one cause
+        for number, result in sorted(phases.items()):
+            if result.status is PhaseStatus.FAILED and _names(result, nic["name"]):
+                return roots.setdefault(f"phase:{number}", _Root(key=f"phase:{number}", phase=result))
     return None
+
+
+def _names(result: PhaseResult, device: str) -> bool:
+    """True when a phase's reasons name `device` as a check's subject (`rdma-state:ionic_0=DOWN`)."""
+    pattern = re.compile(rf"(?:^|[;\s])[\w.-]+:{re.escape(device)}=")
+    return any(pattern.search(reason) for reason in (*result.reasons, result.reason or ""))
 
 
 def _stand_in_for(probe: ProbeStatus, probes: Mapping[str, ProbeStatus]) -> str | None:
