@@ -73,12 +73,19 @@ def test_nvidia_judge_policy_requires_the_vendors_anchor_probes() -> None:
     assert tuple(entry.strings("required_probes")) == NVIDIA.anchor_probes
 
 
-def test_nvidia_judge_default_probes_block_an_nvidia_node_fail_closed(pair: tuple[Snapshot, Snapshot]) -> None:
+def test_nvidia_judge_an_amd_policy_requires_the_nvidia_nodes_own_probes(pair: tuple[Snapshot, Snapshot]) -> None:
+    """One policy for a mixed fleet: the AMD-worded `required_probes` (rocminfo, rocm_version) read as the
+    node's vendor's anchors on an NVIDIA node, so the same node passes, and one whose nvidia-smi record is
+    gone still blocks (fail closed). It used to block on "probe rocminfo is absent"."""
     baseline, _ = pair
     amd_policy = load_policy(POLICY_FILE.parent / "ci-bundles.yaml")
     report = judge(baselines={NODE: baseline}, candidates=[baseline], plan=None, policy=amd_policy, now=NOW)
     blocked = {f.message for f in report.nodes[0].findings if f.severity is Severity.BLOCK}
-    assert "probe rocminfo is absent from the candidate" in blocked
+    assert not any("rocminfo" in m or "rocm_version" in m for m in blocked), blocked
+    no_smi = replace(baseline, probes=tuple(p for p in baseline.probes if p.name != "driver_version"))
+    report = judge(baselines={}, candidates=[no_smi], plan=None, policy=amd_policy, now=NOW)
+    blocked = {f.message for f in report.nodes[0].findings if f.severity is Severity.BLOCK}
+    assert "probe driver_version is absent from the candidate" in blocked, blocked
 
 
 def test_nvidia_judge_gsp_timeout_in_dmesg_blocks_on_the_hopper_gpu(

@@ -55,6 +55,7 @@ from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softe
 from upgrade_gate.judge.rules.standalone import peer_phase_waived
 from upgrade_gate.model import Finding, PhaseStatus, Severity
 from upgrade_gate.validate.cvf import PHASE_NAMES
+from upgrade_gate.vendors.registry import VENDORS, vendor_of
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -190,7 +191,7 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             evidence=p.name,
             severity=Severity.INFO if p.name in nic_probes else (None if p.required else softer(entry.severity)),
         )
-    wanted = set(entry.strings("required_probes"))
+    wanted = _for_vendor(set(entry.strings("required_probes")), probes)
     if ctx.baseline is not None:  # failed there too: still wanted now (a failed baseline is no excuse)
         wanted |= {p.name for p in ctx.baseline.probes if not p.skipped}
     for name in sorted(wanted - set(probes) - covered - nic_probes):
@@ -375,3 +376,16 @@ SPECS = (
     ),
     spec("phase.failed", "a CVF phase failed", check_phase_failed, plan_can_accept=False),
 )
+
+
+def _for_vendor(wanted: set[str], probes: Iterable[str]) -> set[str]:
+    """`required_probes` for this node's vendor (issue 30, mixed fleets): a probe only another vendor has
+    (rocminfo on an NVIDIA node) is replaced by the node's vendor's own anchors (nvidia_smi ...), so one
+    policy serves a mixed fleet and an NVIDIA node must still show its own tools (fail closed)."""
+    vendor = vendor_of(probes)
+    own = {p.name for p in (*vendor.gpu_probes, *vendor.stack_probes, *vendor.tail_probes)} | set(vendor.anchor_probes)
+    theirs = {p.name for v in VENDORS if v is not vendor for p in (*v.gpu_probes, *v.stack_probes, *v.tail_probes)} | {
+        a for v in VENDORS if v is not vendor for a in v.anchor_probes
+    }
+    foreign = {name for name in wanted if name in theirs and name not in own}
+    return (wanted - foreign) | set(vendor.anchor_probes) if foreign else wanted
