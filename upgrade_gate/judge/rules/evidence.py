@@ -360,7 +360,10 @@ SPECS = (
             "required_probes": ParamSpec(
                 kind="strings",
                 default=("rocminfo", "lspci", "kernel", "driver_version", "rocm_version", "dmesg"),
-                doc="probes that must be present even without a baseline",
+                doc=(
+                    "probes that must be present even without a baseline "
+                    "(another vendor's probes read as the node's vendor's anchors)"
+                ),
             ),
             "nic_probes": ParamSpec(
                 kind="strings",
