@@ -269,3 +269,24 @@ def test_demo_workload_scenario_without_pytorch_is_exit_4_not_a_clean_story(
     assert run(["demo", "--scenario", "index-pinned", "--workdir", str(tmp_path / "w")]) == 4
     assert "needs PyTorch (pip install 'upgrade-gate[workload]')" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()  # refused before anything was made
+
+
+def test_demo_healthy_without_pytorch_passes_with_the_training_items_attested_never_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick start installs no PyTorch: `demo --healthy` keeps its story (PASS, exit 0), says the
+    training run did not run, and its checklist reads `attested (no evidence ...)` for the training items,
+    never `pass` (issue 25 item 6)."""
+    from upgrade_gate.cli.collect_cmds import parser_check
+    from upgrade_gate.demo import run_demo, story
+
+    monkeypatch.setattr(story, "torch_missing", lambda: True)
+    lines: list[str] = []
+    outcome = run_demo(tmp_path / "w", healthy=True, say=lines.append, output_check=parser_check())
+    assert outcome.verdict.value == "PASS"
+    assert any("PyTorch is not installed" in line for line in lines)
+    rows = {r.item_id: r for r in outcome.report.checklist}
+    for item in ("canary.standard-benchmark", "canary.device-order-perturbation", "canary.mixed-precision"):
+        assert rows[item].status == "attested", (item, rows[item].status, rows[item].actual)
+        assert "no evidence" in rows[item].actual and "phase 6 has no result" in rows[item].actual
+    assert f"canary.mixed-precision={story.ATTESTED_BY}" in outcome.replay_argv  # the replay agrees
