@@ -129,7 +129,8 @@ def test_cli_gate_bad_candidate_exits_3(store: Path, tmp_path: Path, capsys: pyt
     ("field", "value", "says"),
     [
         ("severity", "FATAL", "Invalid enum value 'FATAL' - at `$.events[0].severity`"),
-        ("schema_version", "2", "Invalid enum value '2' - at `$.schema_version`"),
+        # "2" is the columnar form since issue 29 (docs/schema-v2.md): a version no release wrote is refused
+        ("schema_version", "3", "schema_version '3': this upgrade-gate reads snapshot schema 1 and 2"),
         ("taken_at", "yesterday", "Expected an RFC 3339 date-time (2025-06-08T10:00:00Z) - at `$.taken_at`"),
     ],
 )
