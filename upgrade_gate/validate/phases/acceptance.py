@@ -25,10 +25,12 @@ Dated notes:
 
 from __future__ import annotations
 
+import re
+
 from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import PhaseResult, PhaseStatus
-from upgrade_gate.parse.rvs import parse_agfhc, parse_rvs
+from upgrade_gate.parse.rvs import RvsResult, parse_agfhc, parse_rvs
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig, Stage
 from upgrade_gate.validate.phase import Outcome, PhaseContext, make_result
@@ -59,12 +61,31 @@ def _judge_run(stage: Stage, result: CommandResult, out: Outcome) -> bool:
             out.error(f"{where}: {tool}: unreadable output: {exc}")
         return False
     if not parsed.passed:
-        out.fail(f"{where}: {tool} {stage.recipe}: {parsed.first_failure or 'no passing verdict'} failed")
+        on = _failing_gpus(parsed) if isinstance(parsed, RvsResult) else ""
+        out.fail(f"{where}: {tool} {stage.recipe}: {parsed.first_failure or 'no passing verdict'} failed{on}")
         return False
     if result.returncode != 0:
         out.fail(f"{where}: {result.failure_reason()} although every test passed")
         return False
     return True
+
+
+_RVS_GPU = re.compile(r"\[GPU::\s*(?P<id>\d+)\s*\]")
+
+
+def _failing_gpus(parsed: RvsResult) -> str:
+    """` on GPU id 48932, 20068`: the GPUs whose verdict lines in the first failing action say FALSE, by
+    the id RVS prints (the KFD gpu_id, which `amd-smi list` shows as KFD_ID beside the BDF); "" if none."""
+    action = next((a for a in parsed.actions if a.passed is not True), None)
+    if action is None:
+        return ""
+    ids: list[str] = []
+    for line in action.details:
+        match = _RVS_GPU.search(line)
+        failed = re.search(r"\b(?:met|pass)\s*:\s*FALSE\b", line, re.IGNORECASE)
+        if match is not None and failed is not None and match["id"] not in ids:
+            ids.append(match["id"])
+    return f" on GPU id {', '.join(ids)} (RVS's id: amd-smi list shows it as KFD_ID beside the BDF)" if ids else ""
 
 
 class AcceptancePhase:
