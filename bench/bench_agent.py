@@ -27,7 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -60,6 +63,96 @@ def metric(text: str, name: str) -> float | None:
     return None
 
 
+SCENARIOS = (
+    ("the fake node's dmesg (2 KiB)", None),
+    ("1 MiB dmesg, unchanged (a quiet node with a full ring buffer)", "static"),
+    ("1 MiB dmesg, one line more every cycle (a chatty kernel)", "grows"),
+)
+
+
+def big_dmesg(lines: list[str], kib: int = 1024) -> str:
+    """`kib` KiB of the node's own benign kernel lines, timestamps increasing (a full ring buffer)."""
+    out, size, i = [], 0, 0
+    while size < kib * 1024:
+        line = f"[{100 + i * 0.001:12.6f}] {lines[i % len(lines)].split('] ', 1)[-1]}"
+        out.append(line)
+        size, i = size + len(line) + 1, i + 1
+    return "\n".join(out) + "\n"
+
+
+def dmesg_override(folder: Path, text: str, *, grows: bool) -> Path:
+    """A `dmesg` first on PATH that prints `text` (appending one benign line per call when `grows`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "kmsg.txt"
+    log.write_text(text, encoding="utf-8")
+    last = text.rstrip("\n").rsplit("\n", 1)[-1].split("] ", 1)[-1]
+    append = f'/bin/echo "[$(/bin/date +%s).000000] {last}" >> {log}\n' if grows else ""
+    tool = folder / "dmesg"
+    tool.write_text(f"#!/bin/sh\n{append}exec /bin/cat {log}\n", encoding="utf-8")
+    tool.chmod(0o755)
+    return folder
+
+
+@dataclass
+class Measured:
+    """One agent process: start-up, per-cycle CPU (own, probes), memory, requests, condition."""
+
+    first_s: float
+    start_cpu: float
+    n: int
+    own: float
+    kids: float
+    rss0: float
+    rss1: float
+    hwm: float
+    verbs: dict[str, int]
+    status: str
+    metric_cpu: float
+
+
+def measure(
+    argv: list[str], env: dict[str, str], prom: Path, cycles_wanted: int, audit: Callable[[], list[Any]]
+) -> Measured:
+    """Run the agent process, let it finish one cycle, then measure `cycles_wanted` more from /proc."""
+    t_start = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+
+        def cycles() -> int:
+            text = prom.read_text(encoding="utf-8") if prom.exists() else ""
+            return int(metric(text, "upgrade_gate_agent_cycles_total") or 0)
+
+        while cycles() < 1:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the agent exited {proc.returncode}")
+            time.sleep(0.05)
+        first_s = time.monotonic() - t_start
+        own0, kids0 = proc_cpu(proc.pid)
+        mem0 = proc_mem_kib(proc.pid)
+        audit0 = len(audit())
+        c0 = cycles()
+        while cycles() < c0 + cycles_wanted:
+            time.sleep(0.05)
+        own1, kids1 = proc_cpu(proc.pid)
+        mem1 = proc_mem_kib(proc.pid)
+        n = cycles() - c0
+        text = prom.read_text(encoding="utf-8")
+        events = audit()[audit0:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    verbs: dict[str, int] = {}
+    for e in events:
+        ref = e.get("objectRef") or {}
+        key = f"{e['verb']} {ref.get('resource', '')}{'/' + ref['subresource'] if ref.get('subresource') else ''}"
+        verbs[key] = verbs.get(key, 0) + 1
+    series = 'upgrade_gate_drift_condition{node="gpu-000",status="%s"}'
+    status = next((s for s in ("True", "False", "Unknown") if metric(text, series % s)), "?")
+    return Measured(first_s=first_s, start_cpu=own0 + kids0, n=n, own=(own1 - own0) / n, kids=(kids1 - kids0) / n,
+                    rss0=mem0["VmRSS"] / 1024, rss1=mem1["VmRSS"] / 1024, hwm=mem1["VmHWM"] / 1024, verbs=verbs,
+                    status=status, metric_cpu=metric(text, "upgrade_gate_agent_cycle_cpu_seconds") or 0.0)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the measurement and print the results as Markdown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -67,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=5.0)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
+    import gzip
+
     from tests.k8s.controlplane import ensure_built, write_kubeconfig
     from tests.k8s.realcluster import NS, RealCluster
     from tests.test_validate_support import snapshot_of, with_vfs
@@ -82,7 +177,6 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-agent-"))
     cluster = RealCluster(work / "cluster")
     cluster.start()
-    proc: subprocess.Popen[bytes] | None = None
     try:
         for doc in yaml.safe_load_all((REPO / "deploy" / "agent.yaml").read_text(encoding="utf-8")):
             if doc and doc["kind"] != "DaemonSet":
@@ -92,81 +186,56 @@ def main(argv: list[str] | None = None) -> int:
         cluster.add_node(node, node_class="mi300x-8gpu", env=fake.env(os.environ), host_root=fake.host_root)
         snap = snapshot_of(fake)
         doc_bytes = dumps_snapshot(snap).encode("utf-8")
-        import gzip
-
         with BaselineStore(work / "store") as st:
             st.init()
             st.save([snap], message="baseline")
         publisher = cluster.kubeconfig(work / "publisher.kubeconfig")
         assert run(["fleet", "publish-baselines", "--store", str(work / "store"), "--kubeconfig", str(publisher)]) == 0
-        agent_kc = write_kubeconfig(
-            work / "agent.kubeconfig", cluster.url, cluster.ca, cluster.cp.token_for(NS, "upgrade-gate-agent")
-        )
-        prom = work / "agent.prom"
-        argv = [sys.executable, "-m", "upgrade_gate", "fleet", "agent", "--node", node,
-                "--interval", f"{args.interval:g}", "--jitter", "0", "--host-root", str(fake.host_root),
-                "--metrics-port", "0", "--textfile", str(prom), "--kubeconfig", str(agent_kc)]  # fmt: skip
-        env = {**fake.env(os.environ), "PYTHONPATH": str(REPO)}
-        t_start = time.monotonic()
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        token = cluster.cp.token_for(NS, "upgrade-gate-agent")
+        agent_kc = write_kubeconfig(work / "agent.kubeconfig", cluster.url, cluster.ca, token)
+        own_dmesg = subprocess.run(["dmesg"], env=fake.env(os.environ), capture_output=True, text=True, check=True)
+        big = big_dmesg(own_dmesg.stdout.splitlines())
 
-        def cycles() -> int:
-            text = prom.read_text(encoding="utf-8") if prom.exists() else ""
-            return int(metric(text, "upgrade_gate_agent_cycles_total") or 0)
+        def audit() -> list[dict[str, object]]:
+            return cluster.cp.audit(f"system:serviceaccount:{NS}:upgrade-gate-agent")
 
-        while cycles() < 1:
-            time.sleep(0.05)
-        first_s = time.monotonic() - t_start
-        own0, kids0 = proc_cpu(proc.pid)
-        mem0 = proc_mem_kib(proc.pid)
-        audit0 = len(cluster.cp.audit(f"system:serviceaccount:{NS}:upgrade-gate-agent"))
-        t0, c0 = time.monotonic(), cycles()
-        while cycles() < c0 + args.cycles:
-            time.sleep(0.05)
-        own1, kids1 = proc_cpu(proc.pid)
-        mem1 = proc_mem_kib(proc.pid)
-        c1, t1 = cycles(), time.monotonic()
-        events = cluster.cp.audit(f"system:serviceaccount:{NS}:upgrade-gate-agent")[audit0:]
-        text = prom.read_text(encoding="utf-8")
-        n = c1 - c0
-        per_cycle = (own1 - own0 + kids1 - kids0) / n
-        own_cycle, kids_cycle = (own1 - own0) / n, (kids1 - kids0) / n
-        per_hour = per_cycle * 3600 / 30.0
         print("## Node agent: cost per node (one MI300X node, 8 GPUs, 8 NICs)\n")
-        print(f"- machine: {os.cpu_count()} CPUs ({_cpu_model()}); measured over {n} cycles at {args.interval:g} s, "
-              f"wall {t1 - t0:.1f} s")  # fmt: skip
-        print(f"- start-up to the first finished cycle: {first_s:.2f} s wall, {own0 + kids0:.2f} CPU s "
-              f"(agent {own0:.2f}, probes {kids0:.2f}); RSS after it {mem0['VmRSS'] / 1024:.1f} MiB")  # fmt: skip
-        print(f"- per cycle: {per_cycle * 1000:.0f} ms CPU (agent {own_cycle * 1000:.0f} ms, probes "
-              f"{kids_cycle * 1000:.0f} ms); the agent's own metric says "
-              f"{(metric(text, 'upgrade_gate_agent_cycle_cpu_seconds') or 0) * 1000:.0f} ms, "
-              f"wall {(metric(text, 'upgrade_gate_agent_cycle_seconds') or 0) * 1000:.0f} ms")  # fmt: skip
-        print(
-            f"- per hour at 30 s (120 cycles): {per_hour:.1f} CPU s = {per_hour / 3600 * 1000:.1f} millicores average"
-        )
-        print(f"- memory: RSS {mem0['VmRSS'] / 1024:.1f} MiB after the first cycle, {mem1['VmRSS'] / 1024:.1f} MiB "
-              f"after {n} more; peak (VmHWM) {mem1['VmHWM'] / 1024:.1f} MiB")  # fmt: skip
-        verbs: dict[str, int] = {}
-        for e in events:
-            ref = e.get("objectRef") or {}
-            key = f"{e['verb']} {ref.get('resource', '')}{'/' + ref['subresource'] if ref.get('subresource') else ''}"
-            verbs[key] = verbs.get(key, 0) + 1
-        print(f"- API requests in those {n} cycles: " + ", ".join(f"{k}: {v}" for k, v in sorted(verbs.items())))
+        print(f"- machine: {os.cpu_count()} CPUs ({_cpu_model()}); each row: {args.cycles} cycles at "
+              f"{args.interval:g} s after the first, the agent its own process, CPU and RSS from /proc\n")  # fmt: skip
+        print("| kernel log | start-up CPU s (wall s) | CPU per cycle: agent + probes | CPU s per hour at 30 s "
+              "| RSS after 1st cycle -> after the rest (peak) | condition |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        first: Measured | None = None
+        for i, (label, mode) in enumerate(SCENARIOS):
+            env = {**fake.env(os.environ), "PYTHONPATH": str(REPO)}
+            if mode is not None:
+                override = dmesg_override(work / f"dmesg-{i}", big, grows=mode == "grows")
+                env["PATH"] = os.pathsep.join((str(override), env["PATH"]))
+            prom = work / f"agent-{i}.prom"
+            argv = [sys.executable, "-m", "upgrade_gate", "fleet", "agent", "--node", node,
+                    "--interval", f"{args.interval:g}", "--jitter", "0", "--host-root", str(fake.host_root),
+                    "--metrics-port", "0", "--textfile", str(prom), "--kubeconfig", str(agent_kc)]  # fmt: skip
+            m = measure(argv, env, prom, args.cycles, audit)
+            first = first or m
+            per = m.own + m.kids
+            print(f"| {label} | {m.start_cpu:.2f} ({m.first_s:.1f}) | {per * 1000:.0f} ms = {m.own * 1000:.0f} + "
+                  f"{m.kids * 1000:.0f} ms | {per * 120:.1f} ({per * 120 / 3.6:.1f} millicores) | {m.rss0:.1f} -> "
+                  f"{m.rss1:.1f} MiB ({m.hwm:.1f}) | {m.status} |")  # fmt: skip
+        assert first is not None
+        print(f"\n- API requests in {first.n} cycles (first row): "
+              + ", ".join(f"{k}: {v}" for k, v in sorted(first.verbs.items())))  # fmt: skip
+        print(f"- the agent's own metric `upgrade_gate_agent_cycle_cpu_seconds` (first row, last cycle): "
+              f"{first.metric_cpu * 1000:.0f} ms")  # fmt: skip
         print(f"- baseline published: {len(doc_bytes) / 1024:.1f} KiB JSON, "
               f"{len(gzip.compress(doc_bytes, mtime=0)) / 1024:.1f} KiB gzip'd in the ConfigMap")  # fmt: skip
-        no_drift = metric(text, 'upgrade_gate_drift_condition{node="gpu-000",status="False"}')
-        print(f"- the node's condition during the run: {'False (no drift)' if no_drift else 'not False'}")
         print()
         print(judge_cost(fake, snap))
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=60)
         cluster.stop()
     return 0
 
 
-def judge_cost(fake: object, baseline: object, repeat: int = 5) -> str:
+def judge_cost(fake: Any, baseline: Any, repeat: int = 5) -> str:
     """The agent's in-process part of a cycle (snapshot build + trimmed judge), with the fake node's
     kernel log and with a 1 MiB one (a full ring buffer of benign amdgpu lines): CPU ms per cycle."""
     from dataclasses import replace
@@ -179,24 +248,20 @@ def judge_cost(fake: object, baseline: object, repeat: int = 5) -> str:
     from upgrade_gate.snapshot.build import build_snapshot
 
     node = fake  # a FakeNode
-    probes = agent_probes(node.host_root, timeout_s=10.0)  # type: ignore[attr-defined]
-    bundle = capture(LocalRunner(env=node.env(os.environ)), node="gpu-000", host_root=node.host_root, probes=probes)  # type: ignore[attr-defined]
+    probes = agent_probes(node.host_root, timeout_s=10.0)
+    runner = LocalRunner(env=node.env(os.environ))
+    bundle = capture(runner, node="gpu-000", host_root=node.host_root, probes=probes)
     policy = agent_policy(load_policy())
     dmesg = next(r for r in bundle.records if r.name == "dmesg")
-    lines = dmesg.result.stdout.splitlines()
-    big, i = [], 0
-    while sum(len(x) + 1 for x in big) < 1024 * 1024:
-        text = lines[i % len(lines)].split("] ", 1)[-1]
-        big.append(f"[{100 + i * 0.001:12.6f}] {text}")
-        i += 1
+    big = big_dmesg(dmesg.result.stdout.splitlines())
     heavy = replace(bundle, records=tuple(
-        replace(r, result=replace(r.result, stdout="\n".join(big) + "\n")) if r.name == "dmesg" else r
-        for r in bundle.records))  # fmt: skip
+        replace(r, result=replace(r.result, stdout=big)) if r.name == "dmesg" else r for r in bundle.records
+    ))  # fmt: skip
     rows = []
     for label, b in (("fake node's dmesg", bundle), ("1 MiB dmesg", heavy)):
         c0 = time.process_time()
         for _ in range(repeat):
-            base, seen = agent_views(baseline, build_snapshot(b))  # type: ignore[arg-type]
+            base, seen = agent_views(baseline, build_snapshot(b))
             judge(baselines={seen.node.name: base}, candidates=(seen,), plan=None, policy=policy,
                   now="2026-12-05T00:00:00Z", workers=1, include_changes=False)  # fmt: skip
         per = (time.process_time() - c0) / repeat
