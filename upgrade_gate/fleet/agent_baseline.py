@@ -24,7 +24,7 @@ Design decisions
   reader between the two writes sees a mismatch for one cycle (Unknown), never a mixed baseline.
 - The namespace holds nothing else, so `create`/`update` on its ConfigMaps (the publisher's Role) reaches
   no other ConfigMap (not CVF's thresholds in `upgrade-gate`), and the agents' `get` reads baselines only.
-- A ConfigMap holds at most 1 MiB; an 8-GPU node's snapshot is ~100 KiB of JSON and ~10 KiB gzip'd. A
+- A ConfigMap holds at most 1 MiB; an 8-GPU, 8-NIC node's snapshot is ~29 KiB of JSON, 2.5 KiB gzip'd. A
   baseline whose gzip exceeds `MAX_PUBLISHED_BYTES` is refused by name (InputError, exit 3).
 """
 
