@@ -64,7 +64,7 @@ def test_thermal_parse_amdsmi_monitor_partitions_print_na() -> None:
         parse_amdsmi_monitor(text)  # the doc's "..." elision is no row
     rows = parse_amdsmi_monitor(text.replace("...\n", "")).rows
     assert [(r.gpu, r.xcp, r.hotspot_c) for r in rows[:2]] == [(0, 0, 49.0), (1, 1, None)]
-    assert rows[1].na_fields == ("power_w", "hotspot_c", "memory_c")
+    assert rows[1].na_fields == ("power_w", "hotspot_c", "memory_c", "gfx_util_pct", "mem_util_pct")
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Parser for `amd-smi monitor` tables: power and temperature per GPU (the thermal sampling of phase 2).
+"""Parser for `amd-smi monitor` tables: power, temperature and utilisation per GPU (the thermal sampling of
+phase 2, the utilisation sampling of phase 6).
 
 `amd-smi monitor -p -t` prints one header row and one row per GPU (per XCP where the tool splits a
 device); amd-smi builds both with `str.rjust` per column (amdsmi_commands.py `monitor`: `"POWER".rjust(7)`,
@@ -10,13 +11,16 @@ values are read by column name and unit:
 - `PWR_CAP` (W): the socket power cap, printed with `-p` outside the default output;
 - `GPU_T` / `GPU_TEMP` (°C): `temperature_hotspot` (the junction sensor; APUs fall back to the GFX
   temperature); `MEM_T` / `MEM_TEMP` (°C): `temperature_mem` (HBM);
+- `GFX%` / `GFX_UTIL` (%): `gfx_activity` (the graphics engine busy share); `MEM%` / `MEM_UTIL` (%):
+  `umc_activity` (the memory controller busy share), printed by `-u` (and in the default output);
 - `TIMESTAMP` (epoch seconds, `--watch` only), `GPU`, `XCP`.
 `N/A` is a missing value (kept as None, named in `na_fields`), never zero.
 
 Tool quirks (dated notes):
 - 2024 (ROCm 6.2-era amd-smi, AMD blog "Getting to Know Your GPU"): headers `GPU_TEMP  MEM_TEMP`,
   `GFX_UTIL`, `MEM_UTIL`; values "42 °C", "182 W".
-- 2025 (ROCm 7.0, corpus mi350x-8gpu-monitor-putm): `GPU  POWER  PWR_CAP   GPU_T   MEM_T ...`.
+- 2025 (ROCm 7.0, corpus mi350x-8gpu-monitor-putm): `GPU  POWER  PWR_CAP   GPU_T   MEM_T ...`; the
+  utilisation columns are `GFX%  MEM%` with values "100 %", "0 %" (the 2024 `GFX_UTIL`/`MEM_UTIL`).
 - 2025 (`--watch`, corpus monitor-watch-timestamp-...): a banner line `'CTRL' + 'C' to stop watching
   output:` first, a leading `TIMESTAMP` column, and a header starting with a space.
 - 2025 (CPX/NPS4 doc example): an `XCP` column; only XCP 0 of each device reports sensors, the other
@@ -43,6 +47,10 @@ _NUMERIC = {  # column -> (field, unit the tool prints)
     "GPU_TEMP": ("hotspot_c", "°C"),
     "MEM_T": ("memory_c", "°C"),
     "MEM_TEMP": ("memory_c", "°C"),
+    "GFX%": ("gfx_util_pct", "%"),
+    "GFX_UTIL": ("gfx_util_pct", "%"),
+    "MEM%": ("mem_util_pct", "%"),
+    "MEM_UTIL": ("mem_util_pct", "%"),
 }
 _INTEGER = {"GPU": "gpu", "XCP": "xcp", "TIMESTAMP": "timestamp"}
 
@@ -58,6 +66,8 @@ class MonitorRow:
     power_cap_w: float | None = None
     hotspot_c: float | None = None
     memory_c: float | None = None
+    gfx_util_pct: float | None = None
+    mem_util_pct: float | None = None
     na_fields: tuple[str, ...] = ()
 
 
@@ -123,6 +133,8 @@ def _read_row(columns: list[str], cells: list[str], *, line_no: int, line: str) 
         power_cap_w=num("power_cap_w"),
         hotspot_c=num("hotspot_c"),
         memory_c=num("memory_c"),
+        gfx_util_pct=num("gfx_util_pct"),
+        mem_util_pct=num("mem_util_pct"),
         na_fields=tuple(na),
     )
 
