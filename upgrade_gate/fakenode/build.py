@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from upgrade_gate.collect.probes import CATALOGUE
-from upgrade_gate.fakenode import render_gpu, render_host, render_thermal, render_validation
+from upgrade_gate.fakenode import render_gpu, render_host, render_thermal, render_util, render_validation
 from upgrade_gate.fakenode.faults import FaultKind, Faults
 from upgrade_gate.fakenode.spec import NodeSpec
 from upgrade_gate.fakenode.templates import load_json_template, load_template
@@ -159,6 +159,7 @@ def response_tables(spec: NodeSpec) -> dict[str, dict[str, Any]]:
             (("firmware", "--json"), render_gpu.render_amdsmi_firmware(spec)),
             (("topology", "--json"), render_gpu.render_amdsmi_topology(spec)),
             (("monitor", "-p", "-t"), render_thermal.render_amdsmi_monitor(spec)),
+            cycle=render_util.monitor_util_response(spec),
         ),
         "rocm-smi": _static(
             (ROCMSMI_ARGV, render_gpu.render_rocmsmi(spec)),
@@ -187,8 +188,9 @@ def response_tables(spec: NodeSpec) -> dict[str, dict[str, Any]]:
     }
 
 
-def _static(*answers: tuple[tuple[str, ...], str]) -> dict[str, Any]:
-    return {"responses": [{"match": "exact", "argv": list(argv), "stdout": out} for argv, out in answers]}
+def _static(*answers: tuple[tuple[str, ...], str], cycle: dict[str, Any] | None = None) -> dict[str, Any]:
+    responses = [{"match": "exact", "argv": list(argv), "stdout": out} for argv, out in answers]
+    return {"responses": responses + ([cycle] if cycle is not None else [])}
 
 
 def _rccl_params(spec: NodeSpec) -> dict[str, Any]:

@@ -169,6 +169,15 @@ def run_hot(spec: NodeSpec, gpu: int = 0, delta_c: float = 14.0) -> NodeSpec:
     return replace(spec, thermal=replace(spec.thermal, hot=hot))
 
 
+def jittery_gpu(spec: NodeSpec, gpu: int = 0, swing_pct: float = 30.0) -> NodeSpec:
+    """GPU device `gpu` (slot in BDF order) drops `swing_pct` points of GFX% every other sample (amd-smi monitor -u)."""
+    slots = sum(1 for g in spec.gpus if g.physical)
+    if not 0 <= gpu < slots:
+        raise ValueError(f"node {spec.name} has no GPU device {gpu}")
+    jitter = (*(j for j in spec.workload.gfx_jitter if j[0] != gpu), (gpu, swing_pct))
+    return replace(spec, workload=replace(spec.workload, gfx_jitter=jitter))
+
+
 def workload(spec: NodeSpec, **changes: object) -> NodeSpec:
     """The node's fake GPUs treat the training script differently (`spec.WorkloadProfile` fields)."""
     return replace(spec, workload=replace(spec.workload, **changes))

@@ -176,6 +176,7 @@ class WorkloadProfile:
     lr_scale: float = 1.0  # > 1: a learning rate that makes the loss diverge (a real divergence)
     index_pinned: bool = False  # the site's workload binds ranks by enumeration index
     output: str = ""  # "", "nothing", "truncated", "signal", "unknown-gpu": a broken workload
+    gfx_jitter: tuple[tuple[int, float], ...] = ()  # (device slot, GFX% swing): faults.jittery_gpu, render_util
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,7 +4,8 @@ The table (`<data_dir>/<tool>.marshal`, written by `build_fake_node` beside a `<
 people to read) holds:
 - `fault`: null or {kind: hang|nonzero|garbage, exit_code, stderr, argv_prefix};
 - `responses`: precomputed answers, tried in order; `match` is "exact" (the argv after the program name
-  equals `argv`) or "flags" (every entry of `flags` occurs in the argv);
+  equals `argv`) or "flags" (every entry of `flags` occurs in the argv); a response with a `cycle`
+  (a list of stdouts) answers them in turn, one per call (a reading that moves over time);
 - `dynamic`: null, or the generator for tools whose output depends on their arguments ("rccl" for
   all_reduce_perf / all_gather_perf, "mpirun", "ib_write_bw"), with its `params`.
 An argv the table cannot answer exits 2 with a one-line "no recorded output" message on stderr, so a
@@ -48,6 +49,9 @@ def answer(tool: str, argv: list[str], table: dict[str, Any], data_dir: str) -> 
     """(stdout, stderr, exit code) of `tool argv` according to its table."""
     for response in table.get("responses", []):
         if _matches(response, argv):
+            if "cycle" in response:
+                turn = _run_index(data_dir, f"{tool}.{'_'.join(argv)}") - 1
+                return response["cycle"][turn % len(response["cycle"])], "", 0
             return response["stdout"], response.get("stderr", ""), int(response.get("exit_code", 0))
     dynamic = table.get("dynamic")
     if dynamic is not None:
