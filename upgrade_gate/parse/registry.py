@@ -28,6 +28,7 @@ PARSER_MODULES = (
     "upgrade_gate.parse.nvidia_smi_nvlink",
     "upgrade_gate.parse.dcgmi",
     "upgrade_gate.parse.nvidia_dmesg",
+    "upgrade_gate.parse.nvidia_smi_query",
 )
 
 
