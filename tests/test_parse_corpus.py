@@ -319,6 +319,8 @@ SEEDS_ONLY: dict[str, tuple[Path, ...] | tuple[str, ...]] = {
     "host-files": tuple(sorted((FIXTURES / "host").glob("*.txt"))),
     # `readlink -f -- FILE` prints the resolved absolute path and a newline (coreutils).
     "readlink-rccl": ("/opt/rocm-7.2.0/lib/librccl.so.1.0.70200\n",),
+    # nvidia-smi --query-gpu CSV (docs/vendors.md: no real capture of phase 2's query yet; the documented layout).
+    "nvidia-smi-query-gpu": ("0, 00000000:1B:00.0, 33, 41, 69.85\n1, 00000000:43:00.0, 34, N/A, [N/A]\n",),
 }
 
 PINNED_KEYS = {
@@ -327,7 +329,7 @@ PINNED_KEYS = {
     "ibv_devinfo", "kfd-properties", "lspci", "rccl-tests", "rdma-dev", "rdma-link", "readlink-rccl",
     "rocm-smi", "rocm-smi-concise", "rocm-smi-showtopo", "rocm-smi-thermal", "rocminfo", "rvs", "show_gids",
     "sysfs-grep", "uname-r",
-    "dcgmi-diag", "dmesg-nvidia", "nvidia-smi-nvlink", "nvidia-smi-q-x", "nvidia-smi-topo",
+    "dcgmi-diag", "dmesg-nvidia", "nvidia-smi-nvlink", "nvidia-smi-q-x", "nvidia-smi-topo", "nvidia-smi-query-gpu",
 }  # fmt: skip
 """The registry's keys: `upgrade-gate parse --tool KEY` and the probe catalogue's parser keys."""
 
