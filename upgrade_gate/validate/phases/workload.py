@@ -22,7 +22,10 @@ Measurements (unit, settings = the run's `start` record and the rank count):
   job is re-run while the comparison is inconclusive, up to MAX_RUNS runs, their steps pooled),
   `workload/step_time_s` (the distribution), `workload/loss` (every step in order: the curve),
   `workload/init_s`, `workload/collective_timeouts`, `workload/collective_errors`,
-  `workload/collective_warnings` (counts of NCCL/RCCL lines in the log);
+  `workload/collective_warnings` (counts of NCCL/RCCL lines in the log); the GPU utilisation sampled
+  with `amd-smi monitor -u` during the first run, `workload/gpu<i>/gfx_util_pct` and
+  `workload/gfx_util_spread_pct` (`phases.workload_util`; its problems are `utilisation: ...` reasons,
+  never the phase's status);
 - phase 7: `perturbation/<reversed|rotated>/samples_per_s` and `.../loss`; its device map holds both
   runs' ranks (`visible` names the list each ran with), which `workload.index_dependent` compares with
   phase 6's map.
@@ -52,6 +55,7 @@ from upgrade_gate.parse.workload import WorkloadRun, parse_workload, scan_collec
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
+from upgrade_gate.validate.phases import workload_util
 
 SOURCE_WORKLOAD = "phase 6 workload"
 SOURCE_PERTURBATION = "phase 7 perturbation"
@@ -262,7 +266,9 @@ class WorkloadPhase:
         if nproc is None:
             return out.result(self, ctx.config)
         argv = workload_argv(ctx.config, nproc)
-        got = run_once(ctx, out, argv, "")
+        reserve, interval = ctx.config.workload_timeout_s, ctx.config.workload_util_interval_s
+        with workload_util.sample_utilisation(ctx, reserve_s=reserve, interval_s=interval) as util:
+            got = run_once(ctx, out, argv, "")
         devices: tuple[RankDevice, ...] = ()
         extra: dict[str, str] = {}
         if got is not None:
@@ -271,11 +277,17 @@ class WorkloadPhase:
             devices = got.devices
             rate = sorted(s.samples_per_s for s in got.run.measured)
             extra["measured-samples-per-s"] = f"{rate[len(rate) // 2]:.1f}"
+        if ctx.snapshot is not None:  # GPU utilisation during the run (phases.workload_util; never the status)
+            measured, notes = workload_util.utilisation_measurements(
+                util, ctx.snapshot, got.run.init_s if got else None
+            )
+            out.measurements.extend(measured)
+            out.reasons.extend(notes)
         return _with_map(out.result(self, ctx.config, extra=extra), devices)
 
     def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
-        """One run's deadline per run it may take (re-measurement: MAX_RUNS)."""
-        return config.workload_timeout_s * MAX_RUNS
+        """One run's deadline per run it may take (re-measurement: MAX_RUNS), and the utilisation sampling."""
+        return config.workload_timeout_s * MAX_RUNS + workload_util.BUDGET_S
 
     def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
         """Dry-run description."""
@@ -283,6 +295,7 @@ class WorkloadPhase:
             f"{shlex.join(workload_argv(config, 'NGPUS'))}  (timeout {config.workload_timeout_s:g}s)",
             "pass: exit 0, the JSON-lines contract complete, finite loss, no NCCL/RCCL timeout or error in the "
             "log, every rank on a GPU of the snapshot; judged against the baseline by the workload.* rules",
+            workload_util.plan_line(config.workload_util_interval_s),
         )
 
 

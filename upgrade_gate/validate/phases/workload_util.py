@@ -1,0 +1,261 @@
+"""GPU utilisation sampled during phase 6's reference training run (issue 25 item 1): the jitter the
+incident saw go from 4% to 12% after the bad upgrade.
+
+How (`sample_utilisation`, a context manager around the run, as phase 2's thermal sampling):
+- before the run: `amd-smi list --json` once (amd-smi's GPU index -> BDF, read exactly as
+  `phases.thermal` reads it: amd-smi's order need not be HIP's) and one `amd-smi monitor -u` sample
+  (`-u, --gfx`: "Monitor graphics utilization (%) and clock (MHz)"; the `GFX%` column);
+- during the run: a background thread samples every `interval_s` (UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S,
+  default 5 s), at most `MAX_DURING` times, until the job returns; the first after one interval;
+- after the run: one sample.
+Every command has its own timeout (`thermal.TIMEOUT_S`) and stays inside the phase deadline
+(`TimedRunner`); phase 6's budget holds the sequential ones (`BUDGET_S`). When amd-smi fails at the
+start (missing, timed out, an error text, unreadable output), nothing more is sampled: there is no
+fallback tool here (rocm-smi's `--showuse` is another reading; a site without amd-smi sees missing
+evidence, and `workload.utilisation_spread.missing_evidence` is its way out).
+
+Measurements (HIP index `i` of the snapshot; settings: `bdf`, `tool`, `interval_s`):
+- `workload/gpu<i>/gfx_util_pct`: every GFX% reading in time order (before, during..., after): the curve;
+- `workload/gfx_util_spread_pct`: the spread, defined as the largest, over the node's GPUs, of a GPU's
+  standard deviation over time of its GFX% while the job trains (settings name that GPU in `worst`).
+  Why this one: the incident's "jitter" is utilisation moving over time; a data-parallel job waits for
+  its slowest rank at every step, so one GPU whose utilisation keeps dropping sets the pace of all and
+  is the one to name (a mean over GPUs would dilute it 8 times). Max-min across GPUs of the mean
+  would catch a GPU that is steadily less busy, which a slower run already shows in throughput.
+  "While the job trains" is the run's own clock: samples from the job's start plus its `init_s` (the
+  time to its first completed step, from the contract) to its end, so the idle seconds of process start
+  and device initialisation, and the idle before/after samples, are not read as jitter. At least
+  `MIN_SAMPLES` such samples per GPU are needed, else there is no spread and a note says why.
+
+Design decisions:
+- Sampling never changes phase 6's status, its CVF label, or the training's verdict: what went wrong
+  is appended to the result's reasons as `utilisation: ...` lines, and a missing spread is judged by
+  `workload.utilisation_spread` as missing evidence (blocking by default), never as a pass.
+- Only the first run is sampled: re-measurement runs (inconclusive throughput) add throughput samples,
+  and the loss curve and init time stay the first run's, so the utilisation does too.
+- A compute partition (a BDF function > 0) shares its device's counters (amd-smi prints N/A for it); it
+  is covered when another partition of the same device has readings.
+- amd-smi's GFX% is `gfx_activity` of the GPU metrics table, which the firmware averages over a short
+  window: a sample is a moment, not the interval since the last one (amd-smi docs, 2025).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from upgrade_gate.collect.causes import known_cause
+from upgrade_gate.errors import ParseError
+from upgrade_gate.model import Measurement, Snapshot
+from upgrade_gate.parse.amdsmi import parse_amdsmi_list
+from upgrade_gate.parse.amdsmi_monitor import parse_amdsmi_monitor
+from upgrade_gate.parse.preamble import parse_after_preamble
+from upgrade_gate.validate.phase import PhaseContext, TimedRunner, ToolClock
+from upgrade_gate.validate.phases.thermal import LIST_ARGV, TIMEOUT_S
+
+MONITOR_ARGV = ("amd-smi", "monitor", "-u")
+PREFIX = "workload/"
+SPREAD = "workload/gfx_util_spread_pct"
+NOTE = "utilisation: "
+SOURCE = "phase 6 utilisation sampling"
+MAX_DURING = 120
+MIN_SAMPLES = 2
+BUDGET_S = 3 * TIMEOUT_S  # list, before and after run in sequence with the job
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UtilSample:
+    """One sample: GFX% by BDF (None: the tool printed N/A) at a monotonic time, or why there is none."""
+
+    when: str  # before / during / after
+    at: float
+    readings: dict[str, float | None] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class UtilRecord:
+    """What the sampling produced: amd-smi index -> BDF, the samples, the job's start and end, problems."""
+
+    interval_s: float
+    bdfs: dict[int, str] = field(default_factory=dict)
+    samples: list[UtilSample] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    started: float | None = None
+    ended: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, sample: UtilSample) -> None:
+        """Record one sample (thread-safe)."""
+        with self.lock:
+            self.samples.append(sample)
+
+
+def _read(record: UtilRecord, text: str) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for row in parse_after_preamble(text, parse_amdsmi_monitor).rows:
+        bdf = record.bdfs.get(row.gpu)
+        if bdf is not None and out.get(bdf) is None:
+            out[bdf] = row.gfx_util_pct  # a later XCP row of the same BDF never hides a reading
+    return out
+
+
+def _sample(runner: TimedRunner, record: UtilRecord, when: str, timeout_s: float) -> UtilSample:
+    at = time.monotonic()
+    result = runner.run(MONITOR_ARGV, timeout=timeout_s)
+    why = result.failure_reason()
+    if why is not None:
+        return UtilSample(when=when, at=at, error=why)
+    try:
+        return UtilSample(when=when, at=at, readings=_read(record, result.stdout))
+    except ParseError as exc:
+        cause = known_cause(result.stdout, result.stderr)
+        detail = f"{cause} (unreadable output: {exc})" if cause else f"unreadable output: {exc}"
+        return UtilSample(when=when, at=at, error=f"amd-smi: {detail}")
+
+
+def _start(runner: TimedRunner, record: UtilRecord, timeout_s: float) -> bool:
+    """amd-smi list and the first sample; False (and a problem) when either failed."""
+    result = runner.run(LIST_ARGV, timeout=timeout_s)
+    why = result.failure_reason()
+    if why is None:
+        try:
+            listing = parse_amdsmi_list(result.stdout)
+            record.bdfs = {g.index: str(g.bdf) for g in listing.gpus if g.bdf is not None}
+        except ParseError as exc:
+            why = f"unreadable output: {exc}"
+    if why is not None:
+        record.problems.append(f"{' '.join(LIST_ARGV)} failed ({why}); not sampled")
+        return False
+    before = _sample(runner, record, "before", timeout_s)
+    record.add(before)
+    if before.error is not None:
+        record.problems.append(f"{' '.join(MONITOR_ARGV)} failed before the run ({before.error}); not sampled further")
+        return False
+    return True
+
+
+@contextmanager
+def sample_utilisation(
+    ctx: PhaseContext,
+    *,
+    reserve_s: float,
+    interval_s: float,
+    max_during: int = MAX_DURING,
+    timeout_s: float = TIMEOUT_S,
+) -> Iterator[UtilRecord]:
+    """Sample before the body (the training run), in the background during it, and after it.
+
+    `reserve_s` is the time the run may take: when the phase budget cannot hold it and the sampling,
+    nothing is sampled (the run's time is never cut for it) and a note says why."""
+    record = UtilRecord(interval_s=interval_s)
+    if ctx.left() < reserve_s + BUDGET_S:
+        record.problems.append(
+            f"not sampled: the phase budget ({ctx.left():.1f}s left) cannot hold the run ({reserve_s:g}s) "
+            f"and the sampling ({BUDGET_S:g}s)"
+        )
+        yield record
+        return
+    runner = ctx.runner()
+    if not _start(runner, record, timeout_s):
+        yield record
+        return
+    stop = threading.Event()
+    background = TimedRunner(ctx.launcher.runner_for(ctx.node), ToolClock(), ctx.deadline)
+
+    def during() -> None:
+        for _ in range(max_during):
+            if stop.wait(interval_s):
+                return
+            try:
+                record.add(_sample(background, record, "during", timeout_s))
+            except Exception as exc:  # a thread must not die silently; the reason is evidence
+                record.add(UtilSample(when="during", at=time.monotonic(), error=f"sampling failed: {exc}"))
+
+    thread = threading.Thread(target=during, daemon=True, name=f"upgrade-gate-util-{ctx.node}")
+    record.started = time.monotonic()
+    thread.start()
+    try:
+        yield record
+    finally:
+        record.ended = time.monotonic()
+        stop.set()
+        thread.join(timeout_s + 5.0)
+    if thread.is_alive():
+        record.problems.append("the sampling thread did not stop in time; its last sample is lost")
+    record.add(_sample(runner, record, "after", timeout_s))
+
+
+def _device(bdf: str) -> str:
+    return bdf.rsplit(".", 1)[0]
+
+
+def _within(at: float, start: float | None, end: float | None) -> bool:
+    return start is not None and end is not None and start <= at <= end
+
+
+def _measure(key: str, values: list[float], settings: dict[str, str]) -> Measurement:
+    return Measurement(
+        key=key, unit="%", samples=tuple(values), settings=settings, source=SOURCE, higher_is_better=False
+    )
+
+
+def utilisation_measurements(
+    record: UtilRecord, snapshot: Snapshot, init_s: float | None
+) -> tuple[tuple[Measurement, ...], list[str]]:
+    """The per-GPU curves, the spread (when every GPU has enough samples while training) and the notes.
+
+    `init_s`: the run's time to its first completed step (None: the run gave no evidence, so there was
+    no training to read a spread from)."""
+    notes = list(record.problems)
+    with record.lock:
+        samples = sorted(record.samples, key=lambda s: s.at)
+    failed = [f"{s.when} the run: {s.error}" for s in samples if s.error is not None]
+    if failed and not record.problems:
+        notes.append(f"{len(failed)} of {len(samples)} samples failed ({'; '.join(failed[:3])})")
+    common = {"tool": " ".join(MONITOR_ARGV), "interval_s": f"{record.interval_s:g}"}
+    start = record.started + init_s if record.started is not None and init_s is not None else None
+    end = record.ended
+    out: list[Measurement] = []
+    spreads: dict[str, tuple[int, float]] = {}
+    covered: set[str] = set()
+    short: list[tuple[int, str | None, int]] = []
+    for gpu in sorted(snapshot.gpus, key=lambda g: g.index):
+        bdf = str(gpu.bdf) if gpu.bdf is not None else None
+        values = [(s, v) for s in samples if bdf is not None and (v := s.readings.get(bdf)) is not None]
+        if bdf is not None and values:
+            out.append(_measure(f"{PREFIX}gpu{gpu.index}/gfx_util_pct", [v for _, v in values], {**common, "bdf": bdf}))
+        training = [v for s, v in values if s.when == "during" and _within(s.at, start, end)]
+        if bdf is not None and len(training) >= MIN_SAMPLES:
+            covered.add(_device(bdf))
+            spreads[f"gpu{gpu.index} ({bdf})"] = (gpu.index, statistics.pstdev(training))
+        else:
+            short.append((gpu.index, bdf, len(training)))
+    missing = [(i, bdf, n) for i, bdf, n in short if bdf is None or _device(bdf) not in covered]
+    if init_s is None:
+        notes.append("no spread: the run gave no evidence of training")
+    elif missing and not failed and not record.problems:
+        named = ", ".join(f"GPU {i} ({bdf or 'no BDF'}): {n}" for i, bdf, n in missing[:4])
+        took = f"{end - start:.1f}s" if start is not None and end is not None else "unknown"
+        notes.append(
+            f"no spread: fewer than {MIN_SAMPLES} samples while training ({named}; training took {took}, "
+            f"one sample every {record.interval_s:g}s)"
+        )
+    if spreads and not missing and init_s is not None:
+        worst = max(spreads, key=lambda k: spreads[k][1])
+        value = round(spreads[worst][1], 2)
+        settings = {**common, "worst": worst, "statistic": "max over GPUs of the stdev over time"}
+        out.append(_measure(SPREAD, [value], settings))
+    return tuple(out), [NOTE + n for n in notes]
+
+
+def plan_line(interval_s: float) -> str:
+    """The dry-run description of the sampling."""
+    return (
+        f"utilisation: {' '.join(LIST_ARGV)}; {' '.join(MONITOR_ARGV)} before, every {interval_s:g}s during (at "
+        f"most {MAX_DURING}) and after the run, {TIMEOUT_S:g}s each; judged by workload.utilisation_spread"
+    )
