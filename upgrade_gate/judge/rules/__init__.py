@@ -27,6 +27,7 @@ from upgrade_gate.judge.rules import (
     topology,
     workload,
     workload_perturbation,
+    workload_utilisation,
 )
 from upgrade_gate.judge.rules.base import RuleSpec, spec
 from upgrade_gate.model import RuleId
@@ -62,6 +63,7 @@ _ALL: tuple[RuleSpec, ...] = (
     *thermal.SPECS,
     *workload.SPECS,
     *workload_perturbation.SPECS,
+    *workload_utilisation.SPECS,
     *fields.SPECS,
     *CHECKLIST_SPECS,
 )
