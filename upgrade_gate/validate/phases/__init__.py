@@ -1,38 +1,51 @@
-"""The six CVF phases, one module each, the workload phases 6-7, and the default set in phase order."""
+"""The six CVF phases, one module each, the workload phases 6-7, and the default set in phase order.
+
+A vendor (`vendors.Vendor`) picks its own phase 1 and 2: AMD's RVS/AGFHC and rccl-tests with amd-smi
+sampling, NVIDIA's `dcgmi diag -r 2` and nccl-tests with nvidia-smi sampling (docs/vendors.md); phases 0
+and 3-7 are the same for both (phase 0 words its findings by the snapshot's vendor).
+"""
 
 from __future__ import annotations
 
 from upgrade_gate.validate.phase import GroupPhase, NodePhase
 from upgrade_gate.validate.phases.acceptance import AcceptancePhase
 from upgrade_gate.validate.phases.cluster import ClusterPhase
+from upgrade_gate.validate.phases.dcgm import DcgmAcceptancePhase
 from upgrade_gate.validate.phases.eligibility import EligibilityPhase
 from upgrade_gate.validate.phases.mesh import MeshPhase
 from upgrade_gate.validate.phases.nic import NicHealthPhase
+from upgrade_gate.validate.phases.nvidia_mesh import NvidiaMeshPhase
 from upgrade_gate.validate.phases.rail import RailPhase
 from upgrade_gate.validate.phases.workload import PerturbationPhase, WorkloadPhase
+from upgrade_gate.vendors import AMD, NVIDIA, Vendor
 
 
-def default_phases() -> tuple[NodePhase | GroupPhase, ...]:
-    """CVF's phases 0-5 in order (the workload phases are asked for by number or name: `all_phases`)."""
-    return (EligibilityPhase(), AcceptancePhase(), MeshPhase(), NicHealthPhase(), RailPhase(), ClusterPhase())
+def default_phases(vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:
+    """CVF's phases 0-5 in order, phases 1-2 the vendor's (the workload phases: `all_phases`)."""
+    gpu: tuple[NodePhase, NodePhase] = (
+        (DcgmAcceptancePhase(), NvidiaMeshPhase()) if vendor.name == NVIDIA.name else (AcceptancePhase(), MeshPhase())
+    )
+    return (EligibilityPhase(), *gpu, NicHealthPhase(), RailPhase(), ClusterPhase())
 
 
-def all_phases() -> tuple[NodePhase | GroupPhase, ...]:
+def all_phases(vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:
     """Phases 0-7: CVF's six, then the reference training run (6) and the device-order perturbation (7)."""
-    return (*default_phases(), WorkloadPhase(), PerturbationPhase())
+    return (*default_phases(vendor), WorkloadPhase(), PerturbationPhase())
 
 
-def select_phases(numbers: frozenset[int]) -> tuple[NodePhase | GroupPhase, ...]:
-    """The phases (0-7) whose number is in `numbers`, in order."""
-    return tuple(p for p in all_phases() if p.number in numbers)
+def select_phases(numbers: frozenset[int], vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:
+    """The phases (0-7) whose number is in `numbers`, in order, phases 1-2 the vendor's."""
+    return tuple(p for p in all_phases(vendor) if p.number in numbers)
 
 
 __all__ = [
     "AcceptancePhase",
     "ClusterPhase",
+    "DcgmAcceptancePhase",
     "EligibilityPhase",
     "MeshPhase",
     "NicHealthPhase",
+    "NvidiaMeshPhase",
     "PerturbationPhase",
     "RailPhase",
     "WorkloadPhase",

@@ -40,7 +40,14 @@ from upgrade_gate.validate.phases.sweeps import (
     sweep_measurements,
     sweep_options,
 )
-from upgrade_gate.validate.phases.thermal import BUDGET_S, plan_line, record_thermal, sample_thermal
+from upgrade_gate.validate.phases.thermal import (
+    BUDGET_S,
+    Starter,
+    plan_line,
+    record_thermal,
+    sample_thermal,
+    start_amd_smi,
+)
 
 TOOL = "all_reduce_perf"
 
@@ -85,6 +92,8 @@ class MeshPhase:
     number = 2
     name = cvf.PHASE_NAMES[2]
     label_key: str | None = cvf.GPU_MESH_VALIDATION
+    thermal_start: Starter = staticmethod(start_amd_smi)  # amd-smi/rocm-smi; NVIDIA's: phases.nvidia_mesh
+    thermal_plan: str = plan_line()
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         """Run the sweep `ctx.samples` times and judge it."""
@@ -96,7 +105,9 @@ class MeshPhase:
         env = ctx.launcher.tool_env(ctx.node)
         look = mesh_look(ctx, env)
         reserve = ctx.config.phase2_job_wait_s * ctx.samples
-        with sample_thermal(ctx, reserve_s=reserve) as thermal:  # temperature and power under load (phases.thermal)
+        with sample_thermal(
+            ctx, reserve_s=reserve, start=self.thermal_start
+        ) as thermal:  # temperature and power under load (phases.thermal)
             results = run_sweeps(
                 ctx.runner(),
                 lambda span: mesh_argv(ctx.config, ngpus, span),
@@ -134,5 +145,5 @@ class MeshPhase:
             f"timeout {config.phase2_job_wait_s:g}s per run)",
             f"pass: median Avg bus bandwidth >= PHASE2_BW_THRESHOLD {config.phase2_bw_threshold:g} GB/s, "
             "#wrong == 0, ranks == NGPUS",
-            plan_line(),
+            self.thermal_plan,
         )

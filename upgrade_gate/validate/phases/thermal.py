@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -105,6 +105,8 @@ class ThermalRecord:
     samples: list[Sample] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    reader: Callable[[str], dict[str, Reading]] | None = None  # another vendor's tool (phases.nvidia_thermal)
+    sensors: tuple[str, str] = ("hotspot", "socket power")  # the temperature and power sensors, as settings
 
     def add(self, sample: Sample) -> None:
         """Record one sample (thread-safe)."""
@@ -113,6 +115,8 @@ class ThermalRecord:
 
 
 def _read(record: ThermalRecord, text: str) -> dict[str, Reading]:
+    if record.reader is not None:
+        return record.reader(text)
     if record.tool == ROCMSMI_ARGV:
         cards = parse_after_preamble(text, parse_rocmsmi_thermal)
         return {c.bdf: Reading(hotspot_c=c.junction_c, memory_c=c.memory_c, power_w=c.power_w) for c in cards}
@@ -126,7 +130,7 @@ def _read(record: ThermalRecord, text: str) -> dict[str, Reading]:
     return out
 
 
-def _sample(runner: TimedRunner, record: ThermalRecord, when: str, timeout_s: float) -> Sample:
+def take_sample(runner: TimedRunner, record: ThermalRecord, when: str, timeout_s: float) -> Sample:
     result = runner.run(record.tool, timeout=timeout_s)
     why = result.failure_reason()
     if why is not None:
@@ -141,7 +145,7 @@ def _sample(runner: TimedRunner, record: ThermalRecord, when: str, timeout_s: fl
         return Sample(when=when, error=f"{record.tool[0]}: {detail}")
 
 
-def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> bool:
+def start_amd_smi(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> bool:
     """amd-smi list and the first sample; rocm-smi stands in when amd-smi fails (DESIGN: fallbacks).
 
     False when neither tool answered: later samples would only fail (or hang) the same way."""
@@ -153,12 +157,12 @@ def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> bool
             record.bdfs = {g.index: str(g.bdf) for g in listing.gpus if g.bdf is not None}
         except ParseError as exc:
             why = f"unreadable output: {exc}"
-    before = _sample(runner, record, "before", timeout_s) if why is None else Sample(when="before", error=why)
+    before = take_sample(runner, record, "before", timeout_s) if why is None else Sample(when="before", error=why)
     if before.error is None:
         record.add(before)
         return True
     record.tool = ROCMSMI_ARGV
-    fallback = _sample(runner, record, "before", timeout_s)
+    fallback = take_sample(runner, record, "before", timeout_s)
     if fallback.error is None:
         record.problems.append(f"amd-smi failed ({before.error}); {' '.join(ROCMSMI_ARGV)} stood in")
         record.add(fallback)
@@ -169,6 +173,10 @@ def _start(runner: TimedRunner, record: ThermalRecord, timeout_s: float) -> bool
     return False
 
 
+Starter = Callable[[TimedRunner, ThermalRecord, float], bool]
+"""Sets the record's tool and takes the first sample; False when no later sample can succeed."""
+
+
 @contextmanager
 def sample_thermal(
     ctx: PhaseContext,
@@ -177,6 +185,7 @@ def sample_thermal(
     interval_s: float = INTERVAL_S,
     max_during: int = MAX_DURING,
     timeout_s: float = TIMEOUT_S,
+    start: Starter = start_amd_smi,
 ) -> Iterator[ThermalRecord]:
     """Sample before the body (the load), in the background during it, and after it.
 
@@ -193,7 +202,7 @@ def sample_thermal(
         yield record
         return
     runner = ctx.runner()
-    if not _start(runner, record, timeout_s):
+    if not start(runner, record, timeout_s):
         yield record
         return
     stop = threading.Event()
@@ -202,7 +211,7 @@ def sample_thermal(
     def during() -> None:
         for _ in range(max_during):
             try:
-                record.add(_sample(background, record, "during", timeout_s))
+                record.add(take_sample(background, record, "during", timeout_s))
             except Exception as exc:  # a thread must not die silently; the reason is evidence
                 record.add(Sample(when="during", error=f"sampling failed: {exc}"))
             if stop.wait(interval_s):
@@ -217,7 +226,7 @@ def sample_thermal(
         thread.join(timeout_s + 5.0)
     if thread.is_alive():
         record.problems.append("the sampling thread did not stop in time; its last sample is lost")
-    record.add(_sample(runner, record, "end", timeout_s))
+    record.add(take_sample(runner, record, "end", timeout_s))
 
 
 def _device(bdf: str) -> str:
@@ -258,7 +267,7 @@ def thermal_measurements(
             continue
         covered.add(_device(bdf))
         key = f"{PREFIX}gpu{gpu.index}"
-        hot = {**common, "bdf": bdf, "sensor": "hotspot"}
+        hot = {**common, "bdf": bdf, "sensor": record.sensors[0]}
         out.append(_measurement(f"{key}/temp_c_max", "C", [max(r.hotspot_c or 0.0 for r in loaded)], hot))
         out.append(_measurement(f"{key}/temp_c", "C", [row.hotspot_c or 0.0 for _, row in readings], hot))
         memory = [r.memory_c for r in loaded if r.memory_c is not None]
@@ -267,7 +276,7 @@ def thermal_measurements(
         power = [r.power_w for r in loaded if r.power_w is not None]
         if power:
             mean = round(statistics.fmean(power), 1)
-            out.append(_measurement(f"{key}/power_w_mean", "W", [mean], {**hot, "sensor": "socket power"}))
+            out.append(_measurement(f"{key}/power_w_mean", "W", [mean], {**hot, "sensor": record.sensors[1]}))
     missing = [f"GPU {i} ({bdf or 'no BDF'})" for i, bdf in unread if bdf is None or _device(bdf) not in covered]
     if missing and any(s.readings for s in record.samples):
         notes.append(f"no temperature under load for {', '.join(missing)}")
