@@ -45,16 +45,20 @@ from upgrade_gate.fakenode import render_host
 from upgrade_gate.fakenode.build import FakeNode
 from upgrade_gate.fakenode.faults import Faults
 from upgrade_gate.fakenode.nvidia_render import (
+    nccl_params,
     render_dcgmi_diag,
     render_dmesg,
     render_lspci_gpus,
     render_nvlink,
     render_q_x,
+    render_query_gpu,
     render_topo,
+    write_stub_table,
     write_stub_tool,
 )
 from upgrade_gate.fakenode.spec import NodeSpec, PcieLinkSpec, ionic_nics
 from upgrade_gate.model import replace
+from upgrade_gate.parse.nvidia_smi_query import ARGV as QUERY_GPU_ARGV
 from upgrade_gate.vendors import NVIDIA
 
 H100_BUSES = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
@@ -202,6 +206,7 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
             ("-q", "-x"): render_q_x(spec),
             ("topo", "-m"): render_topo(spec),
             ("nvlink", "-s"): render_nvlink(spec),
+            QUERY_GPU_ARGV[1:]: render_query_gpu(spec),
         },
         "dcgmi": {tuple(NVIDIA.phase_commands[1][1:]): render_dcgmi_diag(spec)},
         "lspci": {("-D", "-nn", "-vvv"): render_lspci_gpus(spec)},
@@ -212,6 +217,7 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
     }
     for tool, table in answers.items():
         write_stub_tool(node, tool, table)
+    write_stub_table(node, "all_reduce_perf", {"dynamic": "rccl", "params": nccl_params(spec), "fault": None})
     _write_host_tree(host_root, spec)
     return node
 

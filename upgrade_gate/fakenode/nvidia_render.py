@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import marshal
+import random
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from upgrade_gate.fakenode.build import _write_stub
+from upgrade_gate.fakenode.build import _rccl_params, _write_stub
 from upgrade_gate.fakenode.render_host import _lspci_block
 from upgrade_gate.fakenode.templates import fill, load_template
 from upgrade_gate.parse.bdf import PciAddress
@@ -161,14 +162,54 @@ def render_dcgmi_diag(spec: NvidiaNodeSpec) -> str:
     return "".join(lines)
 
 
+NCCL_TESTS_VERSION = "# nccl-tests version 2.18.3 nccl-headers=23003 nccl-library=23003"
+NCCL_VERSION = "NCCL version 2.30.3+cuda13.0"
+"""The header lines of the real nccl-tests 2.18.3 run (tests/fixtures/rccl-tests/nccl-tests-2.18.3-*.txt)."""
+
+
+def nccl_params(spec: NvidiaNodeSpec) -> dict[str, Any]:
+    """The replay's `rccl` generator parameters for nccl-tests on this node: the fake AMD node's timing
+    profile (the table's numbers are a fake's either way), nccl-tests 2.18.3's header and trailer lines
+    (`# nccl-tests version`, `# Collective test starting`, `unalign: 0`, `NCCL version`, `# Collective test
+    concluded`; no `rccl-tests: Version` line), and this node's GPUs in nvidia-smi's order."""
+    params = _rccl_params(spec.host)
+    params["gpus"] = [{"bdf_short": PciAddress.parse(g.bdf).slot_text, "name": g.product_name} for g in spec.enumerated]
+    params["nccl"] = {
+        "before": [NCCL_TESTS_VERSION, "# Collective test starting: {{TOOL}}"],
+        "header_tail": " unalign: 0",
+        "after_devices": [NCCL_VERSION],
+    }
+    params["trailer"] = [*params["trailer"], "# Collective test concluded: {{TOOL}}", "#"]
+    return params
+
+
+def render_query_gpu(spec: NvidiaNodeSpec) -> str:
+    """`nvidia-smi --query-gpu=index,pci.bus_id,temperature.gpu,temperature.memory,power.draw
+    --format=csv,noheader,nounits`: the documented CSV (`parse.nvidia_smi_query`), one line per GPU in
+    nvidia-smi's order with the 8-digit domain; values seeded per GPU (a fake's, in H100 ranges)."""
+    lines = []
+    for index, gpu in enumerate(spec.enumerated):
+        rng = random.Random(f"{spec.name}/{spec.host.seed}/{gpu.uuid}/thermal")
+        core = 38 + rng.randrange(6)
+        domain, rest = gpu.bdf.split(":", 1)
+        bus_id = f"0000{domain}:{rest}".upper()
+        lines.append(f"{index}, {bus_id}, {core}, {core + 6 + rng.randrange(4)}, {310 + rng.random() * 40:.2f}")
+    return "\n".join(lines) + "\n"
+
+
 def write_stub_tool(node: FakeNode, tool: str, answers: Mapping[tuple[str, ...], str]) -> None:
     """Install (or replace) fake `tool` on `node`, answering exactly the argv of `answers`."""
     table = {
         "responses": [{"match": "exact", "argv": list(argv), "stdout": out} for argv, out in answers.items()],
         "fault": None,
     }
+    write_stub_table(node, tool, table)
+
+
+def write_stub_table(node: FakeNode, tool: str, table: Mapping[str, Any]) -> None:
+    """Install (or replace) fake `tool` on `node` answering from a replay table (`fakenode._replay`)."""
     data_dir = node.root / "replay"
-    (data_dir / f"{tool}.marshal").write_bytes(marshal.dumps(table))
+    (data_dir / f"{tool}.marshal").write_bytes(marshal.dumps(dict(table)))
     (data_dir / f"{tool}.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
     path = node.bin_dir / tool
     path.unlink(missing_ok=True)

@@ -144,13 +144,16 @@ def _render(
     if width is None:
         raise UsageError(f"invalid type {dtype}")
     step = f"{step_f}(factor)" if "stepfactor" in opts else f"{step_b}(bytes)"
-    lines = [
+    # params "nccl" (the fake NVIDIA node): nccl-tests' own header lines instead of rccl-tests' Version line
+    nccl = params.get("nccl")
+    lines = [line.replace("{{TOOL}}", tool) for line in nccl["before"]] if nccl else []
+    lines += [
         f"# nThread {opts.get('nthreads', '1')} nGpus {opts.get('ngpus', '1')} minBytes {min_b} maxBytes {max_b} "
         f"step: {step} warmup iters: {opts.get('warmup_iters', '5')} iters: {opts.get('iters', '20')} "
         f"agg iters: {opts.get('agg_iters', '1')} validation: {opts.get('check', '1')} "
-        f"graph: {opts.get('cudagraph', '0')}",
+        f"graph: {opts.get('cudagraph', '0')}" + (nccl["header_tail"] if nccl else ""),
         "#",
-        f"rccl-tests: Version {params['version']}",
+        *([] if nccl else [f"rccl-tests: Version {params['version']}"]),
         "# Using devices",
     ]
     gpus = params["gpus"]
@@ -160,6 +163,7 @@ def _render(
             f"#  Rank {rank:2d} Group  0 Pid {pid:6d} on {host:>10s} device {device:2d} "
             f"[{gpu['bdf_short']}] {gpu['name']}"
         )
+    lines.extend(nccl["after_devices"] if nccl else ())
     lines.append("#")
     lines.extend(params["table_header"])
     rng = random.Random(f"{params['seed']}/{tool}/{run}")
@@ -179,7 +183,7 @@ def _render(
         lines.append(f"{size:12d}  {count:12d}  {dtype:>8s}  {redop:>6s}  {-1:6d}" + "".join(cells))
         size = size * step_f if step_f > 1 else size + step_b
     avg = sum(busbws) / len(busbws) if busbws else 0.0
-    lines.extend(t.replace("{{AVG}}", f"{avg:g}") for t in params["trailer"])
+    lines.extend(t.replace("{{AVG}}", f"{avg:g}").replace("{{TOOL}}", tool) for t in params["trailer"])
     return "\n".join(lines) + "\n"
 
 
