@@ -21,12 +21,17 @@ Design decisions:
   policy's `bandwidth.regression.max_samples` (`--policy`, default the shipped policy).
 - `--out` often replaces the snapshot `snapshot --class` wrote for the same node (README workflow 1):
   without `--class`, the class of that snapshot is kept, so class references keep working.
+- `--vendor amd|nvidia|auto` (issue 30) picks the probes captured and the phases 1-2 run (docs/vendors.md):
+  NVIDIA's are `dcgmi diag -r 2` and nccl-tests with nvidia-smi sampling. `auto` (the default) is NVIDIA
+  when `nvidia-smi` is on PATH and `rocminfo` is not, AMD otherwise (a host with both, or neither, keeps
+  the AMD default: an AMD capture on an NVIDIA node then blocks on its missing probes, never passes).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
     from upgrade_gate.validate.config import CvfConfig
     from upgrade_gate.validate.pipeline import ProgressEvent
     from upgrade_gate.validate.remeasure import Resampling
+    from upgrade_gate.vendors import Vendor
 
 ALL_PHASES = frozenset(range(6))
 WORKLOAD_PHASES = {"workload": 6, "perturbation": 7}
@@ -74,6 +80,15 @@ def parse_phases(text: str) -> frozenset[int]:
             raise UsageError(f"--phases {text!r}: phases are numbered 0 to 7 (6 workload, 7 perturbation)")
         numbers.update(range(low, high + 1))
     return frozenset(numbers)
+
+
+def resolve_vendor(name: str) -> Vendor:
+    """`--vendor`: amd or nvidia by name; `auto`: NVIDIA when nvidia-smi is on PATH and rocminfo is not."""
+    from upgrade_gate.vendors import AMD, NVIDIA, vendor_named
+
+    if name != "auto":
+        return vendor_named(name)  # exit 2 naming the choices for an unknown vendor
+    return NVIDIA if shutil.which("nvidia-smi") and not shutil.which("rocminfo") else AMD
 
 
 def validate_cmd(
@@ -105,6 +120,11 @@ def validate_cmd(
     baseline: Path | None = typer.Option(
         None, "--baseline", help="This node's baseline snapshot: re-measure what is inconclusive against it."
     ),
+    vendor_name: str = typer.Option(
+        "auto",
+        "--vendor",
+        help="GPU vendor: amd, nvidia or auto (nvidia when nvidia-smi is on PATH and rocminfo is not).",
+    ),
 ) -> ExitCode:
     """Run the CVF phases on this host and record the results (exit 0 only if every phase passed)."""
     from upgrade_gate.collect.capture import check_node_name
@@ -124,13 +144,13 @@ def validate_cmd(
     peer_names = tuple(check_node_name(p) for p in peers)
     if node_name in peer_names:
         raise UsageError(f"--peer {node_name}: a node cannot be its own peer")
+    vendor = resolve_vendor(vendor_name)
     if dry_run:
-        _print_plan(cfg, numbers, node_name, peer_names, count)
+        _print_plan(cfg, numbers, node_name, peer_names, count, vendor)
         return ExitCode.PASS
     resample = _resampling(policy_file, baseline, cfg, node_name, node_class or _class_of(out, node_name))
-    results = _run(
-        cfg, numbers, node_name, peer_names, count, host_root, out, node_class or _class_of(out, node_name), resample
-    )
+    node_cls = node_class or _class_of(out, node_name)
+    results = _run(cfg, numbers, node_name, peer_names, count, host_root, out, node_cls, resample, vendor)
     if json_output:
         from upgrade_gate import codec
 
@@ -155,11 +175,13 @@ def _run(
     out: Path | None,
     node_class: str | None,
     resample: Resampling,
+    vendor: Vendor,
 ) -> tuple[PhaseResult, ...]:
     from rich.console import Console as RichConsole
 
     from upgrade_gate.cli.collect_cmds import parser_check
     from upgrade_gate.collect.capture import capture
+    from upgrade_gate.collect.probes import probe_catalogue
     from upgrade_gate.collect.runner import LocalRunner
     from upgrade_gate.model import NodeName
     from upgrade_gate.snapshot.build import build_snapshot
@@ -168,14 +190,15 @@ def _run(
     from upgrade_gate.validate.pipeline import run_pipeline
 
     err = RichConsole(stderr=True)
-    with err.status(f"capturing {node} (every probe)"):
-        bundle = capture(LocalRunner(), node=node, host_root=host_root, output_check=parser_check())
+    with err.status(f"capturing {node} (every {vendor.title} probe)"):
+        probes = probe_catalogue(host_root, vendor=vendor)
+        bundle = capture(LocalRunner(), node=node, host_root=host_root, output_check=parser_check(), probes=probes)
         snapshot = build_snapshot(bundle, node_class=node_class)
     renderer = _ProgressRenderer(err)
     try:
         results = run_pipeline(
             [node],
-            phases=select_phases(numbers),
+            phases=select_phases(numbers, vendor),
             config=cfg,
             launcher=LocalLauncher({node: None}),
             snapshots={node: snapshot},
@@ -281,7 +304,9 @@ def _print_results(results: tuple[PhaseResult, ...]) -> None:
             console.print(Text(one_line(f"    - {reason}")))
 
 
-def _print_plan(cfg: CvfConfig, numbers: frozenset[int], node: str, peers: tuple[str, ...], samples: int) -> None:
+def _print_plan(
+    cfg: CvfConfig, numbers: frozenset[int], node: str, peers: tuple[str, ...], samples: int, vendor: Vendor
+) -> None:
     from upgrade_gate.report.printable import printable
     from upgrade_gate.validate.phases import select_phases
 
@@ -289,7 +314,8 @@ def _print_plan(cfg: CvfConfig, numbers: frozenset[int], node: str, peers: tuple
         typer.echo(printable(text))
 
     _echo(f"node {node}" + (f", peers {', '.join(peers)}" if peers else "") + f"; config {cfg.source}")
-    for phase in select_phases(numbers):
+    _echo(f"vendor {vendor.name}: {vendor.title} probes and phases 1-2")
+    for phase in select_phases(numbers, vendor):
         label = cfg.label_keys.get(phase.number, phase.label_key) or "(no label)"
         budget = cfg.phase_timeouts_s.get(phase.number) or phase.budget_s(cfg, samples=samples, nodes=1 + len(peers))
         _echo(f"phase {phase.number} {phase.name}  label {label}  budget {budget:g}s")
