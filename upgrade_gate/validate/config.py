@@ -32,7 +32,7 @@ upgrade-gate's additions (all optional):
 | `UPGRADE_GATE_RVS_CONF_DIR` | folder of RVS `.conf` files for phase-1 RVS recipes |
 | `UPGRADE_GATE_PHASE4_SERVER_START_S` | seconds the `ib_write_bw` server gets before its client starts |
 | `UPGRADE_GATE_WORKLOAD_*` | phases 6-7 (docs/workload.md): COMMAND STEPS WARMUP BATCH NPROC TIMEOUT_S VISIBLE_VAR |
-| `UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S` | seconds between phase 6's `amd-smi monitor -u` samples (default 5) |
+| `UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S` | seconds between phase 6's `amd-smi monitor -u` samples (default 2) |
 | `UPGRADE_GATE_WORKLOAD_IMAGE` | image of the phase 6-7 Jobs on Kubernetes (docs/workload.md) |
 
 SKIP_* semantics: CVF labels a skipped phase `passed` and lets the node continue. upgrade-gate lets the
@@ -174,7 +174,7 @@ class CvfConfig:
     workload_nproc: int = 0  # 0: one rank per GPU of the snapshot
     workload_timeout_s: float = 600.0
     workload_visible_var: str = "HIP_VISIBLE_DEVICES"
-    workload_util_interval_s: float = 5.0  # amd-smi monitor -u during phase 6's run (validate.phases.workload_util)
+    workload_util_interval_s: float = 2.0  # amd-smi monitor -u during phase 6's run (validate.phases.workload_util)
     workload_image: str = ""  # the phase 6-7 Jobs' image on Kubernetes (empty: fleet.workload_jobs' default)
     ignored_keys: tuple[str, ...] = ()
 

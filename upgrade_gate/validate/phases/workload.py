@@ -278,9 +278,9 @@ class WorkloadPhase:
             rate = sorted(s.samples_per_s for s in got.run.measured)
             extra["measured-samples-per-s"] = f"{rate[len(rate) // 2]:.1f}"
         if ctx.snapshot is not None:  # GPU utilisation during the run (phases.workload_util; never the status)
-            measured, notes = workload_util.utilisation_measurements(
-                util, ctx.snapshot, got.run.init_s if got else None
-            )
+            init_s = got.run.init_s if got is not None else None
+            trained = sum(s.step_time_s for s in got.run.steps[1:]) if got is not None else 0.0
+            measured, notes = workload_util.utilisation_measurements(util, ctx.snapshot, init_s, trained)
             out.measurements.extend(measured)
             out.reasons.extend(notes)
         return _with_map(out.result(self, ctx.config, extra=extra), devices)

@@ -6,7 +6,7 @@ How (`sample_utilisation`, a context manager around the run, as phase 2's therma
   `phases.thermal` reads it: amd-smi's order need not be HIP's) and one `amd-smi monitor -u` sample
   (`-u, --gfx`: "Monitor graphics utilization (%) and clock (MHz)"; the `GFX%` column);
 - during the run: a background thread samples every `interval_s` (UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S,
-  default 5 s), at most `MAX_DURING` times, until the job returns; the first after one interval;
+  default 2 s; the wait starts when the previous call returns), at most `MAX_DURING` times, until the job returns; the first after one interval;
 - after the run: one sample.
 Every command has its own timeout (`thermal.TIMEOUT_S`) and stays inside the phase deadline
 (`TimedRunner`); phase 6's budget holds the sequential ones (`BUDGET_S`). When amd-smi fails at the
@@ -22,9 +22,9 @@ Measurements (HIP index `i` of the snapshot; settings: `bdf`, `tool`, `interval_
   its slowest rank at every step, so one GPU whose utilisation keeps dropping sets the pace of all and
   is the one to name (a mean over GPUs would dilute it 8 times). Max-min across GPUs of the mean
   would catch a GPU that is steadily less busy, which a slower run already shows in throughput.
-  "While the job trains" is the run's own clock: samples from the job's start plus its `init_s` (the
-  time to its first completed step, from the contract) to its end, so the idle seconds of process start
-  and device initialisation, and the idle before/after samples, are not read as jitter. At least
+  "While the job trains" is read from the run's own clock (`training_window`: the contract's `init_s`
+  and step times against the launcher's start and end), so the idle seconds of the launcher's start,
+  device initialisation and teardown, and the idle before/after samples, are not read as jitter. At least
   `MIN_SAMPLES` such samples per GPU are needed, else there is no spread and a note says why.
 
 Design decisions:
@@ -72,7 +72,8 @@ class UtilSample:
     """One sample: GFX% by BDF (None: the tool printed N/A) at a monotonic time, or why there is none."""
 
     when: str  # before / during / after
-    at: float
+    at: float  # monotonic time the command started; it read the GPUs before `done`
+    done: float = 0.0
     readings: dict[str, float | None] = field(default_factory=dict)
     error: str | None = None
 
@@ -107,15 +108,16 @@ def _read(record: UtilRecord, text: str) -> dict[str, float | None]:
 def _sample(runner: TimedRunner, record: UtilRecord, when: str, timeout_s: float) -> UtilSample:
     at = time.monotonic()
     result = runner.run(MONITOR_ARGV, timeout=timeout_s)
+    done = time.monotonic()
     why = result.failure_reason()
     if why is not None:
-        return UtilSample(when=when, at=at, error=why)
+        return UtilSample(when=when, at=at, done=done, error=why)
     try:
-        return UtilSample(when=when, at=at, readings=_read(record, result.stdout))
+        return UtilSample(when=when, at=at, done=done, readings=_read(record, result.stdout))
     except ParseError as exc:
         cause = known_cause(result.stdout, result.stderr)
         detail = f"{cause} (unreadable output: {exc})" if cause else f"unreadable output: {exc}"
-        return UtilSample(when=when, at=at, error=f"amd-smi: {detail}")
+        return UtilSample(when=when, at=at, done=done, error=f"amd-smi: {detail}")
 
 
 def _start(runner: TimedRunner, record: UtilRecord, timeout_s: float) -> bool:
@@ -174,7 +176,8 @@ def sample_utilisation(
             try:
                 record.add(_sample(background, record, "during", timeout_s))
             except Exception as exc:  # a thread must not die silently; the reason is evidence
-                record.add(UtilSample(when="during", at=time.monotonic(), error=f"sampling failed: {exc}"))
+                now = time.monotonic()
+                record.add(UtilSample(when="during", at=now, done=now, error=f"sampling failed: {exc}"))
 
     thread = threading.Thread(target=during, daemon=True, name=f"upgrade-gate-util-{ctx.node}")
     record.started = time.monotonic()
@@ -194,8 +197,9 @@ def _device(bdf: str) -> str:
     return bdf.rsplit(".", 1)[0]
 
 
-def _within(at: float, start: float | None, end: float | None) -> bool:
-    return start is not None and end is not None and start <= at <= end
+def _within(sample: UtilSample, start: float | None, end: float | None) -> bool:
+    """The sample read the GPUs inside [start, end]: it started after `start` and returned before `end`."""
+    return start is not None and end is not None and start <= sample.at and sample.done <= end
 
 
 def _measure(key: str, values: list[float], settings: dict[str, str]) -> Measurement:
@@ -204,13 +208,29 @@ def _measure(key: str, values: list[float], settings: dict[str, str]) -> Measure
     )
 
 
+def training_window(record: UtilRecord, init_s: float, training_s: float) -> tuple[float, float] | None:
+    """The monotonic interval in which the job trained, or None (not sampled).
+
+    The gate knows when it started the launcher (`started`) and when the launcher returned (`ended`);
+    the job knows its time to the first completed step (`init_s`, from its own process start, which
+    comes after the launcher's) and how long its later steps took (`training_s`). Training therefore
+    began no earlier than started + init_s and no earlier than ended - training_s (so the launcher's
+    own start-up, seconds of importing PyTorch, is outside), and ended before `ended`. Only the ranks'
+    teardown (destroy the process group, exit; torchrun polls every 0.1 s) may still be inside: bounding
+    the end by started + init_s + training_s as well would cut the window by the launcher's start-up
+    and leave a default 30-step run without samples."""
+    if record.started is None or record.ended is None:
+        return None
+    return max(record.started + init_s, record.ended - training_s), record.ended
+
+
 def utilisation_measurements(
-    record: UtilRecord, snapshot: Snapshot, init_s: float | None
+    record: UtilRecord, snapshot: Snapshot, init_s: float | None, training_s: float = 0.0
 ) -> tuple[tuple[Measurement, ...], list[str]]:
     """The per-GPU curves, the spread (when every GPU has enough samples while training) and the notes.
 
     `init_s`: the run's time to its first completed step (None: the run gave no evidence, so there was
-    no training to read a spread from)."""
+    no training to read a spread from); `training_s`: the step times after the first, summed."""
     notes = list(record.problems)
     with record.lock:
         samples = sorted(record.samples, key=lambda s: s.at)
@@ -218,8 +238,8 @@ def utilisation_measurements(
     if failed and not record.problems:
         notes.append(f"{len(failed)} of {len(samples)} samples failed ({'; '.join(failed[:3])})")
     common = {"tool": " ".join(MONITOR_ARGV), "interval_s": f"{record.interval_s:g}"}
-    start = record.started + init_s if record.started is not None and init_s is not None else None
-    end = record.ended
+    window = training_window(record, init_s, training_s) if init_s is not None else None
+    start, end = window if window is not None else (None, None)
     out: list[Measurement] = []
     spreads: dict[str, tuple[int, float]] = {}
     covered: set[str] = set()
@@ -229,7 +249,7 @@ def utilisation_measurements(
         values = [(s, v) for s in samples if bdf is not None and (v := s.readings.get(bdf)) is not None]
         if bdf is not None and values:
             out.append(_measure(f"{PREFIX}gpu{gpu.index}/gfx_util_pct", [v for _, v in values], {**common, "bdf": bdf}))
-        training = [v for s, v in values if s.when == "during" and _within(s.at, start, end)]
+        training = [v for s, v in values if s.when == "during" and _within(s, start, end)]
         if bdf is not None and len(training) >= MIN_SAMPLES:
             covered.add(_device(bdf))
             spreads[f"gpu{gpu.index} ({bdf})"] = (gpu.index, statistics.pstdev(training))
@@ -240,7 +260,7 @@ def utilisation_measurements(
         notes.append("no spread: the run gave no evidence of training")
     elif missing and not failed and not record.problems:
         named = ", ".join(f"GPU {i} ({bdf or 'no BDF'}): {n}" for i, bdf, n in missing[:4])
-        took = f"{end - start:.1f}s" if start is not None and end is not None else "unknown"
+        took = f"{max(0.0, end - start):.1f}s" if start is not None and end is not None else "unknown"
         notes.append(
             f"no spread: fewer than {MIN_SAMPLES} samples while training ({named}; training took {took}, "
             f"one sample every {record.interval_s:g}s)"
