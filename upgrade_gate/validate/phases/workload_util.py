@@ -6,7 +6,8 @@ How (`sample_utilisation`, a context manager around the run, as phase 2's therma
   `phases.thermal` reads it: amd-smi's order need not be HIP's) and one `amd-smi monitor -u` sample
   (`-u, --gfx`: "Monitor graphics utilization (%) and clock (MHz)"; the `GFX%` column);
 - during the run: a background thread samples every `interval_s` (UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S,
-  default 2 s; the wait starts when the previous call returns), at most `MAX_DURING` times, until the job returns; the first after one interval;
+  default 2 s; the wait starts when the previous call returns), at most `MAX_DURING` times, until the
+  job returns; the first after one interval;
 - after the run: one sample.
 Every command has its own timeout (`thermal.TIMEOUT_S`) and stays inside the phase deadline
 (`TimedRunner`); phase 6's budget holds the sequential ones (`BUDGET_S`). When amd-smi fails at the
