@@ -91,5 +91,7 @@ AMD = Vendor(
         2: MESH_ARGV,
     },
     tools=("rocminfo", "amd-smi", "rocm-smi"),
+    gpu_evidence=("rocminfo", "amdsmi_list"),
+    no_gpu="no AMD GPU found on the node (stands in for feature.node.kubernetes.io/amd-gpu=true)",  # cvf.NFD_AMD_GPU
 )
 """The AMD vendor (the only one before issue 30: a bundle without a vendor marker reads as AMD)."""

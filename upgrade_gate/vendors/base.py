@@ -99,6 +99,8 @@ class Vendor:
     fake_shapes: tuple[str, ...] = ()  # dotted names of the fake-node shape functions (module.function)
     phase_commands: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # CVF phase -> argv it runs
     tools: tuple[str, ...] = ()  # executables whose failure messages are this vendor's (for people and docs)
+    gpu_evidence: tuple[str, ...] = ()  # probes that enumerate the GPUs: when they failed, "no GPU" is unknown
+    no_gpu: str = ""  # phase 0's words for a node whose GPU probes ran and found none (local mode)
 
     def order_pin(self, uuids: list[str] | tuple[str, ...]) -> str:
         """The pin of the baseline order by UUID, in this vendor's words."""

@@ -50,5 +50,9 @@ NVIDIA = Vendor(
         2: MESH_ARGV,
     },
     tools=("nvidia-smi", "dcgmi"),
+    gpu_evidence=("nvidia_smi",),
+    no_gpu=(
+        "no NVIDIA GPU found on the node (nvidia-smi -q -x lists none; check `nvidia-smi` and `lsmod | grep nvidia`)"
+    ),
 )
 """The NVIDIA vendor."""

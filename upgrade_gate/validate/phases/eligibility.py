@@ -10,6 +10,9 @@ Design decisions:
 - A node without the evidence (no snapshot, or the probes that would have found the GPUs failed) is an
   `error` naming the probe, not a `failed` "no GPU": an upgrade that broke rocminfo must not look like a
   node that never had GPUs.
+- Local mode speaks the node's vendor (`vendors.vendor_of` its snapshot's probes): the GPU probes whose
+  failure is an `error` and the "no GPU" words are the vendor's (`Vendor.gpu_evidence`, `Vendor.no_gpu`:
+  "no NVIDIA GPU found ... nvidia-smi ... lsmod" on an NVIDIA node).
 - Phase 0 writes no CVF label (CVF marks candidates with `amd.com/cluster-validation-candidate=true`,
   which is the executor's business).
 """
@@ -20,8 +23,8 @@ from upgrade_gate.model import PhaseResult, Snapshot
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
+from upgrade_gate.vendors import vendor_of
 
-_GPU_PROBES = ("rocminfo", "amdsmi_list")
 _NIC_PROBES = ("ibv_devinfo", "rdma_link")
 
 
@@ -72,11 +75,12 @@ def _failed_probes(snapshot: Snapshot, names: tuple[str, ...]) -> list[str]:
 
 def _check_snapshot(out: Outcome, snapshot: Snapshot, nic_needed: bool) -> None:
     if not snapshot.gpus:
-        broken = _failed_probes(snapshot, _GPU_PROBES)
+        vendor = vendor_of(p.name for p in snapshot.probes)
+        broken = _failed_probes(snapshot, vendor.gpu_evidence)
         if broken:
             out.error("no GPU evidence: " + "; ".join(broken))
         else:
-            out.fail(f"no AMD GPU found on the node (stands in for {cvf.NFD_AMD_GPU}=true)")
+            out.fail(vendor.no_gpu)
     if nic_needed and not snapshot.nics:
         broken = _failed_probes(snapshot, _NIC_PROBES)
         if broken:
