@@ -8,7 +8,10 @@ from upgrade_gate.errors import ParseError
 from upgrade_gate.parse.nvidia_smi_query import ARGV, parse_nvidia_smi_query_gpu
 from upgrade_gate.parse.registry import all_parsers
 
-GOOD = "0, 00000000:1B:00.0, 33, 41, 69.85\n1, 00000000:43:00.0, 34, N/A, [N/A]\n2, 00000000:52:00.0, 35, 40, [Not Supported]\n"
+GOOD = (
+    "0, 00000000:1B:00.0, 33, 41, 69.85\n1, 00000000:43:00.0, 34, N/A, [N/A]\n"
+    "2, 00000000:52:00.0, 35, 40, [Not Supported]\n"
+)
 
 
 def test_query_gpu_reads_values_and_not_available_forms() -> None:
