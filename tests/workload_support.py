@@ -49,8 +49,10 @@ def with_workload(
     loss: tuple[float, ...] = LOSS,
     timeouts: int = 0,
     perturbed_order: list[int] | None = None,
+    spread: float | None = 4.0,
 ) -> Snapshot:
-    """`snap` with a passed phase 6 and phase 7 (the perturbation keeps ranks unless `perturbed_order`)."""
+    """`snap` with a passed phase 6 and phase 7 (the perturbation keeps ranks unless `perturbed_order`);
+    `spread`: phase 6's GPU utilisation spread in points (the incident's healthy 4; None: not sampled)."""
     src6, src7 = "phase 6 workload", "phase 7 perturbation"
     six = PhaseResult(
         phase=6,
@@ -64,6 +66,7 @@ def with_workload(
             _m("workload/collective_timeouts", "count", (float(timeouts),), src6),
             _m("workload/collective_errors", "count", (0.0,), src6),
             _m("workload/collective_warnings", "count", (0.0,), src6),
+            *((_m("workload/gfx_util_spread_pct", "%", (spread,), src6),) if spread is not None else ()),
         ),
         device_map=device_map(snap),
     )
