@@ -185,6 +185,33 @@ def test_readings_evidence_garbled_rccl_library_blocks_without_a_rocm_plan() -> 
 def test_thermal_rule_knows_the_programs_phase_2_reads() -> None:
     """`thermal.TOOLS` names the programs of phase 2's argv (kept apart so the judge does not import the phase)."""
     from upgrade_gate.judge.rules.thermal import TOOLS
+    from upgrade_gate.validate.phases.nvidia_thermal import ARGV as NVIDIA_ARGV
+    from upgrade_gate.validate.phases.nvidia_thermal import SENSORS as NVIDIA_SENSORS
     from upgrade_gate.validate.phases.thermal import MONITOR_ARGV, ROCMSMI_ARGV
 
-    assert {MONITOR_ARGV[0], ROCMSMI_ARGV[0]} == TOOLS
+    assert {MONITOR_ARGV[0], ROCMSMI_ARGV[0], NVIDIA_ARGV[0]} == TOOLS
+    from upgrade_gate.judge.rules.thermal import SENSORS
+
+    # the sensors the NVIDIA sampler records are the ones the rule reads (temperature.gpu, power.draw)
+    assert (SENSORS["nvidia-smi"]["temp_c_max"], SENSORS["nvidia-smi"]["power_w_mean"]) == NVIDIA_SENSORS
+
+
+def test_thermal_rule_reads_nvidia_smi_readings_by_their_own_sensors() -> None:
+    """issue 30: phase 2 on NVIDIA records temperature.gpu ("gpu") and power.draw ("board power") by
+    nvidia-smi; the rule reads them (they were refused as unknown, which blocked every NVIDIA node), and
+    still refuses AMD's sensor names from nvidia-smi."""
+    from upgrade_gate.judge.rules.thermal import _unusable
+    from upgrade_gate.model import Measurement
+
+    tool = "nvidia-smi --query-gpu=index,pci.bus_id,temperature.gpu,temperature.memory,power.draw"
+    temp = Measurement(
+        key="thermal/gpu0/temp_c_max", unit="C", samples=(61.0, 63.0), settings={"tool": tool, "sensor": "gpu"}
+    )
+    power = Measurement(
+        key="thermal/gpu0/power_w_mean", unit="W", samples=(640.0,), settings={"tool": tool, "sensor": "board power"}
+    )
+    assert _unusable(temp, "temp_c_max") is None and _unusable(power, "power_w_mean") is None
+    amd_words = Measurement(
+        key="thermal/gpu0/temp_c_max", unit="C", samples=(61.0,), settings={"tool": tool, "sensor": "hotspot"}
+    )
+    assert _unusable(amd_words, "temp_c_max") == ("its sensor is 'hotspot', not 'gpu'", "hotspot")

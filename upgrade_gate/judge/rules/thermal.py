@@ -132,10 +132,19 @@ def _usable_value(m: Measurement, name: str) -> float | None:
     return _value(m) if _unusable(m, name) is None else None
 
 
-TOOLS = frozenset({"amd-smi", "rocm-smi"})
-"""The programs whose readings phase 2 records (`validate.phases.thermal`'s MONITOR_ARGV and ROCMSMI_ARGV;
-a test holds the two together: importing the phase here cost each gate worker ~0.1 s). By program, not
-by the whole argv: a later release may ask with other flags, and a reading it took is still that tool's."""
+_AMD_SENSORS = {"temp_c_max": "hotspot", "power_w_mean": "socket power"}
+SENSORS: dict[str, dict[str, str]] = {
+    "amd-smi": _AMD_SENSORS,
+    "rocm-smi": _AMD_SENSORS,  # rocm-smi's junction is amd-smi's hotspot
+    "nvidia-smi": {"temp_c_max": "gpu", "power_w_mean": "board power"},  # temperature.gpu, power.draw (issue 30)
+}
+"""Per program, the sensor each understood reading must come from (what phase 2 records on each vendor:
+`validate.phases.thermal` and `nvidia_thermal`). Readings compare only within one sensor (`_COMPARED`)."""
+TOOLS = frozenset(SENSORS)
+"""The programs whose readings phase 2 records (`validate.phases.thermal`'s MONITOR_ARGV and ROCMSMI_ARGV,
+`nvidia_thermal`'s query; a test holds them together: importing the phase here cost each gate worker
+~0.1 s). By program, not by the whole argv: a later release may ask with other flags, and a reading it took
+is still that tool's."""
 
 
 def _unusable(m: Measurement, name: str) -> tuple[str, str] | None:
@@ -144,10 +153,12 @@ def _unusable(m: Measurement, name: str) -> tuple[str, str] | None:
     tool, sensor = m.settings.get("tool"), m.settings.get("sensor")
     if m.unit != known.unit:
         return f"its unit is {m.unit!r}, not {known.unit!r}", m.unit
-    if tool is None or tool.split(" ", 1)[0] not in TOOLS:
-        return f"it was taken by {tool!r}, not amd-smi monitor or rocm-smi", str(tool)
-    if sensor != known.sensor:
-        return f"its sensor is {sensor!r}, not {known.sensor!r}", str(sensor)
+    program = tool.split(" ", 1)[0] if tool is not None else None
+    if program is None or program not in TOOLS:
+        return f"it was taken by {tool!r}, not amd-smi monitor, rocm-smi or nvidia-smi", str(tool)
+    expected = SENSORS[program][name]
+    if sensor != expected:
+        return f"its sensor is {sensor!r}, not {expected!r}", str(sensor)
     if not m.samples:
         return "it has no samples", "no samples"
     if math.isfinite(sum(m.samples)) and known.low < min(m.samples) and max(m.samples) <= known.high:
