@@ -112,3 +112,12 @@ def test_workload_util_sampling_failure_is_a_reason_and_no_spread_never_the_stat
     assert SPREAD not in _measures(six)
     notes = [r for r in six.reasons if r.startswith("utilisation: ")]
     assert len(notes) == 1 and reason in notes[0], six.reasons
+
+
+def test_workload_util_record_keeps_the_latest_during_samples_and_the_before_one() -> None:
+    """The bound keeps the end of the run (training), not its start (initialisation)."""
+    record = workload_util.UtilRecord(interval_s=1.0)
+    record.add(workload_util.UtilSample(when="before", at=0.0, done=0.1))
+    for t in range(1, 6):
+        record.add(workload_util.UtilSample(when="during", at=float(t), done=t + 0.1), keep=2)
+    assert [(s.when, s.at) for s in record.samples] == [("before", 0.0), ("during", 4.0), ("during", 5.0)]

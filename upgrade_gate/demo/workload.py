@@ -29,7 +29,10 @@ from upgrade_gate.validate.config import CvfConfig, parse_cvf_config
 
 SCENARIOS = ("workload-regression", "index-pinned")
 WORKLOAD = frozenset({6, 7})
-CONFIG = {"UPGRADE_GATE_WORKLOAD_STEPS": "8", "UPGRADE_GATE_WORKLOAD_WARMUP": "2", "UPGRADE_GATE_WORKLOAD_BATCH": "4"}
+CONFIG = {
+    "UPGRADE_GATE_WORKLOAD_STEPS": "8", "UPGRADE_GATE_WORKLOAD_WARMUP": "2", "UPGRADE_GATE_WORKLOAD_BATCH": "4",
+    "UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S": "0.25",  # a few amd-smi samples inside the short run's 1.75 s of steps
+}  # fmt: skip
 STEP_DELAY_S = 0.25
 SLOW_STEP_S = 0.15
 SLOW_INIT_S = 20.0

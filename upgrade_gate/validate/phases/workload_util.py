@@ -6,8 +6,10 @@ How (`sample_utilisation`, a context manager around the run, as phase 2's therma
   `phases.thermal` reads it: amd-smi's order need not be HIP's) and one `amd-smi monitor -u` sample
   (`-u, --gfx`: "Monitor graphics utilization (%) and clock (MHz)"; the `GFX%` column);
 - during the run: a background thread samples every `interval_s` (UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S,
-  default 2 s; the wait starts when the previous call returns), at most `MAX_DURING` times, until the
-  job returns; the first after one interval;
+  default 2 s; the wait starts when the previous call returns) until the job returns, the first after
+  one interval, and keeps the last `MAX_DURING` samples (a run starts with initialisation and ends
+  training, so a bound that stopped sampling early would keep the idle part); the number of calls is
+  bounded by the job's own deadline over the interval;
 - after the run: one sample.
 Every command has its own timeout (`thermal.TIMEOUT_S`) and stays inside the phase deadline
 (`TimedRunner`); phase 6's budget holds the sequential ones (`BUDGET_S`). When amd-smi fails at the
@@ -91,10 +93,13 @@ class UtilRecord:
     ended: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, sample: UtilSample) -> None:
-        """Record one sample (thread-safe)."""
+    def add(self, sample: UtilSample, *, keep: int = 0) -> None:
+        """Record one sample (thread-safe); `keep` > 0: at most that many `during` samples, the latest."""
         with self.lock:
             self.samples.append(sample)
+            during = [i for i, s in enumerate(self.samples) if s.when == "during"]
+            if keep > 0 and len(during) > keep:
+                del self.samples[during[0]]
 
 
 def _read(record: UtilRecord, text: str) -> dict[str, float | None]:
@@ -171,14 +176,13 @@ def sample_utilisation(
     background = TimedRunner(ctx.launcher.runner_for(ctx.node), ToolClock(), ctx.deadline)
 
     def during() -> None:
-        for _ in range(max_during):
-            if stop.wait(interval_s):
-                return
+        while not stop.wait(interval_s):
             try:
-                record.add(_sample(background, record, "during", timeout_s))
+                sample = _sample(background, record, "during", timeout_s)
             except Exception as exc:  # a thread must not die silently; the reason is evidence
                 now = time.monotonic()
-                record.add(UtilSample(when="during", at=now, done=now, error=f"sampling failed: {exc}"))
+                sample = UtilSample(when="during", at=now, done=now, error=f"sampling failed: {exc}")
+            record.add(sample, keep=max_during)
 
     thread = threading.Thread(target=during, daemon=True, name=f"upgrade-gate-util-{ctx.node}")
     record.started = time.monotonic()
