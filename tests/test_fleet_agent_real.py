@@ -97,6 +97,8 @@ def env(real_cluster: RealCluster, tmp_path: Path) -> Iterator[Env]:
     with BaselineStore(store) as st:
         st.init()
         st.save([snapshot_of(fake)], message="baseline of gpu-01")
+    global T0  # the agent's clock starts after the baseline was taken (a loaded machine took 20 s to get here)
+    T0 = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
     agent_kc = write_kubeconfig(tmp_path / "agent.kubeconfig", real_cluster.url, real_cluster.ca,
                                 real_cluster.cp.token_for(NS, AGENT_SA))  # fmt: skip
     try:
