@@ -39,6 +39,7 @@ pytest_plugins = ["tests.k8s.fixtures"]  # real_cluster, real_client
 torch = pytest.importorskip("torch")
 REPO = Path(__file__).resolve().parent.parent
 SHORT = {"UPGRADE_GATE_WORKLOAD_STEPS": "5", "UPGRADE_GATE_WORKLOAD_WARMUP": "1", "UPGRADE_GATE_WORKLOAD_BATCH": "8"}
+SAMPLED = {"UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S": "0.5"}  # with 2 s steps: amd-smi monitor -u Jobs inside training
 IMAGE = "registry.site/pytorch-rocm:6.2"
 SETTINGS = ExecutorSettings(
     jobs=JobSettings(python=sys.executable), upgrade_gate_argv=(sys.executable, "-m", "upgrade_gate"), poll_s=0.1,
@@ -133,10 +134,11 @@ def test_real_soak_observation_trains_in_a_job_and_records_it(
     without a reference run (the run's own checks: it completed, no timeout, every rank on a known GPU)
     and records throughput, init time and timeouts for the page."""
     before = build_fake_node(tmp_path / "before", _spec("gpu-s1", 8), Faults())
-    after = build_fake_node(tmp_path / "after", _spec("gpu-s1", 8, rocm_version="6.2.0", driver_version="6.8.5"),
-                            Faults())  # fmt: skip
+    # steps long enough for phase 6's amd-smi monitor -u Jobs to sample the training (workload.utilisation_spread)
+    after = build_fake_node(tmp_path / "after", faults.slow_workload(_spec("gpu-s1", 8, rocm_version="6.2.0",
+                            driver_version="6.8.5"), step_delay_s=2.0), Faults())  # fmt: skip
     _add(real_cluster, after)
-    real_cluster.set_configmap("cluster-validation-config", NS, {**SHORT, "UPGRADE_GATE_SAMPLES": "2"})
+    real_cluster.set_configmap("cluster-validation-config", NS, {**SHORT, **SAMPLED, "UPGRADE_GATE_SAMPLES": "2"})
     store = BaselineStore(tmp_path / "store")
     store.init()
     info = NodeInfo(name=NodeName("gpu-s1"), node_class="mi300x-4gpu")
@@ -184,7 +186,7 @@ def test_real_window_validate_phases_0_6_then_observe_trains_through_the_cli(
     with BaselineStore(store) as st:
         st.init()
         st.save([replace(snapshot_of(fakes[n]), node=info[n]) for n in names], tag="rocm-6.1.3", message="baselines")
-    real_cluster.set_configmap("cluster-validation-config", NS, SHORT)
+    real_cluster.set_configmap("cluster-validation-config", NS, {**SHORT, **SAMPLED})
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "id": "rocm-6.2.0", "change": {"rocm": {"from": "6.1.3", "to": "6.2.0"}, "driver": {"from": "6.7.0",
@@ -205,8 +207,8 @@ def test_real_window_validate_phases_0_6_then_observe_trains_through_the_cli(
     assert run(["window", "start", *st_opts]) == 0, capsys.readouterr()
     with BaselineStore(store) as st:
         (canary,) = (c["node"] for c in st.read_document("windows/w1.json")["canaries"])
-    changed = build_fake_node(tmp_path / "changed", _spec(canary, 8, rocm_version="6.2.0", driver_version="6.8.5"),
-                              Faults())  # fmt: skip
+    changed = build_fake_node(tmp_path / "changed", faults.slow_workload(_spec(canary, 8, rocm_version="6.2.0",
+                              driver_version="6.8.5"), step_delay_s=2.0), Faults())  # fmt: skip
     _add(real_cluster, changed)
     code = run(["window", "validate", "--phases", "0,workload", "--policy", str(policy), *st_opts, *jobs])
     out = capsys.readouterr().out
