@@ -36,6 +36,9 @@ Design decisions:
   `workload.utilisation_spread` as missing evidence (blocking by default), never as a pass.
 - Only the first run is sampled: re-measurement runs (inconclusive throughput) add throughput samples,
   and the loss curve and init time stay the first run's, so the utilisation does too.
+- An NVIDIA node (the snapshot's probes, `vendors.vendor_of`) is not sampled: amd-smi is AMD's, and
+  `nvidia-smi --query-gpu=utilization.gpu` is not built here yet; the reason says so and the rule
+  reports missing evidence (fail closed), which `missing_evidence: warn` turns into a warning.
 - A compute partition (a BDF function > 0) shares its device's counters (amd-smi prints N/A for it); it
   is covered when another partition of the same device has readings.
 - amd-smi's GFX% is `gfx_activity` of the GPU metrics table, which the firmware averages over a short
@@ -59,6 +62,7 @@ from upgrade_gate.parse.amdsmi_monitor import parse_amdsmi_monitor
 from upgrade_gate.parse.preamble import parse_after_preamble
 from upgrade_gate.validate.phase import PhaseContext, TimedRunner, ToolClock
 from upgrade_gate.validate.phases.thermal import LIST_ARGV, TIMEOUT_S
+from upgrade_gate.vendors import DEFAULT, vendor_of
 
 MONITOR_ARGV = ("amd-smi", "monitor", "-u")
 PREFIX = "workload/"
@@ -161,6 +165,11 @@ def sample_utilisation(
     `reserve_s` is the time the run may take: when the phase budget cannot hold it and the sampling,
     nothing is sampled (the run's time is never cut for it) and a note says why."""
     record = UtilRecord(interval_s=interval_s)
+    vendor = vendor_of(p.name for p in ctx.snapshot.probes) if ctx.snapshot is not None else DEFAULT
+    if vendor.name != DEFAULT.name:
+        record.problems.append(f"not sampled: a {vendor.name} node (amd-smi is AMD's; no {vendor.name} sampler yet)")
+        yield record
+        return
     if ctx.left() < reserve_s + BUDGET_S:
         record.problems.append(
             f"not sampled: the phase budget ({ctx.left():.1f}s left) cannot hold the run ({reserve_s:g}s) "
