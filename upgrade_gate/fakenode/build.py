@@ -31,7 +31,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from typing import Any
 from upgrade_gate.collect.probes import CATALOGUE
 from upgrade_gate.fakenode import render_gpu, render_host, render_thermal, render_util, render_validation
 from upgrade_gate.fakenode.faults import FaultKind, Faults
-from upgrade_gate.fakenode.spec import NodeSpec
+from upgrade_gate.fakenode.spec import NicSpec, NodeSpec
 from upgrade_gate.fakenode.templates import load_json_template, load_template
 from upgrade_gate.fakenode.workload import workload_table, write_torchrun
 from upgrade_gate.parse.bdf import PciAddress
@@ -268,18 +268,18 @@ def _write_stub(path: Path, tool: str, lib_dir: Path, data_dir: Path) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _write_host_tree(host: Path, spec: NodeSpec) -> None:
+def write_pci_tree(host: Path, gpu_bdfs: Iterable[str], nics: Iterable[NicSpec]) -> None:
+    """The sysfs PCI tree of a fake node, whatever its GPU vendor: one device folder and bus link per GPU
+    function, and per NIC its PF with SR-IOV counts, firmware and its `class/infiniband` link."""
     devices = host / "sys" / "devices" / "pci0000:00"
     links = host / "sys" / "bus" / "pci" / "devices"
     classes = host / "sys" / "class" / "infiniband"
     for path in (devices, links, classes):
         path.mkdir(parents=True)
-    for gpu in spec.gpus:
-        if not gpu.physical:
-            continue  # a compute partition is no PCI function: sysfs has the device once
-        (devices / gpu.bdf).mkdir()
-        (links / gpu.bdf).symlink_to(Path("..", "..", "..", "devices", "pci0000:00", gpu.bdf))
-    for nic in spec.nics:
+    for bdf in gpu_bdfs:
+        (devices / bdf).mkdir()
+        (links / bdf).symlink_to(Path("..", "..", "..", "devices", "pci0000:00", bdf))
+    for nic in nics:
         pf = devices / nic.bdf
         pf.mkdir()
         (pf / "sriov_numvfs").write_text(f"{nic.sriov_numvfs}\n", encoding="utf-8")
@@ -289,6 +289,11 @@ def _write_host_tree(host: Path, spec: NodeSpec) -> None:
         (ib / "fw_ver").write_text(f"{nic.fw_ver}\n", encoding="utf-8")
         (links / nic.bdf).symlink_to(Path("..", "..", "..", "devices", "pci0000:00", nic.bdf))
         (classes / nic.name).symlink_to(Path("..", "..", "devices", "pci0000:00", nic.bdf, "infiniband", nic.name))
+
+
+def _write_host_tree(host: Path, spec: NodeSpec) -> None:
+    # a compute partition is no PCI function: sysfs has the device once
+    write_pci_tree(host, (g.bdf for g in spec.gpus if g.physical), spec.nics)
     module = host / "sys" / "module" / "amdgpu"
     module.mkdir(parents=True)
     (module / "version").write_text(f"{spec.driver_version}\n", encoding="utf-8")

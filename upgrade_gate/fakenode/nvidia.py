@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from upgrade_gate.fakenode import render_host
-from upgrade_gate.fakenode.build import FakeNode
+from upgrade_gate.fakenode.build import FakeNode, write_pci_tree
 from upgrade_gate.fakenode.faults import Faults
 from upgrade_gate.fakenode.nvidia_render import (
     nccl_params,
@@ -223,24 +223,7 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
 
 
 def _write_host_tree(host: Path, spec: NvidiaNodeSpec) -> None:
-    devices = host / "sys" / "devices" / "pci0000:00"
-    links = host / "sys" / "bus" / "pci" / "devices"
-    classes = host / "sys" / "class" / "infiniband"
-    for path in (devices, links, classes):
-        path.mkdir(parents=True)
-    for gpu in spec.gpus:
-        (devices / gpu.bdf).mkdir()
-        (links / gpu.bdf).symlink_to(Path("..", "..", "..", "devices", "pci0000:00", gpu.bdf))
-    for nic in spec.host.nics:
-        pf = devices / nic.bdf
-        pf.mkdir()
-        (pf / "sriov_numvfs").write_text(f"{nic.sriov_numvfs}\n", encoding="utf-8")
-        (pf / "sriov_totalvfs").write_text(f"{nic.sriov_totalvfs}\n", encoding="utf-8")
-        ib = pf / "infiniband" / nic.name
-        ib.mkdir(parents=True)
-        (ib / "fw_ver").write_text(f"{nic.fw_ver}\n", encoding="utf-8")
-        (links / nic.bdf).symlink_to(Path("..", "..", "..", "devices", "pci0000:00", nic.bdf))
-        (classes / nic.name).symlink_to(Path("..", "..", "devices", "pci0000:00", nic.bdf, "infiniband", nic.name))
+    write_pci_tree(host, (gpu.bdf for gpu in spec.gpus), spec.host.nics)
     module = host / "sys" / "module" / "nvidia"
     module.mkdir(parents=True)
     (module / "version").write_text(f"{spec.driver.version}\n", encoding="utf-8")
