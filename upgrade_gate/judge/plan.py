@@ -154,11 +154,6 @@ def load_plan(path: Path) -> ChangePlan:
     return plan_from_dict(docio.read_yaml(path), source=str(path))
 
 
-def read_document(path: Path) -> Any:
-    """Parse a YAML/JSON document file (`docio.read_yaml`; kept for fleet.window's plan reader)."""
-    return docio.read_yaml(path)
-
-
 def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
     """Validate and build a plan from its plain document."""
     if not isinstance(data, dict):
