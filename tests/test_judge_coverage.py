@@ -61,7 +61,7 @@ def test_coverage_schema_walk_sees_nested_arrays_maps_and_refs() -> None:
         "type": "object",
         "properties": {"nic": {"anyOf": [{"$ref": "#/$defs/nic"}, {"type": "null"}]}},
     }
-    assert list(schema_fields(schema)) == ["nic.ports[]", "nic.ports[].mtu", "nic.tags", "nic.fw"]
+    assert list(schema_fields(schema)) == ["nic", "nic.ports[]", "nic.ports[].mtu", "nic.tags", "nic.fw"]
 
 
 def test_coverage_maps_diff_paths_to_schema_fields() -> None:

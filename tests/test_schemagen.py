@@ -73,6 +73,13 @@ def _snapshot_document() -> dict[str, Any]:
          "file_sha256": SHA}
     ]  # fmt: skip
     data["nics"][0]["ports"] = data["nics"][0]["ports"][:1]
+    data["gpus"][0]["health"] = {
+        "source": "nvidia_smi", "ecc_mode": "Enabled", "ecc_volatile_uncorrectable": {"dram_uncorrectable": 0},
+        "ecc_aggregate_uncorrectable": {"dram_uncorrectable": 2}, "remapped_rows_correctable": 0,
+        "remapped_rows_uncorrectable": 1, "remap_pending": False, "remap_failure": False,
+        "retired_pages_single_bit": None, "retired_pages_double_bit": None, "retirement_pending": None,
+        "reset_required": False, "na_reasons": {},
+    }  # fmt: skip
     return _one_of_each(data)
 
 

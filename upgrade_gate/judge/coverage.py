@@ -75,6 +75,9 @@ _WORKLOAD = (
 _LIB = "judged per soname against the plan's ROCm change and soname bumps (the diff leaves hashes out)"
 _EVENT = "kernel events are judged on the candidate's dmesg (dmesg.fatal)"
 _ISSUE = "sources that disagree, or answered only with error texts: judged on the candidate alone"
+_HEALTH = "the candidate's own state blocks (pending or failed repair, reset required), whatever the baseline's"
+_GROWN = "a count above the baseline GPU's blocks; non-zero and not above it warns (an old, already repaired error)"
+_CORRECTED = "corrected by the hardware; the uncorrectable counts and the repair state are judged"
 
 COVERAGE: Mapping[str, Coverage] = {
     # ------------------------------------------------------------------ document and node
@@ -127,6 +130,24 @@ COVERAGE: Mapping[str, Coverage] = {
     "gpus[].firmware": compared("firmware.unplanned"),
     "gpus[].vbios": compared("vbios.unplanned"),
     "gpus[].na_reasons": _NA,
+    "gpus[].health": checked(
+        "gpu.health",
+        "appearing (a baseline from before the field) is no finding; vanishing where the node's probe reports it "
+        "is missing evidence",
+    ),
+    "gpus[].health.source": informational("which probe printed the counters"),
+    "gpus[].health.ecc_mode": checked("gpu.health", "ECC switched off (or on) since the baseline blocks"),
+    "gpus[].health.ecc_volatile_uncorrectable": checked("gpu.health", _GROWN),
+    "gpus[].health.ecc_aggregate_uncorrectable": checked("gpu.health", _GROWN),
+    "gpus[].health.remapped_rows_correctable": informational(_CORRECTED),
+    "gpus[].health.remapped_rows_uncorrectable": checked("gpu.health", _GROWN),
+    "gpus[].health.remap_pending": checked("gpu.health", _HEALTH),
+    "gpus[].health.remap_failure": checked("gpu.health", _HEALTH),
+    "gpus[].health.retired_pages_single_bit": informational(_CORRECTED),
+    "gpus[].health.retired_pages_double_bit": checked("gpu.health", _GROWN),
+    "gpus[].health.retirement_pending": checked("gpu.health", _HEALTH),
+    "gpus[].health.reset_required": checked("gpu.health", _HEALTH),
+    "gpus[].health.na_reasons": _NA,
     # ------------------------------------------------------------------ XGMI / PCIe
     "gpu_links[]": compared("xgmi.link_changed"),
     "gpu_links[].a": compared("xgmi.link_changed"),
@@ -250,7 +271,8 @@ def coverage_of(path: str) -> tuple[str, Coverage] | None:
 
 
 def schema_fields(schema: Mapping[str, Any]) -> Iterator[str]:
-    """Every field path of a JSON Schema: objects recurse, `x[]` for arrays of objects, maps are leaves.
+    """Every field path of a JSON Schema: objects recurse, `x[]` for arrays of objects, maps are leaves; a
+    nullable object is also a path of its own (it can appear or vanish as a whole, as an array item can).
 
     Retired fields (`deprecated`: accepted as null from old documents, dropped on decoding) hold no facts.
     """
@@ -276,6 +298,8 @@ def schema_fields(schema: Mapping[str, Any]) -> Iterator[str]:
                 yield f"{path}[]"
                 yield from walk(target["items"], f"{path}[].")
             elif "properties" in target:
+                if any(alt.get("type") == "null" for alt in sub.get("anyOf", ())):
+                    yield path
                 yield from walk(target, f"{path}.")
             else:
                 yield path

@@ -76,6 +76,41 @@ class Host(Record, frozen=True, kw_only=True):
     na_reasons: Reasons = field(default_factory=dict)
 
 
+CountMap = Annotated[dict[str, Count], Meta(max_length=64)]
+"""Counter name as the tool prints it -> count."""
+
+
+class GpuHealth(Record, frozen=True, kw_only=True):
+    """A GPU's memory health counters and reset state, as its vendor's tool printed them.
+
+    Null where the tool printed N/A (the reason in `na_reasons`) or the GPU has no such mechanism: row
+    remapping (A100 and later) and page retirement (Volta/Turing) are two generations of one repair.
+    Judged by `gpu.health` (docs/vendors.md).
+    """
+
+    source: Annotated[Name, Meta(description='the probe that printed them ("nvidia_smi")')]
+    ecc_mode: Annotated[OptText, ALWAYS, Meta(description='"Enabled" / "Disabled", as printed')] = None
+    ecc_volatile_uncorrectable: Annotated[
+        CountMap,
+        ALWAYS,
+        Meta(description="uncorrectable ECC counts since the driver loaded, by the tool's counter name"),
+    ] = field(default_factory=dict)
+    ecc_aggregate_uncorrectable: Annotated[
+        CountMap, ALWAYS, Meta(description="uncorrectable ECC counts over the GPU's life (kept in the inforom)")
+    ] = field(default_factory=dict)
+    remapped_rows_correctable: Annotated[Count | None, ALWAYS] = None
+    remapped_rows_uncorrectable: Annotated[Count | None, ALWAYS] = None
+    remap_pending: Annotated[bool | None, ALWAYS, Meta(description="a row remap waits for a GPU reset")] = None
+    remap_failure: Annotated[bool | None, ALWAYS, Meta(description="a remap failed: the bank is out of spare rows")] = (
+        None
+    )
+    retired_pages_single_bit: Annotated[Count | None, ALWAYS] = None
+    retired_pages_double_bit: Annotated[Count | None, ALWAYS] = None
+    retirement_pending: Annotated[bool | None, ALWAYS, Meta(description="pages wait for a reset to be retired")] = None
+    reset_required: Annotated[bool | None, ALWAYS, Meta(description="the tool says the GPU needs a reset")] = None
+    na_reasons: Reasons = field(default_factory=dict)
+
+
 class Gpu(Record, frozen=True, kw_only=True):
     """One GPU (or one compute partition of one) as the node enumerates it."""
 
@@ -93,6 +128,10 @@ class Gpu(Record, frozen=True, kw_only=True):
     compute_units: int | None = None
     firmware: Annotated[StrMap, ALWAYS, Meta(description="block -> version as printed")] = field(default_factory=dict)
     vbios: Annotated[OptText, ALWAYS] = None
+    health: Annotated[
+        GpuHealth | None,
+        Meta(description="memory health counters; null where the tool does not report them (reason in na_reasons)"),
+    ] = None
     na_reasons: Reasons = field(default_factory=dict)
 
 

@@ -24,6 +24,12 @@ from upgrade_gate.parse.amdsmi_types import AmdSmiFirmware, AmdSmiList, AmdSmiSt
 from upgrade_gate.parse.bdf import PciAddress
 from upgrade_gate.parse.rocmsmi_types import RocmSmiGpu, RocmSmiInfo
 
+AMD_HEALTH_NOT_CAPTURED = (
+    "not captured: no AMD probe prints ECC or RAS error counts (amd-smi static's ras section holds the ECC "
+    "configuration and a bad-page threshold flag; amd-smi metric --ecc is not a probe)"
+)
+"""Why an AMD GPU's `health` is None (docs/vendors.md); `gpu.health` does not judge it."""
+
 _AMD_VENDOR = "1002"
 _GPU_CLASSES = ("03", "12", "0b40")
 # Fields whose absence is explained in na_reasons.
@@ -175,6 +181,7 @@ def assemble_gpus(src: GpuSources) -> tuple[Gpu, ...]:
                 reasons.setdefault(name, src.reason("amdsmi_static", "rocmsmi"))
         if not firmware:
             reasons.setdefault("firmware", src.reason("amdsmi_firmware", "rocmsmi"))
+        reasons["health"] = AMD_HEALTH_NOT_CAPTURED
         gpus.append(replace(gpu, na_reasons=reasons))
     return tuple(gpus)
 

@@ -22,6 +22,14 @@ How the fields map (docs/vendors.md has the table):
   decides: it is not a separate fact of the snapshot (docs/vendors.md).
 - A `-q -x` document that holds fewer `<gpu>` elements than `attached_gpus` (a per-GPU `-i` query, or a
   cut capture) makes the probe fail: the node's GPUs would be incomplete.
+- `health` (`gpu_health`): the uncorrectable ECC counters of `<ecc_errors><volatile>` and `<aggregate>` by
+  nvidia-smi's own names (`dram_uncorrectable`, `sram_uncorrectable`, DTD v13's `sram_uncorrectable_parity`
+  / `_secded`; correctable counters are left out: the hardware corrected them), `<remapped_rows>`,
+  `<retired_pages>` and `<gpu_reset_status><reset_required>`. A value printed N/A is None with the
+  element named in `health.na_reasons` (Turing prints remapped rows N/A, Ampere and later retired pages;
+  ECC counters are N/A with ECC disabled). A GPU whose document has none of those elements gets no
+  block, with the reason: `gpu.health` reads that as missing evidence on an NVIDIA node. An error text
+  in any of them ("[GPU requires reset]") is refused by the parser, so the probe fails (fail closed).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Bdf, Gpu, GpuLink, GpuSerial, LinkType, Software, replace
+from upgrade_gate.model import Bdf, Gpu, GpuHealth, GpuLink, GpuSerial, LinkType, Software, replace
 from upgrade_gate.parse import sysfs
 from upgrade_gate.parse.nvidia_smi_topo import TopoMatrix, parse_nvidia_smi_topo
 from upgrade_gate.parse.nvidia_smi_types import NvidiaGpu, NvidiaSmiLog
@@ -149,6 +157,10 @@ def _gpu(g: NvidiaGpu, topo: TopoMatrix | None, reason: Reason) -> Gpu:
         firmware=dict(g.firmware),
         vbios=g.vbios,
     )
+    health, health_why = gpu_health(g)
+    gpu = replace(gpu, health=health)
+    if health_why is not None:
+        reasons["health"] = health_why
     fields = {
         "unique_id": "uuid",
         "product_name": "product_name",
@@ -169,6 +181,70 @@ def _gpu(g: NvidiaGpu, topo: TopoMatrix | None, reason: Reason) -> Gpu:
     reasons["memory_partition"] = _NO_MEMORY_PARTITION
     reasons["compute_units"] = _NO_COMPUTE_UNITS
     return replace(gpu, na_reasons=reasons)
+
+
+HEALTH_SOURCE = "nvidia_smi"
+_NO_HEALTH = (
+    "nvidia-smi -q -x printed no <ecc_errors>, <retired_pages>, <remapped_rows> or <gpu_reset_status> for this GPU"
+)
+
+
+def gpu_health(g: NvidiaGpu) -> tuple[GpuHealth | None, str | None]:
+    """The GPU's health block from `-q -x` (see the module docstring), or None with the reason."""
+    na = set(g.na_fields)
+    printed_reset = g.reset_required is not None or "gpu_reset_status/reset_required" in na
+    printed_rows = g.remapped_rows is not None or "remapped_rows" in na
+    if g.ecc is None and g.retired_pages is None and not printed_rows and not printed_reset:
+        return None, _NO_HEALTH
+    reasons: dict[str, str] = {}
+    ecc = g.ecc
+    volatile = {k: v for k, v in (ecc.volatile if ecc else {}).items() if "uncorrectable" in k}
+    aggregate = {k: v for k, v in (ecc.aggregate if ecc else {}).items() if "uncorrectable" in k}
+    for scope, counts in (("volatile", volatile), ("aggregate", aggregate)):
+        if not counts:
+            unprinted = sorted(f for f in na if f.startswith(f"{scope}/") and "uncorrectable" in f)
+            reasons[f"ecc_{scope}_uncorrectable"] = (
+                f"nvidia-smi -q -x printed N/A for {', '.join(f'<{f}>' for f in unprinted)}"
+                + (f" (ECC {ecc.current_mode})" if ecc is not None and ecc.current_mode else "")
+                if unprinted
+                else f"nvidia-smi -q -x printed no uncorrectable counter under <ecc_errors><{scope}>"
+            )
+    rows, pages = g.remapped_rows, g.retired_pages
+    health = GpuHealth(
+        source=HEALTH_SOURCE,
+        ecc_mode=ecc.current_mode if ecc else None,
+        ecc_volatile_uncorrectable=volatile,
+        ecc_aggregate_uncorrectable=aggregate,
+        remapped_rows_correctable=rows.correctable if rows else None,
+        remapped_rows_uncorrectable=rows.uncorrectable if rows else None,
+        remap_pending=rows.pending if rows else None,
+        remap_failure=rows.failure if rows else None,
+        retired_pages_single_bit=pages.single_bit_count if pages else None,
+        retired_pages_double_bit=pages.double_bit_count if pages else None,
+        retirement_pending=pages.pending if pages else None,
+        reset_required=g.reset_required,
+    )
+    elements = {
+        "ecc_mode": "ecc_mode/current_ecc",
+        "remapped_rows_correctable": "remapped_rows/remapped_row_corr",
+        "remapped_rows_uncorrectable": "remapped_rows/remapped_row_unc",
+        "remap_pending": "remapped_rows/remapped_row_pending",
+        "remap_failure": "remapped_rows/remapped_row_failure",
+        "retired_pages_single_bit": "retired_pages/multiple_single_bit_retirement/retired_count",
+        "retired_pages_double_bit": "retired_pages/double_bit_retirement/retired_count",
+        "retirement_pending": "retired_pages/pending_retirement",
+        "reset_required": "gpu_reset_status/reset_required",
+    }
+    for name, element in elements.items():
+        if getattr(health, name) is not None:
+            continue
+        section = element.split("/", 1)[0]
+        if element in na or section in na:
+            where = f"<{section}>" if section in na else f"<{element}>"
+            reasons[name] = f"nvidia-smi -q -x printed N/A for {where}"
+        else:
+            reasons[name] = f"nvidia-smi -q -x printed no <{element}>"
+    return replace(health, na_reasons=reasons), None
 
 
 def _links(topo: TopoMatrix, bdf_of: Mapping[int, Bdf]) -> tuple[GpuLink, ...]:

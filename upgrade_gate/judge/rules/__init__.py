@@ -17,6 +17,7 @@ from upgrade_gate.judge.rules import (
     fields,
     firmware,
     fleet,
+    gpu_health,
     host,
     kernel,
     libraries,
@@ -50,6 +51,7 @@ CHECKLIST_SPECS = (
 _ALL: tuple[RuleSpec, ...] = (
     *devices.SPECS,
     *firmware.SPECS,
+    *gpu_health.SPECS,
     *software.SPECS,
     *host.SPECS,
     *libraries.SPECS,
