@@ -25,6 +25,9 @@ Formats and values (tests/fixtures/fakenode/PROVENANCE-nvidia.md lists every sou
   ids in its result cells; `dcgm_failed_gpus` fails the GPU Memory test on those GPUs.
 - GPU BDFs 1b, 43, 52, 61, 9d, c3 are the corpus DGX H100 table's; d1 and df (its cut GPUs 6-7) follow
   the DGX H100 layout. Serials are 13 digits like the real ones, UUIDs random per (name, seed).
+- `<remapped_rows>`: the DTD v12 form a Hopper GPU prints (the telegraf RTX 4000 v13 block less the two
+  `_inactive` elements v13 added), all zero and "No"; `with_pending_remap` sets `remapped_row_pending` Yes
+  and `remapped_row_unc` 1 on chosen GPUs (the fault `gpu.health` blocks on).
 - Drivers: 550.127.05 / CUDA 12.4 (a real `nvidia-smi` header, thamada/nvidia-smi nvsim/A40x10_smi.py) and
   570.158.01 (the corpus NVSentinel dmesg's module) / CUDA 12.8 (the R570 branch's CUDA level).
 
@@ -52,6 +55,7 @@ from upgrade_gate.fakenode.nvidia_render import (
     render_nvlink,
     render_q_x,
     render_query_gpu,
+    render_query_util,
     render_topo,
     write_stub_table,
     write_stub_tool,
@@ -59,6 +63,7 @@ from upgrade_gate.fakenode.nvidia_render import (
 from upgrade_gate.fakenode.spec import NodeSpec, PcieLinkSpec, ionic_nics
 from upgrade_gate.model import replace
 from upgrade_gate.parse.nvidia_smi_query import ARGV as QUERY_GPU_ARGV
+from upgrade_gate.parse.nvidia_smi_query import UTIL_ARGV as QUERY_UTIL_ARGV
 from upgrade_gate.vendors import NVIDIA
 
 H100_BUSES = (0x1B, 0x43, 0x52, 0x61, 0x9D, 0xC3, 0xD1, 0xDF)
@@ -114,6 +119,7 @@ class NvidiaNodeSpec:
     mig: str = "Disabled"
     extra_dmesg: tuple[str, ...] = field(default_factory=tuple)  # kernel-log lines after the boot lines
     dcgm_failed_gpus: tuple[int, ...] = ()  # nvidia-smi indices whose GPU Memory test fails in dcgmi diag
+    remap_pending_gpus: tuple[int, ...] = ()  # nvidia-smi indices with a row remap pending (`with_pending_remap`)
 
     @property
     def name(self) -> str:
@@ -175,6 +181,15 @@ def reverse_order(spec: NvidiaNodeSpec) -> NvidiaNodeSpec:
     return replace(spec, order=tuple(reversed(spec.order)))
 
 
+def with_pending_remap(spec: NvidiaNodeSpec, *indices: int) -> NvidiaNodeSpec:
+    """A fault: the GPUs at these nvidia-smi indices have a row remap pending (an uncorrectable error was
+    remapped and waits for a GPU reset): `<remapped_row_pending>Yes` and one uncorrectable remapped row."""
+    for index in indices:
+        if not 0 <= index < len(spec.gpus):
+            raise ValueError(f"GPU index {index} out of range 0..{len(spec.gpus) - 1}")
+    return replace(spec, remap_pending_gpus=tuple(sorted({*spec.remap_pending_gpus, *indices})))
+
+
 def with_driver(spec: NvidiaNodeSpec, driver: Driver) -> NvidiaNodeSpec:
     """The same node on another driver (identity unchanged)."""
     return replace(spec, driver=driver)
@@ -207,6 +222,7 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
             ("topo", "-m"): render_topo(spec),
             ("nvlink", "-s"): render_nvlink(spec),
             QUERY_GPU_ARGV[1:]: render_query_gpu(spec),
+            QUERY_UTIL_ARGV[1:]: render_query_util(spec),
         },
         "dcgmi": {tuple(NVIDIA.phase_commands[1][1:]): render_dcgmi_diag(spec)},
         "lspci": {("-D", "-nn", "-vvv"): render_lspci_gpus(spec)},

@@ -32,11 +32,14 @@ def render_q_x(spec: NvidiaNodeSpec) -> str:
             "ATTACHED": len(spec.gpus),
         },
     )
-    blocks = [_gpu_block(gpu, minor, spec) for minor, gpu in enumerate(spec.enumerated)]
+    blocks = [
+        _gpu_block(gpu, minor, spec, pending=minor in spec.remap_pending_gpus)
+        for minor, gpu in enumerate(spec.enumerated)
+    ]
     return head + "".join(blocks) + load_template("nvidia-smi-q-x-footer.txt")
 
 
-def _gpu_block(gpu: NvidiaGpuSpec, minor: int, spec: NvidiaNodeSpec) -> str:
+def _gpu_block(gpu: NvidiaGpuSpec, minor: int, spec: NvidiaNodeSpec, *, pending: bool) -> str:
     address = PciAddress.parse(gpu.bdf)
     bus_id = f"0000{address.domain:04X}:{address.bus:02X}:{address.device:02X}.{address.function}"
     return fill(
@@ -63,6 +66,8 @@ def _gpu_block(gpu: NvidiaGpuSpec, minor: int, spec: NvidiaNodeSpec) -> str:
             "PCI_SUBSYSTEM_ID": f"{_SUBSYSTEM_ID:04X}10DE",
             "PCIE_GEN": gpu.pcie_gen,
             "FB_TOTAL": gpu.fb_total_mib,
+            "REMAPPED_UNC": 1 if pending else 0,
+            "REMAP_PENDING": "Yes" if pending else "No",
         },
     )
 
@@ -194,6 +199,17 @@ def render_query_gpu(spec: NvidiaNodeSpec) -> str:
         domain, rest = gpu.bdf.split(":", 1)
         bus_id = f"0000{domain}:{rest}".upper()
         lines.append(f"{index}, {bus_id}, {core}, {core + 6 + rng.randrange(4)}, {310 + rng.random() * 40:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def render_query_util(spec: NvidiaNodeSpec) -> str:
+    """`nvidia-smi --query-gpu=index,pci.bus_id,utilization.gpu --format=csv,noheader,nounits`: the documented
+    CSV (`parse.nvidia_smi_query.UTIL_ARGV`), one line per GPU; a busy GPU's percent, seeded per GPU (a fake's)."""
+    lines = []
+    for index, gpu in enumerate(spec.enumerated):
+        rng = random.Random(f"{spec.name}/{spec.host.seed}/{gpu.uuid}/util")
+        domain, rest = gpu.bdf.split(":", 1)
+        lines.append(f"{index}, {f'0000{domain}:{rest}'.upper()}, {96 + rng.randrange(4)}")
     return "\n".join(lines) + "\n"
 
 
