@@ -17,17 +17,11 @@ import pytest
 
 from tests.test_validate_support import make_node
 from tests.test_workload_phase import _node, _run
-from upgrade_gate.collect.capture import capture
-from upgrade_gate.collect.probes import probe_catalogue
-from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.fakenode import FakeNode, faults, mi300x_node
 from upgrade_gate.fakenode.faults import FaultKind, Faults, ToolFault
-from upgrade_gate.fakenode.nvidia import build_nvidia_node, h100_node
 from upgrade_gate.model import PhaseResult, PhaseStatus, Snapshot
 from upgrade_gate.parse.amdsmi_monitor import parse_amdsmi_monitor
-from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.validate.phases import workload_util
-from upgrade_gate.vendors import NVIDIA
 
 SPREAD = workload_util.SPREAD
 # steps long enough (4 x 0.8 s) that two samples 0.3 s apart fall inside the training window on a loaded machine
@@ -128,23 +122,3 @@ def test_workload_util_record_keeps_the_latest_during_samples_and_the_before_one
     for t in range(1, 6):
         record.add(workload_util.UtilSample(when="during", at=float(t), done=t + 0.1), keep=2)
     assert [(s.when, s.at) for s in record.samples] == [("before", 0.0), ("during", 4.0), ("during", 5.0)]
-
-
-def test_workload_util_nvidia_node_is_not_sampled_with_amd_smi_and_says_so(tmp_path: Path) -> None:
-    """An NVIDIA node's phase 6 runs no amd-smi: a reason names the gap (the rule: missing evidence)."""
-    node = build_nvidia_node(tmp_path / "node", h100_node("node-01", seed=1))
-    bundle = capture(
-        LocalRunner(env=node.env(os.environ)),
-        node="node-01",
-        host_root=node.host_root,
-        probes=probe_catalogue(node.host_root, vendor=NVIDIA),
-    )
-    snap = build_snapshot(bundle)
-    site = Path(__file__).parent / "fixtures" / "workload" / "site_workload.py"
-    gpus = ",".join(str(g.bdf) for g in snap.gpus)
-    command = f"{sys.executable} {site} ok {gpus}"
-    (six,) = _run(node, snap, {6}, UPGRADE_GATE_WORKLOAD_COMMAND=command, **SAMPLED)
-    assert six.status is PhaseStatus.PASSED, six.reasons
-    assert [r for r in six.reasons if r.startswith("utilisation: ")] == [
-        "utilisation: not sampled: a nvidia node (amd-smi is AMD's; no nvidia sampler yet)"
-    ]

@@ -1,5 +1,7 @@
 """Parser for `nvidia-smi --query-gpu=index,pci.bus_id,temperature.gpu,temperature.memory,power.draw
---format=csv,noheader,nounits`: one line per GPU, the thermal sample of phase 2 on NVIDIA nodes.
+--format=csv,noheader,nounits`: one line per GPU, the thermal sample of phase 2 on NVIDIA nodes, and for
+any other field list that starts `index,pci.bus_id` (`parse_query_rows`): phase 6's
+`--query-gpu=index,pci.bus_id,utilization.gpu` (`UTIL_ARGV`) is one.
 
 The format is nvidia-smi's documented CSV (nvidia-smi(1), "--query-gpu" and "--format=csv"; field names
 and meanings from `nvidia-smi --help-query-gpu`): the asked fields in the asked order, separated by ", ",
@@ -31,7 +33,11 @@ from upgrade_gate.parse.nvidia_smi_messages import refuse_messages
 TOOL = "nvidia-smi-query-gpu"
 FIELDS = ("index", "pci.bus_id", "temperature.gpu", "temperature.memory", "power.draw")
 ARGV = ("nvidia-smi", f"--query-gpu={','.join(FIELDS)}", "--format=csv,noheader,nounits")
-"""The command this parser reads: the fields in this order, no names line, no units."""
+"""The thermal command this parser reads: the fields in this order, no names line, no units."""
+UTIL_FIELDS = ("index", "pci.bus_id", "utilization.gpu")
+UTIL_ARGV = ("nvidia-smi", f"--query-gpu={','.join(UTIL_FIELDS)}", "--format=csv,noheader,nounits")
+"""Phase 6's utilisation sample on NVIDIA nodes (`utilization.gpu`: percent of the last sample period in
+which a kernel ran, `nvidia-smi --help-query-gpu`)."""
 MAX_GPUS = 1024
 
 _NOT_AVAILABLE = frozenset({"n/a", "[n/a]", "[not supported]"})
@@ -69,44 +75,71 @@ def _value(raw: str, field: str, no: int, line: str) -> float | None:
     raise ParseError(TOOL, no, line, f"{field} {text!r} is not a number")
 
 
-def parse_nvidia_smi_query_gpu(text: str) -> QueryGpu:
-    """Parse the query's CSV into a `QueryGpu`; ParseError naming the line and the form at fault."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryRow:
+    """One GPU's line of any field list that starts `index,pci.bus_id` (values by field name, None: N/A)."""
+
+    index: int
+    bdf: Bdf
+    values: dict[str, float | None]
+
+
+def parse_query_rows(text: str, fields: tuple[str, ...]) -> tuple[QueryRow, ...]:
+    """Parse a `--query-gpu=<fields> --format=csv,noheader,nounits` output; `fields` starts index,pci.bus_id.
+
+    Every refusal of the module docstring applies to any field list; ParseError names the line and form."""
+    if fields[:2] != FIELDS[:2]:
+        raise ValueError(f"a query's fields start with {','.join(FIELDS[:2])}, got {','.join(fields)}")
     lines = strip_ansi(text).splitlines()
     refuse_messages(lines, TOOL)
-    gpus: list[GpuSensors] = []
+    rows: list[QueryRow] = []
     seen_bdfs: set[str] = set()
     for no, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
             continue
         cells = [c.strip() for c in line.split(",")]
-        if cells[0] == FIELDS[0] or cells[0].startswith("index"):
+        if cells[0] == fields[0] or cells[0].startswith("index"):
             raise ParseError(TOOL, no, line, "a names line: expected --format=csv,noheader")
-        if len(cells) != len(FIELDS):
-            raise ParseError(TOOL, no, line, f"{len(cells)} fields, expected {len(FIELDS)} ({','.join(FIELDS)})")
-        if len(gpus) >= MAX_GPUS:
+        if len(cells) != len(fields):
+            raise ParseError(TOOL, no, line, f"{len(cells)} fields, expected {len(fields)} ({','.join(fields)})")
+        if len(rows) >= MAX_GPUS:
             raise ParseError(TOOL, no, line, f"more than {MAX_GPUS} GPUs")
         if not cells[0].isascii() or not cells[0].isdigit():
             raise ParseError(TOOL, no, line, f"index {cells[0]!r} is not a GPU index")
         index = int(cells[0])
-        if any(g.index == index for g in gpus):
+        if any(r.index == index for r in rows):
             raise ParseError(TOOL, no, line, f"GPU {index} printed twice")
         bdf = normalize_bdf(cells[1], tool=TOOL, line_no=no)
         if str(bdf) in seen_bdfs:
             raise ParseError(TOOL, no, line, f"BDF {bdf} printed twice")
         seen_bdfs.add(str(bdf))
-        gpus.append(
-            GpuSensors(
-                index=index,
-                bdf=bdf,
-                temperature_c=_value(cells[2], FIELDS[2], no, line),
-                memory_temperature_c=_value(cells[3], FIELDS[3], no, line),
-                power_w=_value(cells[4], FIELDS[4], no, line),
-            )
-        )
-    if not gpus:
+        values = {f: _value(c, f, no, line) for f, c in zip(fields[2:], cells[2:], strict=True)}
+        rows.append(QueryRow(index=index, bdf=bdf, values=values))
+    if not rows:
         raise ParseError(TOOL, 0, "", "no GPU line: empty output")
-    return QueryGpu(gpus=tuple(gpus))
+    return tuple(rows)
+
+
+def parse_nvidia_smi_query_gpu(text: str) -> QueryGpu:
+    """Parse the thermal query's CSV (`ARGV`) into a `QueryGpu`; ParseError naming the line and the form."""
+    return QueryGpu(
+        gpus=tuple(
+            GpuSensors(
+                index=r.index,
+                bdf=r.bdf,
+                temperature_c=r.values[FIELDS[2]],
+                memory_temperature_c=r.values[FIELDS[3]],
+                power_w=r.values[FIELDS[4]],
+            )
+            for r in parse_query_rows(text, FIELDS)
+        )
+    )
+
+
+def parse_nvidia_smi_query_util(text: str) -> dict[str, float | None]:
+    """`utilization.gpu` (%) by BDF from the utilisation query's CSV (`UTIL_ARGV`); ParseError as above."""
+    return {str(r.bdf): r.values[UTIL_FIELDS[2]] for r in parse_query_rows(text, UTIL_FIELDS)}
 
 
 PARSERS: dict[str, Callable[[str], object]] = {TOOL: parse_nvidia_smi_query_gpu}

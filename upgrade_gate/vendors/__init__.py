@@ -5,7 +5,7 @@ See `vendors.base` for the design; `vendors.amd` and `vendors.nvidia` are the tw
 """
 
 from upgrade_gate.vendors.amd import AMD
-from upgrade_gate.vendors.base import CommandSpec, FileSpec, OrderPin, ProbeSpec, Vendor
+from upgrade_gate.vendors.base import CommandSpec, FileSpec, KubeFacts, OrderPin, ProbeSpec, UtilSampler, Vendor
 from upgrade_gate.vendors.nvidia import NVIDIA
 from upgrade_gate.vendors.registry import DEFAULT, VENDORS, vendor_named, vendor_of
 
@@ -16,8 +16,10 @@ __all__ = [
     "VENDORS",
     "CommandSpec",
     "FileSpec",
+    "KubeFacts",
     "OrderPin",
     "ProbeSpec",
+    "UtilSampler",
     "Vendor",
     "vendor_named",
     "vendor_of",

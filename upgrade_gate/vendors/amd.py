@@ -7,7 +7,7 @@ when an amd-smi probe they stand in for failed.
 
 from __future__ import annotations
 
-from upgrade_gate.vendors.base import READLINK_ARGV, CommandSpec, FileSpec, OrderPin, Vendor
+from upgrade_gate.vendors.base import READLINK_ARGV, CommandSpec, FileSpec, KubeFacts, OrderPin, UtilSampler, Vendor
 
 MESH_ARGV = ("all_reduce_perf", "-b", "<start>", "-e", "<end>", "-f", "<factor>", "-g", "<ngpus>", "-n", "<iters>")
 """Phase 2's command (validate.phases.mesh): rccl-tests and nccl-tests take the same options."""
@@ -93,5 +93,14 @@ AMD = Vendor(
     tools=("rocminfo", "amd-smi", "rocm-smi"),
     gpu_evidence=("rocminfo", "amdsmi_list"),
     no_gpu="no AMD GPU found on the node (stands in for feature.node.kubernetes.io/amd-gpu=true)",  # cvf.NFD_AMD_GPU
+    kube=KubeFacts(
+        gpu_resource="amd.com/gpu",  # the AMD GPU device plugin's extended resource
+        node_label=("feature.node.kubernetes.io/amd-gpu", "true"),  # CVF's default NODE_SELECTOR_LABELS (NFD rule)
+        mount_rocm=True,  # amd-smi, rocm-smi, rocminfo: the node's own ROCm, not the image's
+        collective_image="rocm/rccl-tests:latest",
+        workload_image="rocm/pytorch:latest",  # AMD's public PyTorch-on-ROCm image
+    ),
+    # `-u, --gfx`: "Monitor graphics utilization (%) and clock (MHz)"; amd-smi's index -> BDF from `list`
+    util=UtilSampler(argv=("amd-smi", "monitor", "-u"), list_argv=("amd-smi", "list", "--json")),
 )
 """The AMD vendor (the only one before issue 30: a bundle without a vendor marker reads as AMD)."""

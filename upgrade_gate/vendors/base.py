@@ -83,6 +83,26 @@ class OrderPin:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KubeFacts:
+    """How a vendor's GPUs appear on Kubernetes, and the images its cluster phases need by default."""
+
+    gpu_resource: str  # the device plugin's extended resource (Job limits, `KubeNode.gpu_count`)
+    node_label: tuple[str, str]  # the discovery label of a GPU node: phase 0's default selector
+    mount_rocm: bool = False  # mount the host's /opt/rocm read-only: the tools are the node's (False: injected)
+    unallocated_env: tuple[tuple[str, str], ...] = ()  # lets a Job without GPUs allocated see them (monitor Jobs)
+    collective_image: str = ""  # phase 5's MPIJob image (collective tests, OpenMPI, sshd); "": none documented
+    workload_image: str = ""  # phases 6-7's image (Python 3, torchrun, PyTorch); "": none documented
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UtilSampler:
+    """How phase 6 reads each GPU's utilisation: a listing (index -> BDF) if the sample lacks BDFs, then samples."""
+
+    argv: tuple[str, ...]  # one sample of every GPU
+    list_argv: tuple[str, ...] = ()  # run once before: the index -> BDF map (empty: the sample names BDFs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Vendor:
     """One GPU vendor's facts (see the module docstring)."""
 
@@ -101,6 +121,8 @@ class Vendor:
     tools: tuple[str, ...] = ()  # executables whose failure messages are this vendor's (for people and docs)
     gpu_evidence: tuple[str, ...] = ()  # probes that enumerate the GPUs: when they failed, "no GPU" is unknown
     no_gpu: str = ""  # phase 0's words for a node whose GPU probes ran and found none (local mode)
+    kube: KubeFacts  # resource, discovery label, tool mount, default images (fleet.manifests, fleet.launcher)
+    util: UtilSampler  # phase 6's utilisation sampling (validate.phases.workload_util)
 
     def order_pin(self, uuids: list[str] | tuple[str, ...]) -> str:
         """The pin of the baseline order by UUID, in this vendor's words."""

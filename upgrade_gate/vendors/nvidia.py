@@ -9,6 +9,14 @@ Probes (parsers in `upgrade_gate.parse`, real outputs and provenance in docs/ven
 - `driver_version`: `/sys/module/nvidia/version`, the loaded kernel module's own version (the same probe
   name as AMD's amdgpu file, so plans and policies name one probe).
 
+Kubernetes (`Vendor.kube`): GPUs are the NVIDIA device plugin's `nvidia.com/gpu` resource; a GPU node
+carries `nvidia.com/gpu.present=true` (GPU Feature Discovery, deployed by the GPU Operator); nvidia-smi and
+NVML come into a container through the NVIDIA Container Toolkit, so no host directory is mounted, and a
+monitor Job that allocates no GPU asks the toolkit for every GPU with `NVIDIA_VISIBLE_DEVICES=all` and the
+`utility` capability (nvidia-smi/NVML only: the toolkit's documented environment variables). No nccl-tests
+or PyTorch image is named by default: NVIDIA publishes no nccl-tests image of its own, so phase 5 and phases
+6-7 need the site's image (`--rccl-image`, `--workload-image`), and AMD's default images are refused there.
+
 The order pin (CUDA's words): CUDA enumerates FASTEST_FIRST unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`, and
 `CUDA_VISIBLE_DEVICES` takes `GPU-<uuid>` lists as well as indices (CUDA C Programming Guide, "CUDA
 Environment Variables"); a UUID list survives a re-enumeration, an index list does not.
@@ -16,8 +24,9 @@ Environment Variables"); a UUID list survives a re-enumeration, an index list do
 
 from __future__ import annotations
 
+from upgrade_gate.parse.nvidia_smi_query import UTIL_ARGV
 from upgrade_gate.vendors.amd import MESH_ARGV
-from upgrade_gate.vendors.base import CommandSpec, FileSpec, OrderPin, Vendor
+from upgrade_gate.vendors.base import CommandSpec, FileSpec, KubeFacts, OrderPin, UtilSampler, Vendor
 
 NVIDIA = Vendor(
     name="nvidia",
@@ -54,5 +63,11 @@ NVIDIA = Vendor(
     no_gpu=(
         "no NVIDIA GPU found on the node (nvidia-smi -q -x lists none; check `nvidia-smi` and `lsmod | grep nvidia`)"
     ),
+    kube=KubeFacts(
+        gpu_resource="nvidia.com/gpu",
+        node_label=("nvidia.com/gpu.present", "true"),
+        unallocated_env=(("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", "utility")),
+    ),
+    util=UtilSampler(argv=UTIL_ARGV),  # index, pci.bus_id, utilization.gpu: the BDF is on every line
 )
 """The NVIDIA vendor."""

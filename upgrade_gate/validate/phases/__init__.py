@@ -2,7 +2,9 @@
 
 A vendor (`vendors.Vendor`) picks its own phase 1 and 2: AMD's RVS/AGFHC and rccl-tests with amd-smi
 sampling, NVIDIA's `dcgmi diag -r 2` and nccl-tests with nvidia-smi sampling (docs/vendors.md); phases 0
-and 3-7 are the same for both (phase 0 words its findings by the snapshot's vendor).
+and 3-7 run the same commands for both (phase 0 words its findings, and picks its default selector, by
+the vendor; phases 3-4 read the snapshot and run `ib_write_bw` from host memory, phase 5's nccl-tests and
+rccl-tests share their command line, phase 6 samples utilisation with the vendor's tool: docs/vendors.md).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def default_phases(vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:
     gpu: tuple[NodePhase, NodePhase] = (
         (DcgmAcceptancePhase(), NvidiaMeshPhase()) if vendor.name == NVIDIA.name else (AcceptancePhase(), MeshPhase())
     )
-    return (EligibilityPhase(), *gpu, NicHealthPhase(), RailPhase(), ClusterPhase())
+    return (EligibilityPhase(vendor), *gpu, NicHealthPhase(), RailPhase(), ClusterPhase())
 
 
 def all_phases(vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:

@@ -13,6 +13,12 @@ Design decisions:
 - Local mode speaks the node's vendor (`vendors.vendor_of` its snapshot's probes): the GPU probes whose
   failure is an `error` and the "no GPU" words are the vendor's (`Vendor.gpu_evidence`, `Vendor.no_gpu`:
   "no NVIDIA GPU found ... nvidia-smi ... lsmod" on an NVIDIA node).
+- Cluster mode speaks the node's vendor too (`EligibilityPhase(vendor)`, the executor's per-vendor run):
+  CVF's default selector is AMD's NFD label; where the config keeps that default, an NVIDIA node is asked
+  for its own discovery label instead (`Vendor.kube.node_label`: `nvidia.com/gpu.present=true`, GPU Feature
+  Discovery). A `NODE_SELECTOR_LABELS` the site set to anything else is used as written. The NIC label
+  stays CVF's `amd-nic=true` for every vendor (docs/vendors.md: NFD labels no network controller by default,
+  so there is no documented vendor-neutral key; a ConnectX fleet labels its NIC nodes so, or skips 3-5).
 - Phase 0 writes no CVF label (CVF marks candidates with `amd.com/cluster-validation-candidate=true`,
   which is the executor's business).
 """
@@ -23,7 +29,7 @@ from upgrade_gate.model import PhaseResult, Snapshot
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
-from upgrade_gate.vendors import vendor_of
+from upgrade_gate.vendors import AMD, Vendor, vendor_of
 
 _NIC_PROBES = ("ibv_devinfo", "rdma_link")
 
@@ -35,13 +41,22 @@ class EligibilityPhase:
     name = cvf.PHASE_NAMES[0]
     label_key: str | None = None
 
+    def __init__(self, vendor: Vendor = AMD) -> None:
+        self.vendor = vendor
+
+    def selector(self, config: CvfConfig) -> tuple[tuple[str, str], ...]:
+        """`NODE_SELECTOR_LABELS`, with CVF's default (AMD's label) replaced by this vendor's own."""
+        if config.node_selector_labels == (AMD.kube.node_label,):
+            return (self.vendor.kube.node_label,)
+        return config.node_selector_labels
+
     def run(self, ctx: PhaseContext) -> PhaseResult:
         """Check the node's labels (cluster mode) or its snapshot (local mode)."""
         out = Outcome()
         nic_needed = bool(ctx.requested & cvf.NIC_PHASES)
         if ctx.node_labels is not None:
             labels = ctx.node_labels
-            wanted = list(ctx.config.node_selector_labels)
+            wanted = list(self.selector(ctx.config))
             if nic_needed:
                 wanted.append((cvf.NFD_AMD_NIC, "true"))
             for key, value in dict(wanted).items():
@@ -62,7 +77,7 @@ class EligibilityPhase:
 
     def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
         """Dry-run description."""
-        selector = ", ".join(f"{k}={v}" for k, v in config.node_selector_labels)
+        selector = ", ".join(f"{k}={v}" for k, v in self.selector(config))
         return (
             f"cluster mode: node labels {selector} (and {cvf.NFD_AMD_NIC}=true when phases 3-5 run)",
             "local mode: the snapshot has >= 1 GPU (and >= 1 RDMA NIC when phases 3-5 run)",

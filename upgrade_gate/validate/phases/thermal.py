@@ -8,8 +8,8 @@ upgrade-gate puts every GPU of a node under the same load, so it samples there, 
 How (`sample_thermal`, a context manager around the sweep):
 - before the load: `amd-smi list --json` once (amd-smi's GPU index -> BDF, which maps a reading to the
   snapshot's GPU: amd-smi's order need not be HIP's) and one `amd-smi monitor -p -t` sample;
-- during the load: a background thread takes a sample at once and then every `interval_s`, at most
-  `max_during` of them, until the sweep ends;
+- during the load: a background thread (`phases.sampler`, shared with phase 6) takes a sample at once
+  and then every `interval_s`, at most `max_during` of them, until the sweep ends;
 - at the end: one sample right after the last sweep, before the GPUs cool down.
 When amd-smi fails (list or first sample: missing, timed out, an error text, unreadable output),
 `rocm-smi --showbus --showtemp --showpower --json` stands in for the whole run (its junction sensor is
@@ -64,7 +64,8 @@ from upgrade_gate.parse.amdsmi import parse_amdsmi_list
 from upgrade_gate.parse.amdsmi_monitor import parse_amdsmi_monitor
 from upgrade_gate.parse.preamble import parse_after_preamble
 from upgrade_gate.parse.rocmsmi_thermal import parse_rocmsmi_thermal
-from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner, ToolClock
+from upgrade_gate.validate.phase import Outcome, PhaseContext, TimedRunner
+from upgrade_gate.validate.phases.sampler import STUCK, in_background
 
 MONITOR_ARGV = ("amd-smi", "monitor", "-p", "-t")
 LIST_ARGV = ("amd-smi", "list", "--json")
@@ -205,27 +206,19 @@ def sample_thermal(
     if not start(runner, record, timeout_s):
         yield record
         return
-    stop = threading.Event()
-    background = TimedRunner(ctx.launcher.runner_for(ctx.node), ToolClock(), ctx.deadline)
-
-    def during() -> None:
-        for _ in range(max_during):
-            try:
-                record.add(take_sample(background, record, "during", timeout_s))
-            except Exception as exc:  # a thread must not die silently; the reason is evidence
-                record.add(Sample(when="during", error=f"sampling failed: {exc}"))
-            if stop.wait(interval_s):
-                return
-
-    thread = threading.Thread(target=during, daemon=True, name=f"upgrade-gate-thermal-{ctx.node}")
-    thread.start()
-    try:
+    with in_background(
+        ctx,
+        lambda background: record.add(take_sample(background, record, "during", timeout_s)),
+        lambda exc: record.add(Sample(when="during", error=f"sampling failed: {exc}")),
+        interval_s=interval_s,
+        timeout_s=timeout_s,
+        name="thermal",
+        immediately=True,
+        limit=max_during,
+    ) as loop:
         yield record
-    finally:
-        stop.set()
-        thread.join(timeout_s + 5.0)
-    if thread.is_alive():
-        record.problems.append("the sampling thread did not stop in time; its last sample is lost")
+    if loop.stuck:
+        record.problems.append(STUCK)
     record.add(take_sample(runner, record, "end", timeout_s))
 
 

@@ -1,24 +1,32 @@
 """GPU utilisation sampled during phase 6's reference training run (issue 25 item 1): the jitter the
 incident saw go from 4% to 12% after the bad upgrade.
 
-How (`sample_utilisation`, a context manager around the run, as phase 2's thermal sampling):
-- before the run: `amd-smi list --json` once (amd-smi's GPU index -> BDF, read exactly as
+How (`sample_utilisation`, a context manager around the run, as phase 2's thermal sampling), with the
+node's vendor's tool (`Vendor.util`, the vendor `vendors.vendor_of` the snapshot's probes):
+- before the run, AMD: `amd-smi list --json` once (amd-smi's GPU index -> BDF, read exactly as
   `phases.thermal` reads it: amd-smi's order need not be HIP's) and one `amd-smi monitor -u` sample
-  (`-u, --gfx`: "Monitor graphics utilization (%) and clock (MHz)"; the `GFX%` column);
-- during the run: a background thread samples every `interval_s` (UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S,
+  (`-u, --gfx`: "Monitor graphics utilization (%) and clock (MHz)"; the `GFX%` column); NVIDIA: one
+  `nvidia-smi --query-gpu=index,pci.bus_id,utilization.gpu --format=csv,noheader,nounits` sample (the
+  documented CSV, `parse.nvidia_smi_query`; the BDF is on every line, so no listing; `utilization.gpu`
+  is "percent of time over the past sample period during which one or more kernels was executing",
+  `nvidia-smi --help-query-gpu`: a busy-time share, where amd-smi's GFX% is an activity average);
+- during the run: a background thread (`phases.sampler`, shared with phase 2's thermal sampling)
+  samples every `interval_s` (UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S,
   default 2 s; the wait starts when the previous call returns) until the job returns, the first after
   one interval, and keeps the last `MAX_DURING` samples (a run starts with initialisation and ends
   training, so a bound that stopped sampling early would keep the idle part); the number of calls is
   bounded by the job's own deadline over the interval;
 - after the run: one sample.
 Every command has its own timeout (`thermal.TIMEOUT_S`) and stays inside the phase deadline
-(`TimedRunner`); phase 6's budget holds the sequential ones (`BUDGET_S`). When amd-smi fails at the
+(`TimedRunner`); phase 6's budget holds the sequential ones (`BUDGET_S`). When the tool fails at the
 start (missing, timed out, an error text, unreadable output), nothing more is sampled: there is no
-fallback tool here (rocm-smi's `--showuse` is another reading; a site without amd-smi sees missing
-evidence, and `workload.utilisation_spread.missing_evidence` is its way out).
+fallback tool here (rocm-smi's `--showuse` is another reading; a site without amd-smi or nvidia-smi sees
+missing evidence, and `workload.utilisation_spread.missing_evidence` is its way out).
 
-Measurements (HIP index `i` of the snapshot; settings: `bdf`, `tool`, `interval_s`):
-- `workload/gpu<i>/gfx_util_pct`: every GFX% reading in time order (before, during..., after): the curve;
+Measurements (index `i` of the snapshot; settings: `bdf`, `tool` (the argv sampled), `interval_s`):
+- `workload/gpu<i>/gfx_util_pct`: every reading in time order (before, during..., after): the curve. The
+  key keeps AMD's "gfx" on NVIDIA nodes too: baselines and `workload.utilisation_spread` name it, and
+  the `tool` setting says which reading it is (a baseline from the other tool is another reading);
 - `workload/gfx_util_spread_pct`: the spread, defined as the largest, over the node's GPUs, of a GPU's
   standard deviation over time of its GFX% while the job trains (settings name that GPU in `worst`).
   Why this one: the incident's "jitter" is utilisation moving over time; a data-parallel job waits for
@@ -36,9 +44,8 @@ Design decisions:
   `workload.utilisation_spread` as missing evidence (blocking by default), never as a pass.
 - Only the first run is sampled: re-measurement runs (inconclusive throughput) add throughput samples,
   and the loss curve and init time stay the first run's, so the utilisation does too.
-- An NVIDIA node (the snapshot's probes, `vendors.vendor_of`) is not sampled: amd-smi is AMD's, and
-  `nvidia-smi --query-gpu=utilization.gpu` is not built here yet; the reason says so and the rule
-  reports missing evidence (fail closed), which `missing_evidence: warn` turns into a warning.
+- A vendor without a reader here (`_READERS`) is not sampled; the reason says so and the rule reports
+  missing evidence (fail closed), which `missing_evidence: warn` turns into a warning.
 - A compute partition (a BDF function > 0) shares its device's counters (amd-smi prints N/A for it); it
   is covered when another partition of the same device has readings.
 - amd-smi's GFX% is `gfx_activity` of the GPU metrics table, which the firmware averages over a short
@@ -50,7 +57,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -59,12 +66,15 @@ from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Measurement, Snapshot
 from upgrade_gate.parse.amdsmi import parse_amdsmi_list
 from upgrade_gate.parse.amdsmi_monitor import parse_amdsmi_monitor
+from upgrade_gate.parse.nvidia_smi_query import parse_nvidia_smi_query_util
 from upgrade_gate.parse.preamble import parse_after_preamble
-from upgrade_gate.validate.phase import PhaseContext, TimedRunner, ToolClock
-from upgrade_gate.validate.phases.thermal import LIST_ARGV, TIMEOUT_S
-from upgrade_gate.vendors import DEFAULT, vendor_of
+from upgrade_gate.validate.phase import PhaseContext, TimedRunner
+from upgrade_gate.validate.phases.sampler import STUCK, in_background
+from upgrade_gate.validate.phases.thermal import TIMEOUT_S
+from upgrade_gate.vendors import AMD, DEFAULT, NVIDIA, Vendor, vendor_of
 
-MONITOR_ARGV = ("amd-smi", "monitor", "-u")
+MONITOR_ARGV = AMD.util.argv  # amd-smi monitor -u
+LIST_ARGV = AMD.util.list_argv  # amd-smi list --json
 PREFIX = "workload/"
 SPREAD = "workload/gfx_util_spread_pct"
 NOTE = "utilisation: "
@@ -90,6 +100,7 @@ class UtilRecord:
     """What the sampling produced: amd-smi index -> BDF, the samples, the job's start and end, problems."""
 
     interval_s: float
+    tool: tuple[str, ...] = MONITOR_ARGV  # the node's vendor's sample (`Vendor.util.argv`)
     bdfs: dict[int, str] = field(default_factory=dict)
     samples: list[UtilSample] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -106,7 +117,7 @@ class UtilRecord:
                 del self.samples[during[0]]
 
 
-def _read(record: UtilRecord, text: str) -> dict[str, float | None]:
+def _read_amdsmi(record: UtilRecord, text: str) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for row in parse_after_preamble(text, parse_amdsmi_monitor).rows:
         bdf = record.bdfs.get(row.gpu)
@@ -115,38 +126,63 @@ def _read(record: UtilRecord, text: str) -> dict[str, float | None]:
     return out
 
 
-def _sample(runner: TimedRunner, record: UtilRecord, when: str, timeout_s: float) -> UtilSample:
+def _read_query(record: UtilRecord, text: str) -> dict[str, float | None]:
+    return parse_nvidia_smi_query_util(text)
+
+
+_READERS: dict[str, Callable[[UtilRecord, str], dict[str, float | None]]] = {
+    AMD.name: _read_amdsmi,
+    NVIDIA.name: _read_query,
+}
+"""How each vendor's sample (`Vendor.util.argv`) is read: readings by BDF (ParseError when refused)."""
+
+
+def _sample(
+    runner: TimedRunner,
+    record: UtilRecord,
+    when: str,
+    timeout_s: float,
+    read: Callable[[UtilRecord, str], dict[str, float | None]] = _read_amdsmi,
+) -> UtilSample:
     at = time.monotonic()
-    result = runner.run(MONITOR_ARGV, timeout=timeout_s)
+    result = runner.run(record.tool, timeout=timeout_s)
     done = time.monotonic()
     why = result.failure_reason()
     if why is not None:
         return UtilSample(when=when, at=at, done=done, error=why)
     try:
-        return UtilSample(when=when, at=at, done=done, readings=_read(record, result.stdout))
+        return UtilSample(when=when, at=at, done=done, readings=read(record, result.stdout))
     except ParseError as exc:
         cause = known_cause(result.stdout, result.stderr)
         detail = f"{cause} (unreadable output: {exc})" if cause else f"unreadable output: {exc}"
-        return UtilSample(when=when, at=at, done=done, error=f"amd-smi: {detail}")
+        return UtilSample(when=when, at=at, done=done, error=f"{record.tool[0]}: {detail}")
 
 
-def _start(runner: TimedRunner, record: UtilRecord, timeout_s: float) -> bool:
-    """amd-smi list and the first sample; False (and a problem) when either failed."""
-    result = runner.run(LIST_ARGV, timeout=timeout_s)
-    why = result.failure_reason()
-    if why is None:
-        try:
-            listing = parse_amdsmi_list(result.stdout)
-            record.bdfs = {g.index: str(g.bdf) for g in listing.gpus if g.bdf is not None}
-        except ParseError as exc:
-            why = f"unreadable output: {exc}"
-    if why is not None:
-        record.problems.append(f"{' '.join(LIST_ARGV)} failed ({why}); not sampled")
-        return False
-    before = _sample(runner, record, "before", timeout_s)
+def _start(
+    runner: TimedRunner,
+    record: UtilRecord,
+    timeout_s: float,
+    list_argv: tuple[str, ...],
+    read: Callable[[UtilRecord, str], dict[str, float | None]],
+) -> bool:
+    """The listing (amd-smi list, where the vendor has one) and the first sample; False (and a problem)
+    when either failed."""
+    if list_argv:
+        result = runner.run(list_argv, timeout=timeout_s)
+        why = result.failure_reason()
+        if why is None:
+            try:
+                listing = parse_amdsmi_list(result.stdout)
+                record.bdfs = {g.index: str(g.bdf) for g in listing.gpus if g.bdf is not None}
+            except ParseError as exc:
+                why = f"unreadable output: {exc}"
+        if why is not None:
+            record.problems.append(f"{' '.join(list_argv)} failed ({why}); not sampled")
+            return False
+    before = _sample(runner, record, "before", timeout_s, read)
     record.add(before)
     if before.error is not None:
-        record.problems.append(f"{' '.join(MONITOR_ARGV)} failed before the run ({before.error}); not sampled further")
+        record.problems.append(f"{' '.join(record.tool)} failed before the run ({before.error}); not sampled further")
         return False
     return True
 
@@ -164,10 +200,11 @@ def sample_utilisation(
 
     `reserve_s` is the time the run may take: when the phase budget cannot hold it and the sampling,
     nothing is sampled (the run's time is never cut for it) and a note says why."""
-    record = UtilRecord(interval_s=interval_s)
     vendor = vendor_of(p.name for p in ctx.snapshot.probes) if ctx.snapshot is not None else DEFAULT
-    if vendor.name != DEFAULT.name:
-        record.problems.append(f"not sampled: a {vendor.name} node (amd-smi is AMD's; no {vendor.name} sampler yet)")
+    record = UtilRecord(interval_s=interval_s, tool=vendor.util.argv)
+    read = _READERS.get(vendor.name)
+    if read is None:
+        record.problems.append(f"not sampled: a {vendor.name} node (no reader of {' '.join(vendor.util.argv)})")
         yield record
         return
     if ctx.left() < reserve_s + BUDGET_S:
@@ -178,33 +215,31 @@ def sample_utilisation(
         yield record
         return
     runner = ctx.runner()
-    if not _start(runner, record, timeout_s):
+    if not _start(runner, record, timeout_s, vendor.util.list_argv, read):
         yield record
         return
-    stop = threading.Event()
-    background = TimedRunner(ctx.launcher.runner_for(ctx.node), ToolClock(), ctx.deadline)
 
-    def during() -> None:
-        while not stop.wait(interval_s):
-            try:
-                sample = _sample(background, record, "during", timeout_s)
-            except Exception as exc:  # a thread must not die silently; the reason is evidence
-                now = time.monotonic()
-                sample = UtilSample(when="during", at=now, done=now, error=f"sampling failed: {exc}")
-            record.add(sample, keep=max_during)
+    def failed(exc: Exception) -> None:
+        now = time.monotonic()
+        record.add(UtilSample(when="during", at=now, done=now, error=f"sampling failed: {exc}"), keep=max_during)
 
-    thread = threading.Thread(target=during, daemon=True, name=f"upgrade-gate-util-{ctx.node}")
     record.started = time.monotonic()
-    thread.start()
-    try:
-        yield record
-    finally:
-        record.ended = time.monotonic()
-        stop.set()
-        thread.join(timeout_s + 5.0)
-    if thread.is_alive():
-        record.problems.append("the sampling thread did not stop in time; its last sample is lost")
-    record.add(_sample(runner, record, "after", timeout_s))
+    with in_background(
+        ctx,
+        lambda background: record.add(_sample(background, record, "during", timeout_s, read), keep=max_during),
+        failed,
+        interval_s=interval_s,
+        timeout_s=timeout_s,
+        name="util",
+        immediately=False,
+    ) as loop:
+        try:
+            yield record
+        finally:
+            record.ended = time.monotonic()
+    if loop.stuck:
+        record.problems.append(STUCK)
+    record.add(_sample(runner, record, "after", timeout_s, read))
 
 
 def _device(bdf: str) -> str:
@@ -251,7 +286,7 @@ def utilisation_measurements(
     failed = [f"{s.when} the run: {s.error}" for s in samples if s.error is not None]
     if failed and not record.problems:
         notes.append(f"{len(failed)} of {len(samples)} samples failed ({'; '.join(failed[:3])})")
-    common = {"tool": " ".join(MONITOR_ARGV), "interval_s": f"{record.interval_s:g}"}
+    common = {"tool": " ".join(record.tool), "interval_s": f"{record.interval_s:g}"}
     window = training_window(record, init_s, training_s) if init_s is not None else None
     start, end = window if window is not None else (None, None)
     out: list[Measurement] = []
@@ -287,9 +322,10 @@ def utilisation_measurements(
     return tuple(out), [NOTE + n for n in notes]
 
 
-def plan_line(interval_s: float) -> str:
-    """The dry-run description of the sampling."""
+def plan_line(interval_s: float, vendor: Vendor = DEFAULT) -> str:
+    """The dry-run description of the sampling with `vendor`'s tool."""
+    listing = f"{' '.join(vendor.util.list_argv)}; " if vendor.util.list_argv else ""
     return (
-        f"utilisation: {' '.join(LIST_ARGV)}; {' '.join(MONITOR_ARGV)} before, every {interval_s:g}s during (at "
+        f"utilisation: {listing}{' '.join(vendor.util.argv)} before, every {interval_s:g}s during (at "
         f"most {MAX_DURING}) and after the run, {TIMEOUT_S:g}s each; judged by workload.utilisation_spread"
     )
