@@ -89,7 +89,7 @@ class CauseCategory(StrEnum):
 
     HARDWARE = "hardware"
     FIRMWARE = "firmware"
-    DRIVER = "driver/ROCm"
+    DRIVER = "driver/runtime"  # vendor-neutral: the GPU driver and its runtime (ROCm, CUDA) (issue 30)
     CONFIGURATION = "configuration"
     FABRIC = "fabric"
     EVIDENCE = "evidence/tooling"
