@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
     ) -> ExitCode:
         """Build a node snapshot from a capture bundle, or from this host with --local."""
         from upgrade_gate.snapshot.build import build_snapshot, snapshot_from_bundle
-        from upgrade_gate.snapshot.io import dumps_snapshot, write_snapshot
+        from upgrade_gate.snapshot.io import CAPTURE_VERSION, dumps_snapshot, write_snapshot
 
         if local == (bundle is not None):
             raise UsageError("give either a BUNDLE or --local, not both and not neither")
@@ -49,9 +49,9 @@ def register(app: typer.Typer) -> None:
             )
             snap = build_snapshot(captured, node_class=node_class)
         if out is None:
-            typer.echo(json_printable(dumps_snapshot(snap)), nl=False)
+            typer.echo(json_printable(dumps_snapshot(snap, version=CAPTURE_VERSION)), nl=False)
         else:
-            write_snapshot(snap, out)
+            write_snapshot(snap, out, version=CAPTURE_VERSION)
             failed = [p.name for p in snap.probes if not p.ok]
             typer.echo(
                 f"wrote {out}: node {snap.node.name}, {len(snap.gpus)} GPU(s), {len(snap.nics)} NIC(s), "

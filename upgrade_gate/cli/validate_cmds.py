@@ -210,10 +210,10 @@ def _run(
     finally:
         renderer.close()
     if out is not None:
-        from upgrade_gate.snapshot.io import write_snapshot
+        from upgrade_gate.snapshot.io import CAPTURE_VERSION, write_snapshot
 
         try:
-            write_snapshot(replace(snapshot, phases=results), out)
+            write_snapshot(replace(snapshot, phases=results), out, version=CAPTURE_VERSION)
         except OSError as exc:
             raise EnvironmentFailure(f"{out}: cannot write: {exc.strerror or exc}") from exc
         print(f"wrote {out}", file=sys.stderr)

@@ -6,7 +6,8 @@ serialises to the same bytes and the baseline store's git diffs stay small and m
 Two document forms decode to the one model (issue 29): schema v1 (`schemas/snapshot.schema.json`, what
 captures, bundles and older stores hold, readable forever) and v2, the columnar form
 (`model.columnar`, `schemas/snapshot-v2.schema.json`), which the baseline store writes. Every reader here
-takes either, told apart by the document's `schema_version`; writers write v1 unless asked for v2. v2's
+takes either, told apart by the document's `schema_version`; writers write v1 unless asked for v2 (the
+store, and `snapshot` and `validate` for the candidates they write: `CAPTURE_VERSION`). v2's
 canonical text writes a list or object that holds no other on one line (a metric's samples, a sweep's
 settings, a GPU link), the rest as v1: about a third of v1's bytes, and diffs still line by line.
 """
@@ -32,6 +33,11 @@ MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 
 SCHEMA_OF = {"1": "snapshot", SNAPSHOT_V2: "snapshot-v2"}
 """A snapshot document's `schema_version` -> the name of its schema."""
+
+CAPTURE_VERSION = SNAPSHOT_V2
+"""The schema `snapshot` and `validate` write a node's snapshot in (files and stdout): what `gate` reads
+as a candidate, 8,192 at a time. v2's strict decode costs ~60-65% of v1's CPU and its file ~40% of v1's bytes
+(bench/RESULTS-gate-scale.md, issue 29); every reader takes both."""
 
 
 def snapshot_to_dict(snapshot: Snapshot, *, version: str = "1") -> dict[str, Any]:
