@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from upgrade_gate.judge.curve_stats import group_of, log_tol, logged, padded, rel, row_median, sum_sq_dev
-from upgrade_gate.judge.curves import Assessment, Decision, Outcome, Params, Row
+from upgrade_gate.judge.curves import Assessment, Columns, Decision, Outcome, Params, Row
 from upgrade_gate.validate.remeasure import z_upper
 
 _HL = math.sqrt(math.pi / 3.0)
@@ -65,7 +66,7 @@ def _grouping(keys: tuple[str, ...], groups: tuple[str | None, ...]) -> _Groupin
 
 
 def assess_many(
-    nodes: Sequence[Sequence[Row]],
+    nodes: Sequence[Sequence[Row] | Columns],
     p: Params = Params(),
     multiplicities: Sequence[tuple[int, int] | None] | None = None,
 ) -> list[Assessment]:
@@ -76,23 +77,22 @@ def assess_many(
     and the result would differ from the node's own in the last bits. A fleet's nodes mostly share one.
     """
     mults = list(multiplicities) if multiplicities is not None else [None] * len(nodes)
+    columns = [rows if isinstance(rows, Columns) else Columns.of(rows) for rows in nodes]
     buckets: dict[tuple[int, int], list[int]] = {}
-    for j, rows in enumerate(nodes):
-        if rows:
-            widths = (max(len(r.baseline) for r in rows), max(len(r.candidate) for r in rows))
+    for j, cols in enumerate(columns):
+        if cols.key:
+            widths = (max(map(len, cols.baseline)), max(map(len, cols.candidate)))
             buckets.setdefault(widths, []).append(j)
     out: list[Assessment] = [_EMPTY] * len(nodes)
     for members in buckets.values():
         for j, got in zip(
-            members, _assess_stacked([nodes[j] for j in members], p, [mults[j] for j in members]), strict=True
+            members, _assess_stacked([columns[j] for j in members], p, [mults[j] for j in members]), strict=True
         ):
             out[j] = got
     return out
 
 
-def _assess_stacked(
-    nodes: Sequence[Sequence[Row]], p: Params, mults: Sequence[tuple[int, int] | None]
-) -> list[Assessment]:
+def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[int, int] | None]) -> list[Assessment]:
     out: list[Assessment] = [_EMPTY] * len(nodes)
     keys: list[str] = []
     bases: list[Sequence[float]] = []
@@ -103,12 +103,11 @@ def _assess_stacked(
     group_col: list[str | None] = []
     starts: list[int] = []
     owners: list[int] = []  # the nodes with rows, in order
-    for j, rows in enumerate(nodes):
-        if not rows:
+    for j, (k, b, c, hb, sh, t, g) in enumerate(nodes):
+        if not k:
             continue
         owners.append(j)
         starts.append(len(keys))
-        k, b, c, hb, sh, t, g = zip(*rows, strict=True)  # one C-level transpose per node
         keys += k
         bases += b
         cands += c
@@ -157,10 +156,11 @@ def _assess_stacked(
             seg.append((pos, at, at + n_live))
         at += n_live
     if seg:
-        lk = [keys[i] for i in pick.tolist()] if len(pick) < total else keys
-        lbt = [better[i] for i in pick.tolist()] if len(pick) < total else better
-        ltol = [tols[i] for i in pick.tolist()] if len(pick) < total else tols
-        lgr = [group_col[i] for i in pick.tolist()] if len(pick) < total else group_col
+        lk, lbt, ltol, lgr = (
+            (keys, better, tols, group_col)
+            if len(pick) == total
+            else _taken(pick.tolist(), keys, better, tols, group_col)
+        )
         sub = (raw_b[pick], raw_c[pick], shifts[pick]) if len(pick) < total else (raw_b, raw_c, shifts)
         per_node = _live(seg, lk, lbt, ltol, lgr, *sub, p, [mults[owners[pos]] for pos, _, _ in seg])
     else:
@@ -179,6 +179,14 @@ def _assess_stacked(
             max_samples=most,
         )
     return out
+
+
+def _taken(idx: list[int], *columns: Sequence[Any]) -> list[list[Any]]:
+    """Each column's items at `idx` (a C-level itemgetter: the batch's live rows)."""
+    if len(idx) == 1:
+        return [[col[idx[0]]] for col in columns]
+    take = operator.itemgetter(*idx)
+    return [list(take(col)) for col in columns]
 
 
 _NodeResult = tuple[tuple[Decision, ...], tuple[Decision, ...], int, int, int]

@@ -82,6 +82,29 @@ class Row(NamedTuple):
     group: str | None = None  # None: derived from the key (group_of)
 
 
+class Columns(NamedTuple):
+    """One node's rows column by column (what `zip(*rows)` gives): the judge builds its usual node's this
+    way with C-level maps instead of ~150 `Row`s. `assess_many` takes either form."""
+
+    key: Sequence[str]
+    baseline: Sequence[Sequence[float]]
+    candidate: Sequence[Sequence[float]]
+    higher_is_better: Sequence[bool]
+    shift: Sequence[float]
+    tolerance: Sequence[float | None]
+    group: Sequence[str | None]
+
+    @classmethod
+    def of(cls, rows: Sequence[Row]) -> Columns:
+        """The rows as columns (none: empty columns)."""
+        if not rows:
+            return _NO_COLUMNS
+        return cls(*zip(*rows, strict=True))
+
+
+_NO_COLUMNS = Columns((), (), (), (), (), (), ())
+
+
 class Decision(NamedTuple):
     """What the statistics say about one metric (or one group, `key` = the group)."""
 
@@ -127,7 +150,9 @@ def assess(rows: Sequence[Row], p: Params = Params(), *, multiplicity: tuple[int
 
 
 def assess_many(
-    nodes: Sequence[Sequence[Row]], p: Params = Params(), multiplicities: Sequence[tuple[int, int] | None] | None = None
+    nodes: Sequence[Sequence[Row] | Columns],
+    p: Params = Params(),
+    multiplicities: Sequence[tuple[int, int] | None] | None = None,
 ) -> list[Assessment]:
     """`assess` of many nodes at once, vectorised across nodes (`judge.curve_batch`): what a fleet's gate runs."""
     from upgrade_gate.judge.curve_batch import assess_many as batch

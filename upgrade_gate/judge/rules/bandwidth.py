@@ -24,6 +24,7 @@ Design decisions:
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -178,8 +179,39 @@ def regression_rows(ctx: NodeContext, entry: RuleEntry) -> list[curves.Row]:
     return rows
 
 
-# The batch being judged (`prime_regression`): candidate id -> (candidate, baseline, entry, rows, assessment).
-_PRIMED: dict[int, tuple[Snapshot, Snapshot, RuleEntry, list[curves.Row], curves.Assessment]] = {}
+_SAMPLES, _BETTER = operator.attrgetter("samples"), operator.attrgetter("higher_is_better")
+
+
+def regression_columns(ctx: NodeContext, entry: RuleEntry) -> curves.Columns:
+    """`regression_rows` as `curves.Columns`; the usual node's (every comparable key as measured) are built
+    column by column with C-level maps, not row by row (the same values: tests/test_judge_vector.py)."""
+    assert ctx.baseline is not None
+    usual = (
+        "**" in entry.strings("metrics")
+        and not entry.number_map("tolerance_overrides")
+        and not (ctx.plan is not None and ctx.plan.accept_metrics)
+    )
+    if not usual:
+        return curves.Columns.of(regression_rows(ctx, entry))
+    keys = comparable_keys(ctx.baseline, ctx.candidate, entry.strings("ignore_settings"))  # sorted
+    if not keys:
+        return curves.Columns.of([])
+    b = list(map(merged_measurements(ctx.baseline)[0].__getitem__, keys))
+    c = list(map(merged_measurements(ctx.candidate)[0].__getitem__, keys))
+    n = len(keys)
+    return curves.Columns(
+        keys,
+        list(map(_SAMPLES, b)),
+        list(map(_SAMPLES, c)),
+        list(map(_BETTER, b)),
+        (0.0,) * n,
+        (None,) * n,
+        (None,) * n,
+    )
+
+
+# The batch being judged (`prime_regression`): candidate id -> (candidate, baseline, entry, columns, assessment).
+_PRIMED: dict[int, tuple[Snapshot, Snapshot, RuleEntry, curves.Columns, curves.Assessment]] = {}
 
 
 @contextlib.contextmanager
@@ -187,12 +219,12 @@ def prime_regression(contexts: Sequence[NodeContext]) -> Iterator[None]:
     """Compute `bandwidth.regression`'s statistics for a batch of nodes at once (`curves.assess_many`,
     vectorised across the nodes); `check_regression` then reads each node's result. Nothing outlives the
     `with` block. Nodes whose rule is disabled or who have no baseline are left out, as the judge skips them."""
-    todo: dict[curves.Params, list[tuple[NodeContext, RuleEntry, list[curves.Row]]]] = {}
+    todo: dict[curves.Params, list[tuple[NodeContext, RuleEntry, curves.Columns]]] = {}
     for ctx in contexts:
         entry = ctx.policy.rule_for(REGRESSION, ctx.node_class)
         if ctx.baseline is None or entry is None or not entry.enabled:
             continue
-        todo.setdefault(curve_params(entry), []).append((ctx, entry, regression_rows(ctx, entry)))
+        todo.setdefault(curve_params(entry), []).append((ctx, entry, regression_columns(ctx, entry)))
     _PRIMED.clear()
     try:
         for params, items in todo.items():
@@ -205,20 +237,20 @@ def prime_regression(contexts: Sequence[NodeContext]) -> Iterator[None]:
         _PRIMED.clear()
 
 
-def _assessed(ctx: NodeContext, entry: RuleEntry, params: curves.Params) -> tuple[list[curves.Row], curves.Assessment]:
+def _assessed(ctx: NodeContext, entry: RuleEntry, params: curves.Params) -> tuple[curves.Columns, curves.Assessment]:
     hit = _PRIMED.get(id(ctx.candidate))
     if hit is not None and hit[0] is ctx.candidate and hit[1] is ctx.baseline and hit[2] is entry:
         return hit[3], hit[4]
-    rows = regression_rows(ctx, entry)
-    return rows, curves.assess(rows, params)
+    columns = regression_columns(ctx, entry)
+    return columns, curves.assess_many([columns], params)[0]
 
 
 def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Sweeps as curves, sizes against their curve, re-measure when inconclusive (judge.curves)."""
     assert ctx.baseline is not None
     params = curve_params(entry)
-    rows, assessment = _assessed(ctx, entry, params)
-    if not rows:
+    columns, assessment = _assessed(ctx, entry, params)
+    if not columns.key:
         return
     base = merged_measurements(ctx.baseline)[0]
     cand_m = merged_measurements(ctx.candidate)[0]
@@ -242,7 +274,7 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     judged = [d for d in (*assessment.groups, *assessment.metrics) if d.outcome not in ("pass", "not_comparable")]
     if not judged:  # the usual node: every curve and metric passed
         return
-    measured = {r.key for r in rows}
+    measured = set(columns.key)
     seen: set[str] = set()
     for d in judged:
         if d.key in seen:

@@ -19,14 +19,14 @@ Design decisions:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.plan import explain, metric_expectation
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
 from upgrade_gate.judge.rules.facts import vf_map
 from upgrade_gate.judge.rules.measured import bandwidth_key, merged_measurements
-from upgrade_gate.model import ClassReference, Finding, MetricSummary, Nic
+from upgrade_gate.model import ClassReference, Finding, Measurement, MetricSummary, Nic
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -150,55 +150,114 @@ def _comparable_summaries(ref: ClassReference) -> tuple[MetricSummary, ...]:
 _SUMMARIES: IdCache[ClassReference, tuple[MetricSummary, ...]] = IdCache(8)  # one reference serves a run
 
 
+class _Item(NamedTuple):
+    """One class metric a node is compared on: its summary, centre (the plan's shift applied), tolerance, and
+    the worst sample at least `low` (higher is better) or at most `high` (lower is better) that is within
+    the tolerance beyond doubt (the margin covers the rounding of `_metric`'s division)."""
+
+    summary: MetricSummary
+    centre: float
+    tolerance: float
+    low: float
+    high: float
+
+
+_MARGIN = 1e-9
+_PREPARED: dict[tuple[int, int, int], tuple[object, object, object, tuple[_Item, ...]]] = {}
+
+
+def _prepared(ctx: NodeContext, entry: RuleEntry) -> tuple[_Item, ...]:
+    """The class metrics compared under (reference, policy entry, plan): a pure function of the three,
+    built once per run instead of once per node."""
+    ref, plan = ctx.reference, ctx.plan
+    assert ref is not None
+    hit = _PREPARED.get((id(ref), id(entry), id(plan)))
+    if hit is not None and hit[0] is ref and hit[1] is entry and hit[2] is plan:
+        return hit[3]
+    min_nodes, base_tolerance = entry.integer("metric_min_nodes"), entry.number("metric_tolerance")
+    accepts = plan is not None and bool(plan.accept_metrics)
+    items = []
+    for summary in _SUMMARIES.get(ref, _comparable_summaries):
+        if summary.n_nodes < min_nodes:
+            continue  # a class "median" of one or two nodes is no reference for the odd one out
+        tolerance, shift = base_tolerance, 0.0
+        expectation = metric_expectation(plan, summary.key) if accepts else None
+        if expectation is not None:
+            tolerance, shift = expectation[0].tolerance, expectation[0].shift
+        c = summary.median * (1.0 + shift)
+        low, high = (
+            (c * (1.0 - tolerance) + _MARGIN * c, c * (1.0 + tolerance) - _MARGIN * c) if c > 0 else (_INF, -_INF)
+        )
+        items.append(_Item(summary, c, tolerance, low, high))
+    if len(_PREPARED) >= 16:
+        _PREPARED.clear()
+    _PREPARED[(id(ref), id(entry), id(plan))] = (ref, entry, plan, tuple(items))
+    return tuple(items)
+
+
+_INF = float("inf")
+
+
 def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     assert ctx.reference is not None
     cand, _ = merged_measurements(ctx.candidate)
     ignore = set(entry.strings("ignore_settings"))
-    min_nodes = entry.integer("metric_min_nodes")
-    base_tolerance, spread_k = entry.number("metric_tolerance"), entry.number("metric_spread_k")
-    accepts = ctx.plan is not None and bool(ctx.plan.accept_metrics)
-    for summary in _SUMMARIES.get(ctx.reference, _comparable_summaries):
-        if summary.n_nodes < min_nodes:
-            continue  # a class "median" of one or two nodes is no reference for the odd one out
-        m = cand.get(summary.key)
-        if m is None or not m.samples or m.unit != summary.unit:
+    spread_k = entry.number("metric_spread_k")
+    get = cand.get
+    for item in _prepared(ctx, entry):
+        m = get(item.summary.key)
+        if m is None or not m.samples:
             continue
-        tolerance, shift = base_tolerance, 0.0
-        expectation = metric_expectation(ctx.plan, summary.key) if accepts else None
-        if expectation is not None:
-            tolerance, shift = expectation[0].tolerance, expectation[0].shift
-        centre = summary.median * (1.0 + shift)
-        # The drop is monotone in the median, which lies between the extremes: when even the worst
-        # sample is within the tolerance, so is the median (the usual node; no sort needed).
-        worst = min(m.samples) if m.higher_is_better else max(m.samples)
-        if (
-            worst == worst
-            and ((centre - worst) / centre if m.higher_is_better else (worst - centre) / centre) <= tolerance
-        ):
+        if (min(m.samples) >= item.low) if m.higher_is_better else (max(m.samples) <= item.high):
+            continue  # the usual metric: even the worst sample is within the tolerance, beyond rounding
+        if m.unit != item.summary.unit:
             continue
-        if m.settings != summary.settings:
-            keys = (m.settings.keys() | summary.settings.keys()) - ignore
-            if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
-                continue
-        ordered = sorted(m.samples)
-        mid = len(ordered) // 2
-        value = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
-        drop = (centre - value) / centre if m.higher_is_better else (value - centre) / centre
-        if drop <= tolerance:
-            continue
-        sigma = _MAD_TO_SIGMA * summary.spread / centre
-        if drop > spread_k * sigma:
-            yield finding(
-                ctx,
-                entry,
-                f"{summary.key}: median {value:.2f} {m.unit} is {drop:.1%} below class {ctx.reference.node_class} "
-                f"({summary.median:.2f} over {summary.n_nodes} nodes, robust sigma {sigma:.1%})",
-                device=summary.key,
-                path=f"measurements[key={summary.key}]",
-                expected=summary.median,
-                actual=value,
-                evidence="class reference",
-            )
+        found = _metric(ctx, entry, item.summary, m, item.centre, item.tolerance, ignore, spread_k)
+        if found is not None:
+            yield found
+
+
+def _metric(
+    ctx: NodeContext,
+    entry: RuleEntry,
+    summary: MetricSummary,
+    m: Measurement,
+    centre: float,
+    tolerance: float,
+    ignore: set[str],
+    spread_k: float,
+) -> Finding | None:
+    """The node's median of one class metric against the class (the one source of this finding)."""
+    assert ctx.reference is not None
+    # The drop is monotone in the median, which lies between the extremes: when even the worst
+    # sample is within the tolerance, so is the median (the usual node; no sort needed).
+    worst = min(m.samples) if m.higher_is_better else max(m.samples)
+    if worst == worst and ((centre - worst) / centre if m.higher_is_better else (worst - centre) / centre) <= tolerance:
+        return None
+    if m.settings != summary.settings:
+        keys = (m.settings.keys() | summary.settings.keys()) - ignore
+        if any(m.settings.get(k) != summary.settings.get(k) for k in keys):
+            return None
+    ordered = sorted(m.samples)
+    mid = len(ordered) // 2
+    value = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+    drop = (centre - value) / centre if m.higher_is_better else (value - centre) / centre
+    if drop <= tolerance:
+        return None
+    sigma = _MAD_TO_SIGMA * summary.spread / centre
+    if drop <= spread_k * sigma:
+        return None
+    return finding(
+        ctx,
+        entry,
+        f"{summary.key}: median {value:.2f} {m.unit} is {drop:.1%} below class {ctx.reference.node_class} "
+        f"({summary.median:.2f} over {summary.n_nodes} nodes, robust sigma {sigma:.1%})",
+        device=summary.key,
+        path=f"measurements[key={summary.key}]",
+        expected=summary.median,
+        actual=value,
+        evidence="class reference",
+    )
 
 
 SPECS = (

@@ -54,8 +54,12 @@ def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             floors.append(
                 (key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits"))
             )
-    rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if usable(cand[k].samples)], params)
+    rail_sigma: float | None = None  # pooled over the rails when a floor needs the full test
     for key, m, unit, floor, cvf_key, source in floors:
+        if m is not None and m.unit == unit and clears(m.samples, floor):
+            continue  # the usual rail: nothing to say (see `clears`)
+        if rail_sigma is None:
+            rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if usable(cand[k].samples)], params)
         yield from _floor(ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors))
     counted = entry.flag("check_rail_count") and not peer_phase_waived(ctx, 4)
     if ctx.policy.phase_applies(4, ctx.node_class) and counted and len(rails) < t.rail_count:
@@ -69,6 +73,18 @@ def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             actual=len(rails),
             evidence="phase 4",
         )
+
+
+_MARGIN = 1e-9  # relative: far above the rounding of the log-mean and exp in `floor_check`
+
+
+def clears(samples: tuple[float, ...], floor: float) -> bool:
+    """True when `_floor` has nothing to say of these samples, decided without the statistics: some samples,
+    all finite and every one at least the floor (with a margin). Then the upper bound (at least the
+    geometric mean, at least the smallest sample) is not under the floor, so the test says pass or in
+    between; in between, CVF's single-sample decision (the first run, at least the floor) passes too,
+    and `_floor` yields nothing in either case."""
+    return floor > 0 and usable(samples) and min(samples) >= floor * (1.0 + _MARGIN)
 
 
 def _has_curve_params(ctx: NodeContext, entry: RuleEntry) -> bool:

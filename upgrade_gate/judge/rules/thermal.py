@@ -39,6 +39,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Mapping
@@ -186,19 +187,25 @@ def readings(
     by_bdf = {str(g.bdf): g.index for g in gpus if g.bdf is not None}
     indexes = {g.index for g in gpus}
     out: dict[int, Measurement] = {}
-    suffix = "/" + name
-    for key in measurements if keys is None else keys:
-        if not key.endswith(suffix) or not key.startswith(THERMAL_PREFIX):
-            continue
-        parts = key.split("/")
-        if len(parts) != 3 or parts[2] != name:
-            continue
+    for key, label in _named(tuple(measurements if keys is None else keys), name):
         m = measurements[key]
         bdf = m.settings.get("bdf")
-        index = by_bdf.get(bdf) if bdf is not None else _index(parts[1], indexes)
+        index = by_bdf.get(bdf) if bdf is not None else _index(label, indexes)
         if index is not None:
             out[index] = m
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _named(keys: tuple[str, ...], name: str) -> tuple[tuple[str, str], ...]:
+    """(key, GPU label) of each `thermal/<label>/<name>` among `keys`, in order: a pure function of a key set
+    a fleet's snapshots share, parsed once instead of once per snapshot and reading."""
+    out = []
+    for key in keys:
+        parts = key.split("/")
+        if len(parts) == 3 and key.startswith(THERMAL_PREFIX) and parts[2] == name:
+            out.append((key, parts[1]))
+    return tuple(out)
 
 
 def _index(label: str, indexes: set[int]) -> int | None:
