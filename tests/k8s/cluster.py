@@ -68,8 +68,10 @@ class ClusterDouble:
         env: Mapping[str, str] | None = None,
         host_root: Path | None = None,
         kubelet: bool = True,
+        gpu_resource: str = "amd.com/gpu",
     ) -> Obj:
-        """Register a node: NFD labels, node-class label, `amd.com/gpu` capacity, a kubelet (unless off)."""
+        """Register a node: NFD labels, node-class label, `gpu_resource` capacity (the device plugin's:
+        `amd.com/gpu`, or `nvidia.com/gpu` for an NVIDIA node), a kubelet (unless off)."""
         all_labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
@@ -82,7 +84,7 @@ class ClusterDouble:
         if node_class:
             all_labels[NODE_CLASS_LABEL] = node_class
         all_labels.update(labels or {})
-        resources = {"cpu": "128", "memory": "2113472Mi", "pods": "110", "amd.com/gpu": str(gpus)}
+        resources = {"cpu": "128", "memory": "2113472Mi", "pods": "110", gpu_resource: str(gpus)}
         now = now_rfc3339()
         node: Obj = {
             "apiVersion": "v1",

@@ -230,6 +230,9 @@ def window_validate_cmd(
     reports: list[str] = typer.Option(
         [], "--report", help="Also write a report: FORMAT:PATH (console, json, junit, markdown, html); repeatable."
     ),
+    vendor: str | None = typer.Option(
+        None, "--vendor", help="GPU vendor: amd, nvidia; default: each canary's baseline's, else its GPU resource."
+    ),
 ) -> ExitCode:  # fmt: skip
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
     from upgrade_gate.cli.judge_cmds import attested_against, parse_attestations, parse_reports, write_reports
@@ -239,7 +242,9 @@ def window_validate_cmd(
     from upgrade_gate.fleet.window_validate import validate_window
     from upgrade_gate.judge.checklist import load_checklists
     from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.vendors import vendor_named
 
+    gpu_vendor = vendor_named(vendor) if vendor is not None else None  # exit 2 naming the choices
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
     selected = parse_phases(phases) if phases is not None else None
@@ -271,7 +276,7 @@ def window_validate_cmd(
                                       run_id=new_run_id(),
                                       policy=loaded_policy, samples=samples, on_capture=progress.on_capture,
                                       progress=progress.on_phase, checklists=loaded_checklists,
-                                      attestations=attestations, phases=selected)  # fmt: skip
+                                      attestations=attestations, phases=selected, vendor=gpu_vendor)  # fmt: skip
         finally:
             progress.close()
     _print_record(outcome.record)

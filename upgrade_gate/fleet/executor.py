@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from upgrade_gate.collect.bundle import Bundle, load_bundle
 from upgrade_gate.errors import BundleError, InputError
@@ -67,6 +67,7 @@ from upgrade_gate.fleet.labels import (
 from upgrade_gate.fleet.launcher import VANISHED, ExecutorSettings, KubeLauncher
 from upgrade_gate.fleet.launcher import refused as launcher_refused
 from upgrade_gate.fleet.manifests import HOST_ROOT, JobSpec, capture_access
+from upgrade_gate.fleet.node_vendor import node_vendor
 from upgrade_gate.fleet.objects import JobPhase, KubeNode
 from upgrade_gate.fleet.workload_jobs import WorkloadJobs, workload_image
 from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot, replace
@@ -75,6 +76,7 @@ from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX, failure_reason_key
 from upgrade_gate.validate.phase import GroupPhase, NodePhase
 from upgrade_gate.validate.pipeline import Progress, run_pipeline
 from upgrade_gate.validate.remeasure import Resampling
+from upgrade_gate.vendors import AMD, VENDORS, Vendor
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
@@ -88,7 +90,9 @@ __all__ = [  # the launcher and its settings are part of the executor's public f
     "capture_spec",
     "cvf_metadata",
     "load_cluster_config",
+    "node_vendor",
     "run_phases",
+    "run_vendor_phases",
     "stop_leftovers",
     "write_cvf_labels",
 ]
@@ -149,18 +153,23 @@ def stop_leftovers(
 # --------------------------------------------------------------------------- capture
 
 
-def capture_spec(node: KubeNode, settings: ExecutorSettings, run_id: str) -> JobSpec:
-    """The capture Job of one node (all its GPUs requested, host access the probes need)."""
+def capture_spec(node: KubeNode, settings: ExecutorSettings, run_id: str, vendor: Vendor = AMD) -> JobSpec:
+    """The capture Job of one node (all its GPUs requested, host access the probes need, the vendor's probes)."""
     argv = (*settings.upgrade_gate_argv, "capture", "--node", "$(UPGRADE_GATE_NODE)", "--host-root", HOST_ROOT)
+    privileged = settings.capture_privileged
     return JobSpec(
         node=node.name,
         purpose="capture",
         run_id=run_id,
-        argv=(*argv, "--out", "-"),
+        argv=(*argv, "--vendor", vendor.name, "--out", "-"),
         # --capture-privileged: read-only, no GPU allocated, so a busy (--no-drain) canary can be captured
-        gpus=0 if settings.capture_privileged else node.gpu_count(),
-        access=capture_access(rdma=node.labels.get(NFD_AMD_NIC) == "true", devices=settings.capture_privileged),
+        gpus=0 if privileged else node.gpu_count(vendor.kube.gpu_resource),
+        access=capture_access(
+            rdma=node.labels.get(NFD_AMD_NIC) == "true", devices=privileged, rocm=vendor.kube.mount_rocm
+        ),
+        env=vendor.kube.unallocated_env if privileged else (),
         settings=settings.jobs,
+        gpu_resource=vendor.kube.gpu_resource,
     )
 
 
@@ -183,13 +192,24 @@ def capture_nodes(
     run_id: str,
     on_result: Callable[[NodeRunResult], None] | None = None,
     refused: dict[NodeName, str] | None = None,
+    vendors: Mapping[NodeName, Vendor] | None = None,
 ) -> dict[NodeName, Bundle | str]:
     """Capture every node with a Job; per node the Bundle, or why there is none (fail closed).
+
+    `vendors`: each node's GPU vendor, whose probes the capture runs (a node not in it: AMD); None: each
+    node's by the GPU resource it advertises (`node_vendor`), a node in doubt gets its reason, uncaptured.
 
     A capture the cluster refused (`RunStatus.REFUSED`: admission, a busy node's `OutOf*`, an image
     pull, scheduling) is no evidence about the node: it goes into `refused` when the caller passes a
     dict (the node is left out of the result), else the whole capture raises `KubeRefusedError` (exit 4)."""
-    specs = [capture_spec(n, settings, run_id) for n in nodes]
+    out: dict[NodeName, Bundle | str] = {}
+    chosen: dict[NodeName, Vendor | str] = (
+        {n.name: vendors.get(n.name, AMD) for n in nodes}
+        if vendors is not None
+        else {n.name: node_vendor(n) for n in nodes}
+    )
+    out.update({name: why for name, why in chosen.items() if isinstance(why, str)})
+    specs = [capture_spec(n, settings, run_id, v) for n in nodes if not isinstance(v := chosen[n.name], str)]
     results = run_on_nodes(
         client,
         specs,
@@ -199,7 +219,6 @@ def capture_nodes(
         keep_finished=settings.keep_finished,
         on_result=on_result,
     )
-    out: dict[NodeName, Bundle | str] = {}
     denied = {r.node: f"capture Job {r.job}: {r.reason}" for r in results if r.status is RunStatus.REFUSED}
     if denied and refused is None:
         node, why = sorted(denied.items())[0]
@@ -238,17 +257,23 @@ def run_phases(
     progress: Progress | None = None,
     resampling: Resampling | None = None,
     peers: Sequence[KubeNode] = (),
+    vendor: Vendor = AMD,
 ) -> dict[NodeName, tuple[PhaseResult, ...]]:
     """The CVF pipeline on the nodes through a KubeLauncher; a vanished node's results are errors.
+
+    `vendor`: every node's GPU vendor (the Jobs' GPU resource, the monitor Jobs' access, phase 5's and
+    phases 6-7's images); `phases` should be its phases (`run_vendor_phases` does both per vendor).
 
     `peers`: partners for phases 4-5 that are not reported (a one-canary window's peer, `fleet.peer`).
     Phases 6-7's command runs as a Job of `fleet.workload_jobs` (every GPU, the workload image).
 
     `resampling`: re-measure an inconclusive metric (`validate.remeasure`; `window validate` builds it
     from the policy and the canaries' baselines, as `validate --policy --baseline` does on one node)."""
-    launcher = KubeLauncher(client, [*nodes, *peers], settings, run_id=run_id)
-    image = workload_image(settings.workload_image, config)
-    launcher.workload = WorkloadJobs(config=config, image=image, env=settings.env, settings=settings.jobs)
+    launcher = KubeLauncher(client, [*nodes, *peers], settings, run_id=run_id, vendor=vendor)
+    image = workload_image(settings.workload_image, config, vendor)
+    launcher.workload = WorkloadJobs(
+        config=config, image=image, env=settings.env, settings=settings.jobs, vendor=vendor
+    )
     results = run_pipeline(
         [n.name for n in nodes],
         peers=[p.name for p in peers],
@@ -267,6 +292,36 @@ def run_phases(
     for node, why in launcher.vanished.items():
         if node in results:  # a vanished peer costs the canaries their phases 4-5, which say so themselves
             results[node] = tuple(_vanished(r, why) for r in results[node])
+    return results
+
+
+def run_vendor_phases(
+    client: KubeClient,
+    nodes: Sequence[KubeNode],
+    *,
+    numbers: frozenset[int] | None,
+    vendors: Mapping[NodeName, Vendor],
+    run_id: str,
+    **options: Any,
+) -> dict[NodeName, tuple[PhaseResult, ...]]:
+    """`run_phases` once per GPU vendor among `nodes`, each with its vendor's phases (`select_phases`).
+
+    `numbers`: the phase numbers (None: CVF's 0-5); `vendors`: each node's (a node not in it: AMD). The
+    groups run one after the other (run ids `<run_id>`, `<run_id>1`, ...), so phases 4-5 pair and gang
+    nodes of one vendor only: an MPIJob cannot mix rccl-tests and nccl-tests ranks. `options`: the rest
+    of `run_phases`' keywords (peers go to every group: a window's peer shares its canary's class)."""
+    from upgrade_gate.validate.phases import default_phases, select_phases
+
+    groups: dict[str, list[KubeNode]] = {}
+    for node in nodes:
+        groups.setdefault(vendors.get(node.name, AMD).name, []).append(node)
+    by_name = {v.name: v for v in VENDORS}
+    results: dict[NodeName, tuple[PhaseResult, ...]] = {}
+    for i, (name, members) in enumerate(sorted(groups.items())):
+        vendor = by_name[name]
+        phases = default_phases(vendor) if numbers is None else select_phases(numbers, vendor)
+        group_id = run_id if i == 0 else f"{run_id}{i}"
+        results.update(run_phases(client, members, phases=phases, run_id=group_id, vendor=vendor, **options))
     return results
 
 

@@ -47,8 +47,11 @@ from upgrade_gate.validate.cvf import PHASE_LABELS as PHASE_LABELS
 from upgrade_gate.validate.cvf import RAIL_BANDWIDTH as RAIL_BANDWIDTH
 from upgrade_gate.validate.cvf import WORKLOAD_VALIDATION as WORKLOAD_VALIDATION
 from upgrade_gate.validate.cvf import is_label_value, label_value
+from upgrade_gate.vendors import AMD
 
-GPU_RESOURCE = "amd.com/gpu"  # the AMD device plugin's extended resource
+GPU_RESOURCE = AMD.kube.gpu_resource
+"""`amd.com/gpu`: the default vendor's device-plugin resource; each node's own is its vendor's
+(`Vendor.kube.gpu_resource`: `nvidia.com/gpu` on NVIDIA nodes, `fleet.executor.node_vendor`)."""
 NODE_PHASE_LABELS = {**PHASE_LABELS, 6: WORKLOAD_VALIDATION, 7: PERTURBATION_VALIDATION}
 """Every phase label a run may leave on a node: CVF's (1-5) and upgrade-gate's CVF-style ones of the
 workload phases (6 `amd.com/gpu-workload-validation`, 7 `amd.com/gpu-device-order-perturbation`)."""

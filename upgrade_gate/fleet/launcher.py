@@ -27,6 +27,7 @@ from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.fleet.resultframe import BEGIN, END, EXEC_FAILED, PREFIX
 from upgrade_gate.model import NodeName, replace
 from upgrade_gate.validate.launcher import LauncherError
+from upgrade_gate.vendors import AMD, VENDORS, Vendor
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
@@ -40,6 +41,8 @@ _PURPOSES = {
     "ib_write_bw": "phase4",
     "amd-smi": "monitor",
     "rocm-smi": "monitor",
+    "dcgmi": "phase1",  # NVIDIA's phase 1 (dcgmi diag)
+    "nvidia-smi": "monitor",  # NVIDIA's thermal and utilisation samples
 }
 
 
@@ -49,7 +52,7 @@ class ExecutorSettings:
 
     jobs: JobSettings = field(default_factory=JobSettings)
     upgrade_gate_argv: tuple[str, ...] = ("upgrade-gate",)  # the CLI inside the image
-    rccl_image: str = "rocm/rccl-tests:latest"  # phase 5's MPIJob image (rccl-tests, OpenMPI, sshd)
+    rccl_image: str = AMD.kube.collective_image  # phase 5's MPIJob image (rccl-/nccl-tests, OpenMPI, sshd)
     workload_image: str = ""  # phases 6-7's Jobs (fleet.workload_jobs); empty: the ConfigMap's, else the default
     env: tuple[tuple[str, str], ...] = ()  # NCCL_* / RCCL_* for the phase Jobs and the MPIJob
     concurrency: int = 256  # CVF runs every node of a phase at once; bounded so a huge fleet is paced
@@ -60,16 +63,36 @@ class ExecutorSettings:
     capture_privileged: bool = False  # capture without GPUs allocated, privileged (manifests.capture_access)
 
 
-def _monitor_access(settings: ExecutorSettings) -> HostAccess:
+def _monitor_access(settings: ExecutorSettings, vendor: Vendor = AMD) -> HostAccess:
     """Host access of a read-only monitoring call (phase 2's thermal sampling: amd-smi, rocm-smi).
 
     It runs while the phase 2 Job holds every GPU, so it cannot allocate one (it would stay Pending
     until the deadline). It gets the node's own ROCm (`/opt/rocm`, as capture does), so the tools are
     the node's and read the host's sysfs (hwmon, gpu_metrics); with `capture_privileged` it is
     privileged as capture is, so amd-smi also opens the device nodes. A tool that still sees no GPU
-    fails the sample: `thermal.outlier` reports missing evidence, never a pass.
+    fails the sample: `thermal.outlier` reports missing evidence, never a pass. On an NVIDIA node there
+    is no /opt/rocm (`Vendor.kube.mount_rocm`): nvidia-smi comes through the NVIDIA Container Toolkit,
+    asked for by `Vendor.kube.unallocated_env` (`KubeLauncher.spec`).
     """
-    return HostAccess(rocm=True, devices=settings.capture_privileged)
+    return HostAccess(rocm=vendor.kube.mount_rocm, devices=settings.capture_privileged)
+
+
+def collective_image(settings: ExecutorSettings, vendor: Vendor) -> str:
+    """Phase 5's MPIJob image for `vendor`'s nodes; LauncherError when there is none it could use.
+
+    `settings.rccl_image` (`--rccl-image`), else the vendor's default (`Vendor.kube.collective_image`). An
+    image that is another vendor's default (AMD's ROCm rccl-tests on NVIDIA nodes: the CLI's default) is
+    refused: it cannot drive this vendor's GPUs, and its failure would read as the nodes' own."""
+    image = settings.rccl_image or vendor.kube.collective_image
+    foreign = {v.kube.collective_image: v for v in VENDORS if v.name != vendor.name and v.kube.collective_image}
+    if not image or image in foreign:
+        why = f"{image} is {foreign[image].title}'s default" if image in foreign else "no image"
+        raise LauncherError(
+            f"phase 5 on {vendor.title} nodes: {why}, and {vendor.title} names no default collective-test image; "
+            f"pass --rccl-image with an image holding {vendor.title}'s all_reduce_perf and all_gather_perf, "
+            "OpenMPI and sshd"
+        )
+    return image
 
 
 def refused(node: NodeName, reason: str | None) -> KubeRefusedError:
@@ -98,9 +121,16 @@ class KubeLauncher:
     """`validate.launcher.Launcher` over Jobs and MPIJobs (see the module docstring)."""
 
     def __init__(
-        self, client: KubeClient, nodes: Sequence[KubeNode], settings: ExecutorSettings, *, run_id: str
+        self,
+        client: KubeClient,
+        nodes: Sequence[KubeNode],
+        settings: ExecutorSettings,
+        *,
+        run_id: str,
+        vendor: Vendor = AMD,
     ) -> None:
         self._client = client
+        self.vendor = vendor  # every node's (fleet.executor.run_vendor_phases runs one launcher per vendor)
         self._nodes = {n.name: n for n in nodes}
         self._settings = settings
         self._run_id = run_id
@@ -135,21 +165,25 @@ class KubeLauncher:
         tool = Path(argv[0]).name if argv else ""
         purpose = _PURPOSES.get(tool, "cmd")
         rdma = tool == "ib_write_bw"
+        env = self._settings.env
         if rdma:
             access = HostAccess(host_network=True, infiniband=rdma, ipc_lock=rdma)
         elif purpose == "monitor":
-            access = _monitor_access(self._settings)
+            access = _monitor_access(self._settings, self.vendor)
+            env = (*env, *self.vendor.kube.unallocated_env)
         else:
             access = HostAccess()
+        resource = self.vendor.kube.gpu_resource
         return JobSpec(
             node=node,
             purpose=purpose,
             run_id=self._next_id(),
             argv=tuple(argv),
-            gpus=kube_node.gpu_count() if purpose in ("phase1", "phase2") else 0,
+            gpus=kube_node.gpu_count(resource) if purpose in ("phase1", "phase2") else 0,
             access=access,
-            env=self._settings.env,
+            env=env,
             settings=self._settings.jobs,
+            gpu_resource=resource,
         )
 
     def runner_for(self, node: NodeName) -> _JobRunner:
@@ -235,10 +269,11 @@ class KubeLauncher:
             run_id=run_id,
             nodes=tuple(n for n, _ in hosts),
             launcher_argv=(),
-            image=self._settings.rccl_image,
+            image=collective_image(self._settings, self.vendor),
             gpus_per_node=max(int(s) for _, s in hosts),
             env=self._settings.env,
             settings=self._settings.jobs,
+            gpu_resource=self.vendor.kube.gpu_resource,
         )
         ns = self._settings.jobs.namespace
         workers = ",".join(f"{spec.name}-worker-{i}.{spec.name}.{ns}.svc:{s}" for i, (_, s) in enumerate(hosts))

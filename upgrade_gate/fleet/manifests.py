@@ -15,7 +15,8 @@ Design decisions
   rocm-smi and rocminfo are the node's own (a snapshot of the image's ROCm would be worthless);
   `hostNetwork` for `rdma link` / `ibv_devinfo` / `ib_write_bw` to see the host's RDMA devices;
   `/dev/infiniband` for the verbs devices; CAP_SYSLOG for `dmesg`; CAP_IPC_LOCK for RDMA memory
-  registration. GPUs come through the device plugin (`amd.com/gpu` limits), which also keeps other
+  registration. GPUs come through the device plugin (limits of the node's vendor's resource, `amd.com/gpu`
+  or `nvidia.com/gpu`: `Vendor.kube`), which also keeps other
   workloads off the GPUs while a phase measures them; capture may instead run privileged without
   GPUs allocated (`capture_access(devices=True)`, opt-in). Every other capability is dropped, privilege
   escalation is off, and the pod runs as the `upgrade-gate-job` service account without a token: it
@@ -108,7 +109,7 @@ class HostAccess:
     devices: bool = False  # privileged: every GPU device node readable without allocating a GPU
 
 
-def capture_access(*, rdma: bool, devices: bool = False) -> HostAccess:
+def capture_access(*, rdma: bool, devices: bool = False, rocm: bool = True) -> HostAccess:
     """Host access of a capture Job; `rdma` (the node has RDMA NICs) adds /dev/infiniband.
 
     hostPath volumes are `type: Directory`, so a node without /dev/infiniband would never start a pod
@@ -119,8 +120,12 @@ def capture_access(*, rdma: bool, devices: bool = False) -> HostAccess:
     plugin; then a canary whose GPUs a workload still holds (`window start --no-drain`) can be
     captured (issue 11, defect 3). Off by default: by default capture requests the node's GPUs with
     every capability but SYSLOG dropped, and `window start` drains the canaries' GPU pods first.
+
+    `rocm`: mount the node's /opt/rocm (`Vendor.kube.mount_rocm`; an NVIDIA node has none, and a hostPath
+    of `type: Directory` that does not exist keeps the pod from starting: nvidia-smi comes in through the
+    NVIDIA Container Toolkit instead).
     """
-    return HostAccess(host_root=True, rocm=True, host_network=True, infiniband=rdma, syslog=True, devices=devices)
+    return HostAccess(host_root=True, rocm=rocm, host_network=True, infiniband=rdma, syslog=True, devices=devices)
 
 
 CAPTURE_ACCESS = capture_access(rdma=True)
@@ -205,6 +210,7 @@ class JobSpec:
     image: str | None = None  # None: settings.image (the workload Jobs bring their own)
     workdir: str | None = None  # an emptyDir mounted here (the workload's staged script)
     shm: bool = False  # a memory-backed emptyDir at /dev/shm (RCCL/NCCL between processes)
+    gpu_resource: str = GPU_RESOURCE  # the node's vendor's device-plugin resource (`Vendor.kube.gpu_resource`)
 
     @property
     def name(self) -> str:
@@ -241,7 +247,7 @@ class JobSpec:
             "securityContext": _security(self.access),
         }
         if self.gpus > 0:
-            container["resources"] = {"limits": {GPU_RESOURCE: str(self.gpus)}}
+            container["resources"] = {"limits": {self.gpu_resource: str(self.gpus)}}
         if mounts:
             container["volumeMounts"] = mounts
         pod: Json = {
@@ -288,6 +294,7 @@ class MpiJobSpec:
     worker_command: tuple[str, ...] = ("/usr/sbin/sshd", "-De")
     settings: JobSettings = JobSettings()
     purpose: str = "phase5"
+    gpu_resource: str = GPU_RESOURCE  # the nodes' vendor's device-plugin resource
 
     @property
     def name(self) -> str:
@@ -321,7 +328,7 @@ class MpiJobSpec:
             raise InvalidNameError(f"MPIJob {self.run_id}: needs at least 2 nodes, got {len(self.nodes)}")
         nodes = [validate_node_name(n) for n in self.nodes]
         worker = self._container("worker", self.worker_command)
-        worker["resources"] = {"limits": {GPU_RESOURCE: str(self.gpus_per_node)}}
+        worker["resources"] = {"limits": {self.gpu_resource: str(self.gpus_per_node)}}
         worker["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
         # One term per node (terms are ORed): the API server accepts only one value for a
         # `metadata.name` field selector (issue 11: a single `In [n1, n2]` term is rejected).

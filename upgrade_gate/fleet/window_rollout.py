@@ -92,7 +92,9 @@ def observe_window(
     else:
         if client is None or settings is None:
             raise WindowStateError(f"window {window_id}: observe needs the cluster or --snapshot files")
-        candidates = _capture(client, record, settings, run_id=run_id, mesh=mesh, workload=workload, errors=errors)
+        candidates = _capture(
+            client, store, record, settings, run_id=run_id, mesh=mesh, workload=workload, errors=errors
+        )
     classes = {NodeName(c["node"]): str(c["class"]) for c in record.doc["canaries"]}
     candidates = {
         n: replace(s, node=replace(s.node, node_class=s.node.node_class or classes.get(n)))
@@ -151,6 +153,7 @@ def key_metrics(snap: Snapshot, *, workload: bool = True) -> dict[str, float]:
 
 def _capture(
     client: KubeClient,
+    store: BaselineStore,
     record: WindowRecord,
     settings: ExecutorSettings,
     *,
@@ -160,10 +163,11 @@ def _capture(
     workload: bool = False,
 ) -> dict[NodeName, Snapshot]:
     from upgrade_gate.fleet.errors import KubeNotFoundError
-    from upgrade_gate.fleet.executor import capture_nodes, load_cluster_config, run_phases
+    from upgrade_gate.fleet.executor import capture_nodes, load_cluster_config, run_vendor_phases
+    from upgrade_gate.fleet.window_validate import canary_vendors
     from upgrade_gate.judge.observe import observed_phases
     from upgrade_gate.snapshot.build import build_snapshot
-    from upgrade_gate.validate.phases import select_phases
+    from upgrade_gate.vendors import vendor_of
 
     nodes = []
     for name in record.canaries:
@@ -172,17 +176,22 @@ def _capture(
         except KubeNotFoundError:
             errors[name].append(f"node vanished: {name} no longer exists")
     snapshots: dict[NodeName, Snapshot] = {}
-    for name, bundle in (capture_nodes(client, nodes, settings, run_id=run_id) if nodes else {}).items():
+    vendors = canary_vendors(store, nodes, None, errors)  # each canary's baseline's vendor (or its GPU resource)
+    nodes = [n for n in nodes if n.name in vendors]
+    for name, bundle in (
+        capture_nodes(client, nodes, settings, run_id=run_id, vendors=vendors) if nodes else {}
+    ).items():
         if isinstance(bundle, str):
             errors[name].append(bundle)
         else:
             snapshots[name] = build_snapshot(bundle)
     if (mesh or workload) and snapshots:
         config = load_cluster_config(client, settings.jobs.namespace)
-        results = run_phases(
+        results = run_vendor_phases(
             client,
             [n for n in nodes if n.name in snapshots],
-            phases=select_phases(frozenset({0, *observed_phases(mesh=mesh, workload=workload)})),
+            numbers=frozenset({0, *observed_phases(mesh=mesh, workload=workload)}),
+            vendors={n: vendor_of(p.name for p in s.probes) for n, s in snapshots.items()},
             config=config,
             settings=settings,
             run_id=run_id + "m",

@@ -17,7 +17,8 @@ from upgrade_gate.fleet.executor import (
     ExecutorSettings,
     capture_nodes,
     load_cluster_config,
-    run_phases,
+    node_vendor,
+    run_vendor_phases,
     stop_leftovers,
     write_cvf_labels,
 )
@@ -40,12 +41,13 @@ from upgrade_gate.model import (
     Verdict,
     replace,
 )
-from upgrade_gate.validate.phases import default_phases, select_phases
 from upgrade_gate.validate.pipeline import Progress
 from upgrade_gate.validate.remeasure import Resampling
+from upgrade_gate.vendors import Vendor, vendor_of
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.kube import KubeClient
+    from upgrade_gate.fleet.objects import KubeNode
     from upgrade_gate.judge.checklist import Checklist
     from upgrade_gate.store.gitstore import BaselineStore
 
@@ -78,6 +80,7 @@ def validate_window(
     attestations: Mapping[str, str] | None = None,
     soak_cronjob_enabled: bool = True,
     phases: frozenset[int] | None = None,
+    vendor: Vendor | None = None,
 ) -> Validation:
     """Capture and run the phases on the canaries, judge them (and `checklists`), record `validated` or `blocked`.
 
@@ -85,7 +88,12 @@ def validate_window(
     6-7, which run as Jobs holding every GPU of the canary, `fleet.workload_jobs`); None: CVF's 0-5.
 
     A PASS under a plan with a soak records `soaking` and (unless `soak_cronjob_enabled` is off) creates the
-    CronJob that observes the canaries (`fleet.cronjobs`)."""
+    CronJob that observes the canaries (`fleet.cronjobs`).
+
+    `vendor` (`--vendor`): the canaries' GPU vendor; None: each canary's baseline's, else the one whose GPU
+    resource it advertises (`canary_vendors`). Each canary is captured with its vendor's probes and runs
+    its snapshot's vendor's phases (`run_vendor_phases`); a canary whose vendor is in doubt is not captured
+    and blocks with the reason."""
     from upgrade_gate.judge.judge import judge
     from upgrade_gate.judge.rules.evidence import read_clock
     from upgrade_gate.snapshot.build import build_snapshot
@@ -106,7 +114,11 @@ def validate_window(
     config = load_cluster_config(client, settings.jobs.namespace)
     # a validate that died (API outage, killed operator) may have left Jobs holding the canaries' GPUs
     stop_leftovers(client, settings.jobs.namespace, [n.name for n in nodes], poll_s=settings.poll_s)
-    bundles = capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture) if nodes else {}
+    vendors = canary_vendors(store, nodes, vendor, errors)
+    nodes = [n for n in nodes if n.name in vendors]
+    bundles = (
+        capture_nodes(client, nodes, settings, run_id=run_id, on_result=on_capture, vendors=vendors) if nodes else {}
+    )
     snapshots: dict[NodeName, Snapshot] = {}
     for name, bundle in bundles.items():
         if isinstance(bundle, str):
@@ -122,10 +134,11 @@ def validate_window(
     hold = PeerHold(client, window_id, NodeName(peer["node"]), change_label(record.doc["change_id"])) if peer else None
     peers = [n for n in canary_nodes(client, [NodeName(peer["node"])]).values() if n is not None] if peer else []
     try:
-        results = run_phases(
+        results = run_vendor_phases(
             client,
             [n for n in nodes if n.name in snapshots],
-            phases=default_phases() if phases is None else select_phases(phases),
+            numbers=phases,
+            vendors={n: vendor_of(p.name for p in s.probes) for n, s in snapshots.items()},
             config=config,
             settings=settings,
             run_id=run_id + "p",
@@ -226,6 +239,24 @@ def phase_resampling(
     chosen = max(limits, key=lambda lc: lc[0])[1] if limits else None  # max keeps the first of equal limits
     mine: dict[str, Snapshot] = {n: b for n, b in baselines.items() if n in snapshots}
     return resampling(policy, chosen, baselines=mine or None)
+
+
+def canary_vendors(
+    store: BaselineStore, nodes: Sequence[KubeNode], explicit: Vendor | None, errors: dict[NodeName, list[str]]
+) -> dict[NodeName, Vendor]:
+    """Each node's GPU vendor (`fleet.executor.node_vendor`: `explicit`, else its baseline's at HEAD, else
+    the device-plugin resource it advertises); a node whose vendor is in doubt gets the reason in `errors`
+    and is left out (fail closed: it is neither captured nor run)."""
+    stored = set(store.nodes())
+    out: dict[NodeName, Vendor] = {}
+    for node in nodes:
+        baseline = store.load(node.name) if node.name in stored else None
+        found = node_vendor(node, baseline=baseline, explicit=explicit)
+        if isinstance(found, str):
+            errors.setdefault(node.name, []).append(found)
+        else:
+            out[node.name] = found
+    return out
 
 
 def judge_inputs(

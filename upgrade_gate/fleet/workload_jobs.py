@@ -11,11 +11,14 @@ Design decisions
   or the site's `UPGRADE_GATE_WORKLOAD_COMMAND`, N any rank count), or that behind `env VAR=LIST` with
   VAR the config's visible-device variable (phase 7's perturbation: purpose `phase7`). Anything else
   is left to the launcher's other rules, so a site's `python3 train.py` is never mistaken for a probe.
-- The Job requests every GPU the node advertises (`amd.com/gpu`): the device plugin gives the
+- The Job requests every GPU the node advertises (its vendor's resource, `amd.com/gpu` or `nvidia.com/gpu`:
+  `Vendor.kube.gpu_resource`): the device plugin gives the
   container all of them in its own order, which is what the ranks (and the perturbation's permuted
   list) index, and no other pod trains beside the measurement.
 - The image: `window validate --workload-image`, else the ConfigMap's `UPGRADE_GATE_WORKLOAD_IMAGE`,
-  else `DEFAULT_IMAGE` (AMD's public PyTorch-on-ROCm image). It needs Python 3 (the result wrapper and
+  else the vendor's default (`Vendor.kube.workload_image`: AMD's public PyTorch-on-ROCm image; NVIDIA names
+  none, so an NVIDIA node needs the site's image, and AMD's default is refused there: `LauncherError`,
+  the phase's error, fail closed). It needs Python 3 (the result wrapper and
   the stager run on it), `torchrun` and PyTorch; nothing of upgrade-gate.
 - The shipped script travels in the Job, not in the image: its source is the container's
   `SCRIPT_ENV` variable (every `$` doubled, so Kubernetes' `$(VAR)` expansion leaves it unchanged), and
@@ -28,7 +31,7 @@ Design decisions
   rendezvous is on the pod's loopback.
 - The Job's `activeDeadlineSeconds` is at least the run's deadline (`UPGRADE_GATE_WORKLOAD_TIMEOUT_S`)
   plus a minute, so a long run ends as a timeout the phase names, not as the Job's own deadline.
-- A node that advertises no `amd.com/gpu` cannot hold its GPUs for the run: `LauncherError` naming
+- A node that advertises none of its vendor's GPU resource cannot hold its GPUs for the run: `LauncherError` naming
   the node and the resource, which the pipeline turns into the phase's error (fail closed).
 """
 
@@ -40,14 +43,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from upgrade_gate.fleet.labels import GPU_RESOURCE
 from upgrade_gate.fleet.manifests import JobSettings, JobSpec
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import LauncherError
 from upgrade_gate.validate.phases.workload import shipped_script, workload_argv
+from upgrade_gate.vendors import AMD, VENDORS, Vendor
 
-DEFAULT_IMAGE = "rocm/pytorch:latest"
+DEFAULT_IMAGE = AMD.kube.workload_image  # rocm/pytorch:latest
 WORKDIR = "/upgrade-gate-workload"
 SCRIPT_ENV = "UPGRADE_GATE_WORKLOAD_SCRIPT"
 PURPOSE_RUN, PURPOSE_PERTURBATION = "phase6", "phase7"
@@ -63,9 +66,21 @@ os.execvp(sys.argv[2], sys.argv[2:])
 """Writes the shipped script (from SCRIPT_ENV) to argv[1], then execs argv[2:] (the workload's argv)."""
 
 
-def workload_image(settings_image: str, config: CvfConfig) -> str:
-    """The image of the workload Jobs: the flag's, else the ConfigMap's, else DEFAULT_IMAGE."""
-    return settings_image or config.workload_image or DEFAULT_IMAGE
+def workload_image(settings_image: str, config: CvfConfig, vendor: Vendor = AMD) -> str:
+    """The image of the workload Jobs: the flag's, else the ConfigMap's, else the vendor's default ("": none)."""
+    return settings_image or config.workload_image or vendor.kube.workload_image
+
+
+def image_problem(image: str, vendor: Vendor) -> str | None:
+    """Why `image` cannot run the workload on `vendor`'s GPUs (none chosen, or another vendor's default)."""
+    foreign = {v.kube.workload_image: v for v in VENDORS if v.name != vendor.name and v.kube.workload_image}
+    if image and image not in foreign:
+        return None
+    why = f"{image} is {foreign[image].title}'s default image" if image in foreign else "no workload image"
+    return (
+        f"{why}, and {vendor.title} names no default: set --workload-image or UPGRADE_GATE_WORKLOAD_IMAGE to an "
+        f"image with Python 3, torchrun and PyTorch for {vendor.title} GPUs"
+    )
 
 
 def _pattern(token: str) -> re.Pattern[str]:
@@ -80,6 +95,7 @@ class WorkloadJobs:
     image: str
     env: tuple[tuple[str, str], ...] = ()
     settings: JobSettings = field(default_factory=JobSettings)
+    vendor: Vendor = AMD  # the nodes' vendor: the GPU resource the Job requests, the image it may use
 
     def purpose(self, argv: Sequence[str]) -> str | None:
         """`phase6` for the workload's command line, `phase7` for it behind `env VAR=LIST`, else None."""
@@ -103,10 +119,14 @@ class WorkloadJobs:
         purpose = self.purpose(argv)
         if purpose is None:
             return None
-        gpus = node.gpu_count()
+        resource = self.vendor.kube.gpu_resource
+        gpus = node.gpu_count(resource)
         if gpus < 1:
-            raise LauncherError(f"node {node.name} advertises no {GPU_RESOURCE}: the workload Job cannot hold its GPUs "
+            raise LauncherError(f"node {node.name} advertises no {resource}: the workload Job cannot hold its GPUs "
                                 "(is the device plugin running on it?)")  # fmt: skip
+        problem = image_problem(self.image, self.vendor)
+        if problem is not None:
+            raise LauncherError(f"node {node.name}: {problem}")
         script = shipped_script()
         staged = f"{WORKDIR}/{Path(script).name}"
         command = tuple(a.replace(script, staged) for a in argv)
@@ -127,4 +147,5 @@ class WorkloadJobs:
             image=self.image,
             workdir=WORKDIR,
             shm=True,
+            gpu_resource=resource,
         )

@@ -13,9 +13,8 @@ Design decisions:
   the parser refuses), nothing is sampled further and the reason becomes a `thermal: ...` note; the GPUs
   then have no thermal measurement, which `thermal.outlier` treats as missing evidence (blocking by
   default), never as a pass.
-- 2026-12: the judge's `thermal.outlier` knows amd-smi and rocm-smi readings only (`judge.rules.thermal.TOOLS`
-  and its sensor names); until it learns nvidia-smi's, an NVIDIA node's readings are refused there, which
-  blocks (fail closed). docs/vendors.md says so.
+- The judge's `thermal.outlier` reads these readings by their own sensors (`judge.rules.thermal.TOOLS`:
+  `nvidia-smi` -> `gpu`, `board power`), never against amd-smi's hotspot.
 """
 
 from __future__ import annotations
