@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_validate_support import fast_config
 from tests.test_workload_phase import _run
 from upgrade_gate.collect.capture import capture
 from upgrade_gate.collect.probes import probe_catalogue
@@ -21,7 +22,7 @@ from upgrade_gate.fakenode.nvidia_render import write_stub_tool
 from upgrade_gate.model import PhaseStatus, Snapshot
 from upgrade_gate.parse.nvidia_smi_query import UTIL_ARGV, parse_nvidia_smi_query_util
 from upgrade_gate.snapshot.build import build_snapshot
-from upgrade_gate.validate.phases import workload_util
+from upgrade_gate.validate.phases import select_phases, workload_util
 from upgrade_gate.vendors import NVIDIA
 
 SAMPLED = {"UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S": "0.3"}
@@ -100,3 +101,10 @@ def test_workload_util_nvidia_smi_failure_message_is_missing_evidence_not_a_valu
 def test_workload_util_plan_line_names_the_vendors_tool() -> None:
     assert " ".join(UTIL_ARGV) in workload_util.plan_line(2.0, NVIDIA)
     assert "amd-smi list --json; amd-smi monitor -u" in workload_util.plan_line(2.0)
+
+
+def test_workload_phase_dry_run_plan_names_the_vendors_utilisation_tool() -> None:
+    (six,) = select_phases(frozenset({6}), NVIDIA)
+    assert any(" ".join(UTIL_ARGV) in line for line in six.plan(fast_config(), samples=1))
+    (amd,) = select_phases(frozenset({6}))
+    assert any("amd-smi monitor -u" in line for line in amd.plan(fast_config(), samples=1))

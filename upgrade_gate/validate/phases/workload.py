@@ -56,6 +56,7 @@ from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
 from upgrade_gate.validate.phases import workload_util
+from upgrade_gate.vendors import DEFAULT, Vendor
 
 SOURCE_WORKLOAD = "phase 6 workload"
 SOURCE_PERTURBATION = "phase 7 perturbation"
@@ -259,6 +260,9 @@ class WorkloadPhase:
     name = cvf.PHASE_NAMES[6]
     label_key: str | None = cvf.WORKLOAD_VALIDATION
 
+    def __init__(self, vendor: Vendor = DEFAULT) -> None:
+        self.vendor = vendor  # the dry-run plan names its utilisation tool; a run reads the snapshot's vendor
+
     def run(self, ctx: PhaseContext) -> PhaseResult:
         """Run the job once; its throughput, loss curve, init time, log and device map are the evidence."""
         out = Outcome()
@@ -295,7 +299,7 @@ class WorkloadPhase:
             f"{shlex.join(workload_argv(config, 'NGPUS'))}  (timeout {config.workload_timeout_s:g}s)",
             "pass: exit 0, the JSON-lines contract complete, finite loss, no NCCL/RCCL timeout or error in the "
             "log, every rank on a GPU of the snapshot; judged against the baseline by the workload.* rules",
-            workload_util.plan_line(config.workload_util_interval_s),
+            workload_util.plan_line(config.workload_util_interval_s, self.vendor),
         )
 
 
