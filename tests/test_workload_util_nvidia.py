@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_validate_support import fast_config
-from tests.test_workload_phase import _run
+from tests.test_workload_phase import _Recording, _run
 from upgrade_gate.collect.capture import capture
 from upgrade_gate.collect.probes import probe_catalogue
 from upgrade_gate.collect.runner import LocalRunner
@@ -23,6 +23,7 @@ from upgrade_gate.model import PhaseStatus, Snapshot
 from upgrade_gate.parse.nvidia_smi_query import UTIL_ARGV, parse_nvidia_smi_query_util
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.validate.phases import select_phases, workload_util
+from upgrade_gate.validate.phases.workload import visible_var
 from upgrade_gate.vendors import NVIDIA
 
 SAMPLED = {"UPGRADE_GATE_WORKLOAD_UTIL_INTERVAL_S": "0.3"}
@@ -108,3 +109,18 @@ def test_workload_phase_dry_run_plan_names_the_vendors_utilisation_tool() -> Non
     assert any(" ".join(UTIL_ARGV) in line for line in six.plan(fast_config(), samples=1))
     (amd,) = select_phases(frozenset({6}))
     assert any("amd-smi monitor -u" in line for line in amd.plan(fast_config(), samples=1))
+
+
+def test_perturbation_on_an_nvidia_node_permutes_cuda_visible_devices(tmp_path: Path) -> None:
+    """Phase 7 permutes the variable CUDA reads: HIP's default would leave an NVIDIA run unpermuted (a
+    perturbation that never happened). A site's own variable is used as written."""
+    node, snap = _nvidia(tmp_path)
+    launcher = _Recording(node)  # type: ignore[arg-type]
+    (_six, seven) = _run(node, snap, {6, 7}, launcher, UPGRADE_GATE_WORKLOAD_COMMAND=_site(snap))
+    permuted = [a[1] for a in launcher.argvs if a[0] == "env"]
+    assert permuted == ["CUDA_VISIBLE_DEVICES=7,6,5,4,3,2,1,0", "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7,0"], seven.reasons
+    (plan_seven,) = select_phases(frozenset({7}), NVIDIA)
+    assert "env CUDA_VISIBLE_DEVICES=N-1" in plan_seven.plan(fast_config(), samples=1)[0]
+    assert visible_var(fast_config(UPGRADE_GATE_WORKLOAD_VISIBLE_VAR="ROCR_VISIBLE_DEVICES"), NVIDIA) == (
+        "ROCR_VISIBLE_DEVICES"
+    )

@@ -9,7 +9,8 @@ Design decisions
 - Recognised by the configuration, not by a tool name: an argv is the workload's when it is exactly
   `validate.phases.workload.workload_argv(config, N)` (the shipped `torchrun ... reference_train.py`
   or the site's `UPGRADE_GATE_WORKLOAD_COMMAND`, N any rank count), or that behind `env VAR=LIST` with
-  VAR the config's visible-device variable (phase 7's perturbation: purpose `phase7`). Anything else
+  VAR the visible-device variable phase 7 uses on the vendor's nodes (`workload.visible_var`: the config's,
+  its default being the vendor's; phase 7's perturbation: purpose `phase7`). Anything else
   is left to the launcher's other rules, so a site's `python3 train.py` is never mistaken for a probe.
 - The Job requests every GPU the node advertises (its vendor's resource, `amd.com/gpu` or `nvidia.com/gpu`:
   `Vendor.kube.gpu_resource`): the device plugin gives the
@@ -47,7 +48,7 @@ from upgrade_gate.fleet.manifests import JobSettings, JobSpec
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.launcher import LauncherError
-from upgrade_gate.validate.phases.workload import shipped_script, workload_argv
+from upgrade_gate.validate.phases.workload import shipped_script, visible_var, workload_argv
 from upgrade_gate.vendors import AMD, VENDORS, Vendor
 
 DEFAULT_IMAGE = AMD.kube.workload_image  # rocm/pytorch:latest
@@ -103,7 +104,7 @@ class WorkloadJobs:
             template = [_pattern(t) for t in workload_argv(self.config, _NPROC)]
         except (KeyError, IndexError, ValueError):  # a site command with a bad placeholder: the phase says so
             return None
-        visible = re.compile(re.escape(self.config.workload_visible_var) + r"=[0-9,]*")
+        visible = re.compile(re.escape(visible_var(self.config, self.vendor)) + r"=[0-9,]*")
 
         def same(tokens: Sequence[str]) -> bool:
             return len(tokens) == len(template) and all(p.fullmatch(t) for p, t in zip(template, tokens, strict=True))

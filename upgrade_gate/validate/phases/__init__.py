@@ -32,7 +32,7 @@ def default_phases(vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:
 
 def all_phases(vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:
     """Phases 0-7: CVF's six, then the reference training run (6) and the device-order perturbation (7)."""
-    return (*default_phases(vendor), WorkloadPhase(vendor), PerturbationPhase())
+    return (*default_phases(vendor), WorkloadPhase(vendor), PerturbationPhase(vendor))
 
 
 def select_phases(numbers: frozenset[int], vendor: Vendor = AMD) -> tuple[NodePhase | GroupPhase, ...]:

@@ -3,7 +3,8 @@ the visible-device list permuted.
 
 Phase 6 `workload` runs a training job on the node's GPUs and phase 7 `perturbation` runs it twice more
 with `HIP_VISIBLE_DEVICES` (the config's `UPGRADE_GATE_WORKLOAD_VISIBLE_VAR`: ROCR_VISIBLE_DEVICES, or
-CUDA_VISIBLE_DEVICES on NVIDIA) reversed, then rotated by one. They sit after CVF's 0-5 in the
+CUDA_VISIBLE_DEVICES on NVIDIA, which is also the default on a node whose snapshot is NVIDIA's:
+`visible_var`) reversed, then rotated by one. They sit after CVF's 0-5 in the
 pipeline's order (`validate --phases 2,6,7`; by name `workload`, `perturbation`) and write
 upgrade-gate's own CVF-style labels (`cvf.WORKLOAD_VALIDATION`, `cvf.PERTURBATION_VALIDATION`).
 
@@ -56,7 +57,7 @@ from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig
 from upgrade_gate.validate.phase import Outcome, PhaseContext
 from upgrade_gate.validate.phases import workload_util
-from upgrade_gate.vendors import DEFAULT, Vendor
+from upgrade_gate.vendors import DEFAULT, Vendor, vendor_of
 
 SOURCE_WORKLOAD = "phase 6 workload"
 SOURCE_PERTURBATION = "phase 7 perturbation"
@@ -303,12 +304,24 @@ class WorkloadPhase:
         )
 
 
+def visible_var(config: CvfConfig, vendor: Vendor) -> str:
+    """The variable phase 7 permutes: `UPGRADE_GATE_WORKLOAD_VISIBLE_VAR`, except that its default (HIP's,
+    `HIP_VISIBLE_DEVICES`) becomes the node's vendor's index variable (`Vendor.pin.index_var`:
+    `CUDA_VISIBLE_DEVICES` on NVIDIA), which CUDA reads; HIP's would leave an NVIDIA run unpermuted, a
+    perturbation that never happened (issue 30)."""
+    default = CvfConfig().workload_visible_var
+    return vendor.pin.index_var if config.workload_visible_var == default else config.workload_visible_var
+
+
 class PerturbationPhase:
     """Phase 7: the same job with the visible-device list reversed, then rotated."""
 
     number = 7
     name = cvf.PHASE_NAMES[7]
     label_key: str | None = cvf.PERTURBATION_VALIDATION
+
+    def __init__(self, vendor: Vendor = DEFAULT) -> None:
+        self.vendor = vendor  # the dry-run plan's variable; a run reads the snapshot's vendor
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         """Run the job once per permutation; `workload.index_dependent` compares them with phase 6."""
@@ -317,7 +330,7 @@ class PerturbationPhase:
         if nproc is None or ctx.snapshot is None:
             return out.result(self, ctx.config)
         count = len(ctx.snapshot.gpus)
-        var = ctx.config.workload_visible_var
+        var = visible_var(ctx.config, vendor_of(p.name for p in ctx.snapshot.probes))
         devices: list[RankDevice] = []
         for how in PERTURBATIONS:
             order = permuted(count, how)
@@ -334,7 +347,7 @@ class PerturbationPhase:
 
     def plan(self, config: CvfConfig, *, samples: int) -> tuple[str, ...]:
         """Dry-run description."""
-        var = config.workload_visible_var
+        var = visible_var(config, self.vendor)
         return (
             f"env {var}=N-1,...,0 then {var}=1,...,N-1,0 {shlex.join(workload_argv(config, 'NGPUS'))}  "
             f"(the child's environment only; timeout {config.workload_timeout_s:g}s each)",
