@@ -13,6 +13,11 @@ Design decisions:
   the snapshot model names a vendor, so snapshots saved before this seam read as AMD, as they were.
 - `fake_shapes` and `phase_commands` are names and argv as data: the fake nodes and the phases stay in
   their own stages and are checked against these names by tests (tests/test_vendor_seam.py).
+- `kube` (`KubeFacts`) is what the Kubernetes executor needs to know of a vendor (its device plugin's
+  resource, its discovery label, whether its tools live in a host directory, default images): facts the
+  fleet stage reads, so no `if nvidia` sits in `fleet`. An empty default image means none is documented:
+  the site must name one, and another vendor's default is refused (`fleet.launcher`, `fleet.workload_jobs`).
+- `util` (`UtilSampler`) is phase 6's utilisation sample as argv; the readers (parsers) stay in the phase.
 """
 
 from __future__ import annotations
