@@ -97,20 +97,32 @@ def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, sourc
 
 
 def _decode_unique(cls: type, data: bytes | str, source: str) -> Any:
-    """The mirror of `cls` decoded from `data`, refusing a key named twice (InputError, key path and lines).
+    """The mirror of `cls` decoded from `data` (or its plain form), refusing a key named twice (InputError,
+    key path and lines).
 
     The fast way, for a document that has every field (as upgrade-gate writes them): decoded through
     the complete mirror (every field required, none retired), whose re-encoding then holds exactly the
     members the document kept (`dupkeys.kept_every_member`: +~320 us CPU on a 132 KB bench-fleet
-    candidate, ~520 -> ~840 us). A document without some field is decoded through the ordinary mirror
-    and counted from a plain decode (`dupkeys.check_json_keys`, +~750 us; docs/limits.md)."""
+    candidate, ~520 -> ~840 us). A document without some optional field (written by an older release,
+    before the field was added: after each such release, every document in the field) is decoded
+    through the presence mirror (`_presence`: a field left out stays UNSET, and is not re-encoded), counted
+    the same way, and given as its plain form, which the model's defaults complete. A document that does
+    not decode there either is counted from a plain decode (`dupkeys.check_json_keys`) and decoded through
+    the ordinary mirror, which names what is wrong (docs/limits.md). The bench fleet's v1 candidate
+    without `Gpu.health`: ~1,385 -> ~1,135 us CPU; v2: ~685 -> ~635 us (2026-12-05, load ~12)."""
     from upgrade_gate import dupkeys
 
     try:
         mirrored = _mirror_decoder(cls, complete=True).decode(data)
-    except msgspec.ValidationError:  # a field left out (an older writer), or a real error: said below
-        dupkeys.check_json_keys(data, source)
-        return _mirror_decoder(cls).decode(data)
+    except msgspec.ValidationError:  # a field left out (an older writer), or a real error
+        try:
+            present = _mirror_decoder(cls, presence=True).decode(data)
+        except msgspec.ValidationError:  # a real error: said below, as before the presence mirror
+            dupkeys.check_json_keys(data, source)
+            return _mirror_decoder(cls).decode(data)
+        if not dupkeys.kept_every_member(data, present):
+            dupkeys.check_json_keys(data, source)
+        return msgspec.to_builtins(present)  # the fields left out omitted: the model's defaults fill them
     if not dupkeys.kept_every_member(data, mirrored):
         dupkeys.check_json_keys(data, source)
     return mirrored
@@ -122,35 +134,40 @@ def _typed_decoder(cls: type) -> msgspec.json.Decoder[Any]:
 
 
 @functools.cache
-def _mirror_decoder(cls: type, *, complete: bool = False) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(_mirror(cls, complete))
+def _mirror_decoder(cls: type, *, complete: bool = False, presence: bool = False) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_mirror(cls, complete, presence))
 
 
 @functools.cache
-def _mirror(tp: Any, complete: bool = False) -> Any:
+def _mirror(tp: Any, complete: bool = False, presence: bool = False) -> Any:
     """The msgspec Struct twin of a model type: same fields, defaults and types; unknown keys refused.
-    `complete`: every field required and no retired one accepted (`_decode_unique`'s fast way)."""
+    `complete`: every field required and no retired one accepted (`_decode_unique`'s fast way).
+    `presence`: a field with a default is UNSET when left out (so not re-encoded), not its default."""
     supertype = getattr(tp, "__supertype__", None)
     if supertype is not None:
-        return _mirror(supertype, complete)
+        return _mirror(supertype, complete, presence)
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
-        return Union[tuple(_mirror(a, complete) for a in get_args(tp))]  # noqa: UP007 - built from a runtime tuple
+        # built from a runtime tuple
+        return Union[tuple(_mirror(a, complete, presence) for a in get_args(tp))]  # noqa: UP007
     if origin is tuple:
         args = get_args(tp)
-        return tuple[_mirror(args[0], complete), ...]  # type: ignore[misc]
+        return tuple[_mirror(args[0], complete, presence), ...]  # type: ignore[misc]
     if origin is dict:
         key, value = get_args(tp)
-        return dict[_mirror(key, complete), _mirror(value, complete)]  # type: ignore[misc]
+        return dict[_mirror(key, complete, presence), _mirror(value, complete, presence)]  # type: ignore[misc]
     if isinstance(tp, type) and is_record(tp):
         hints = _hints(tp)
         marked = typing.get_type_hints(tp, include_extras=True)
         required: list[Any] = []
-        optional: list[Any] = [] if complete else [(name, None, None) for name in _retired(tp)]
+        retired = (None | msgspec.UnsetType, msgspec.UNSET) if presence else (None, None)
+        optional: list[Any] = [] if complete else [(name, *retired) for name in _retired(tp)]
         for f in _fields(tp):
-            kind = _schema_only(_mirror(hints[f.name], complete), marked[f.name])
+            kind = _schema_only(_mirror(hints[f.name], complete, presence), marked[f.name])
             if complete or always(marked[f.name]):  # documents must carry it, as the generated schema says
                 required.append((f.name, kind))
+            elif presence and (f.default is not _MISSING or f.default_factory is not _MISSING):
+                optional.append((f.name, Union[kind, msgspec.UnsetType], msgspec.UNSET))  # noqa: UP007
             elif f.default is not _MISSING:
                 optional.append((f.name, kind, f.default))
             elif f.default_factory is not _MISSING:
