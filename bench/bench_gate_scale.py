@@ -1,6 +1,6 @@
 """`gate` at 1,024 and 8,192 nodes beside its floor and its peer, in one run (issue 29).
 
-`python -m bench.bench_gate_scale [--before COMMIT] [--sizes 1024 8192] [--repeats 2] [--no-peer]`
+`python -m bench.bench_gate_scale [--before COMMIT] [--sizes 1024 8192] [--repeats 2] [--no-peer] [--forms v1 v2]`
 
 Design decisions
 - Three things run on the same generated fleet (`bench.bench_gate.build_fleet`: 8,192 nodes saved in a
@@ -24,6 +24,10 @@ Design decisions
   SuperBench compares each node with one fleet baseline; upgrade-gate compares each node with its own
   baseline and its class: the work is not the same, the question (which nodes are defective after the
   change) is.
+- `--forms`: the candidate files as snapshot schema v1 (`candidates/`, as `build_fleet` writes them) and/or
+  v2 (`candidates-v2/`, what `snapshot` and `validate` write since issue 29: the same snapshots, each
+  re-encoded once by the `--before` tree if given, else the measured one, so that every tree measured
+  reads them). Each tree runs on each form; the orjson floor reads the same files.
 """
 
 from __future__ import annotations
@@ -94,32 +98,58 @@ def measure(argv: list[str], env: dict[str, str]) -> dict[str, float | int | str
     }
 
 
-def listing(root: Path, n: int) -> Path:
+FOLDER = {"v1": "candidates", "v2": "candidates-v2"}  # the candidate files of each form
+
+
+def listing(root: Path, n: int, form: str = "v1") -> Path:
     """The first n candidates as a list file (what `gate --candidates` reads)."""
-    path = root / f"candidates-{n}.txt"
+    path = root / f"candidates-{n}-{form}.txt"
     names = sorted(os.listdir(root / "candidates"))[:n]
-    path.write_text("".join(f"candidates/{x}\n" for x in names), encoding="utf-8")
+    path.write_text("".join(f"{FOLDER[form]}/{x}\n" for x in names), encoding="utf-8")
     return path
 
 
-def gate(tree: Path, root: Path, n: int) -> dict[str, float | int | str]:
-    """One `upgrade-gate gate` of the package under `tree` over the first n candidates."""
-    out = root / f"scale-report-{n}-{tree.name}.json"
+def v2_candidates(root: Path, tree: Path) -> None:
+    """`candidates-v2/`: every candidate re-encoded as schema v2 by the package under `tree` (once)."""
+    done = root / FOLDER["v2"] / ".complete"
+    if done.exists():
+        return
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{REPO}"}
+    subprocess.run([PYTHON, "-m", "bench.bench_gate_scale", "--write-v2", str(root)], cwd=REPO, env=env, check=True)
+
+
+def write_v2(root: Path) -> None:
+    """The `--write-v2` child: decode each v1 candidate and write it as v2 (`snapshot.io.dumps_snapshot`)."""
+    from upgrade_gate.snapshot.io import decode_snapshot, dumps_snapshot
+
+    folder = root / FOLDER["v2"]
+    folder.mkdir(exist_ok=True)
+    for name in sorted(os.listdir(root / "candidates")):
+        snap = decode_snapshot((root / "candidates" / name).read_bytes(), source=name)
+        (folder / name).write_text(dumps_snapshot(snap, version="2"), encoding="utf-8")
+    (folder / ".complete").write_text("", encoding="utf-8")
+
+
+def gate(tree: Path, root: Path, n: int, form: str = "v1") -> dict[str, float | int | str]:
+    """One `upgrade-gate gate` of the package under `tree` over the first n candidates (of `form`)."""
+    out = root / f"scale-report-{n}-{tree.name}-{form}.json"
     out.unlink(missing_ok=True)  # a report left by an earlier run must never stand in for this one
-    argv = [PYTHON, "-m", "upgrade_gate", "gate", "--store", str(root / "store"), "--candidates", str(listing(root, n))]
+    argv = [PYTHON, "-m", "upgrade_gate", "gate", "--store", str(root / "store")]
+    argv += ["--candidates", str(listing(root, n, form))]
     argv += ["--plan", str(root / "plan.json"), "--report", f"json:{out}", "--now", NOW]
     got = measure(argv, {**os.environ, "PYTHONPATH": str(tree), "NO_COLOR": "1"})
     if got["exit"] not in (0, 1):
         raise RuntimeError(f"gate exited {got['exit']}: {got['err']}")
     report = json.loads(out.read_text(encoding="utf-8"))
     got["blocked"] = sum(node["verdict"] == "BLOCK" for node in report["nodes"])
+    got["blocked_nodes"] = sorted(node["node"] for node in report["nodes"] if node["verdict"] == "BLOCK")  # type: ignore[assignment]
     return got
 
 
-def documents(root: Path, n: int) -> list[Path]:
+def documents(root: Path, n: int, form: str = "v1") -> list[Path]:
     """The 2 x n documents `gate` reads for the first n candidates: each candidate file and its baseline."""
     names = sorted(os.listdir(root / "candidates"))[:n]
-    return [root / "candidates" / x for x in names] + [root / "store" / "nodes" / x for x in names]
+    return [root / FOLDER[form] / x for x in names] + [root / "store" / "nodes" / x for x in names]
 
 
 def orjson_floor(paths_file: Path) -> None:
@@ -136,10 +166,10 @@ def orjson_floor(paths_file: Path) -> None:
     print(json.dumps({"loads_cpu_s": time.process_time() - start, "documents": len([p for p in paths if p])}))
 
 
-def floor(root: Path, n: int) -> dict[str, float | int | str]:
+def floor(root: Path, n: int, form: str = "v1") -> dict[str, float | int | str]:
     """The plain-parse floor over the same 2 x n documents, in a fresh process."""
-    paths = root / f"documents-{n}.txt"
-    paths.write_text("\n".join(str(p) for p in documents(root, n)), encoding="utf-8")
+    paths = root / f"documents-{n}-{form}.txt"
+    paths.write_text("\n".join(str(p) for p in documents(root, n, form)), encoding="utf-8")
     got = measure(
         [PYTHON, "-m", "bench.bench_gate_scale", "--orjson-floor", str(paths)], {**os.environ, "PYTHONPATH": str(REPO)}
     )
@@ -216,7 +246,12 @@ def before_tree(commit: str) -> Path:
 
 
 def run(
-    sizes: tuple[int, ...], repeats: int, before: str | None, peer: bool, after: str | None = None
+    sizes: tuple[int, ...],
+    repeats: int,
+    before: str | None,
+    peer: bool,
+    after: str | None = None,
+    forms: tuple[str, ...] = ("v1",),
 ) -> dict[str, dict[str, list[dict[str, float | int | str]]]]:
     """Every measurement, interleaved: per size, per kind (before, now, floor, superbench), one dict a run."""
     root = build_fleet(OUT, max(sizes))
@@ -224,16 +259,24 @@ def run(
     trees = {"now": before_tree(after) if after is not None else REPO}  # `after`: a commit, not the working tree
     if before is not None:
         trees = {"before": before_tree(before), **trees}
+    if "v2" in forms:
+        v2_candidates(root, trees.get("before", trees["now"]))
     inputs = {n: superbench_inputs(root, n) for n in sizes} if peer else {}
     results: dict[str, dict[str, list[dict[str, float | int | str]]]] = {str(n): {} for n in sizes}
+
+    def named(label: str, form: str) -> str:
+        return label if forms == ("v1",) else f"{label} {form}"
+
     for n in sizes:  # warm the page cache and the store's decoded cache once per size
-        gate(trees["now"], root, n)
+        for form in forms:
+            gate(trees["now"], root, n, form)
     for _ in range(repeats):
         for n in sizes:
             got = results[str(n)]
-            for label, tree in trees.items():
-                got.setdefault(label, []).append(gate(tree, root, n))
-            got.setdefault("orjson", []).append(floor(root, n))
+            for form in forms:
+                for label, tree in trees.items():
+                    got.setdefault(named(label, form), []).append(gate(tree, root, n, form))
+                got.setdefault(named("orjson", form), []).append(floor(root, n, form))
             if peer:
                 got.setdefault("superbench", []).append(superbench(inputs[n]))
             print(n, {k: [round(float(r["cpu_s"]), 1) for r in v] for k, v in got.items()}, file=sys.stderr)
@@ -248,8 +291,10 @@ def render(results: dict[str, dict[str, list[dict[str, float | int | str]]]]) ->
             k: (statistics.median(float(r["cpu_s"]) for r in v), statistics.median(float(r["wall_s"]) for r in v))
             for k, v in kinds.items()
         }
-        loads = statistics.median(float(r["loads_cpu_s"]) for r in kinds["orjson"])
         for k, v in kinds.items():
+            form = k.rpartition(" ")[2] if " " in k else ""
+            floor_of = f"orjson {form}" if form else "orjson"
+            loads = statistics.median(float(r["loads_cpu_s"]) for r in kinds[floor_of])
             cpu, wall = med[k]
             peer = med.get("superbench")
             rows.append(
@@ -259,7 +304,7 @@ def render(results: dict[str, dict[str, list[dict[str, float | int | str]]]]) ->
                     f"{cpu:.1f} s ({min(float(r['cpu_s']) for r in v):.1f}-{max(float(r['cpu_s']) for r in v):.1f})",
                     f"{wall:.1f} s",
                     f"{max(float(r['pss_mib']) for r in v):,.0f} MiB",
-                    f"{cpu / med['orjson'][0]:.1f}x ({cpu / loads:.1f}x)",
+                    f"{cpu / med[floor_of][0]:.1f}x ({cpu / loads:.1f}x)",
                     f"{cpu / peer[0]:.2f}" if peer else "",
                     str(v[0].get("blocked", "")),
                 )
@@ -287,14 +332,19 @@ def main() -> None:
     ap.add_argument("--before")
     ap.add_argument("--after", help="measure this commit as `now` instead of the working tree")
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--forms", nargs="+", choices=sorted(FOLDER), default=["v1"], help="candidate file forms")
     ap.add_argument("--orjson-floor", type=Path)
+    ap.add_argument("--write-v2", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.orjson_floor:
         orjson_floor(args.orjson_floor)
         return
+    if args.write_v2:
+        write_v2(args.write_v2)
+        return
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()
-    results = run(tuple(args.sizes), args.repeats, args.before, not args.no_peer, args.after)
+    results = run(tuple(args.sizes), args.repeats, args.before, not args.no_peer, args.after, tuple(args.forms))
     (OUT / "gate-scale").mkdir(parents=True, exist_ok=True)
     (OUT / "gate-scale" / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"Started {started}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 cores, shared).\n")
