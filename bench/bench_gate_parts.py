@@ -11,13 +11,14 @@ first N candidates of the bench fleet (`bench.bench_gate.build_fleet`, bench/out
   `report.json_report.node_body`), transfer (msgpack of the results, encoded as a worker does and
   decoded as the parent does), spool (the parent's `Spool.put`), release (the batch's snapshots
   dropped), and at the end write (`write_json_texts` from the spool).
-- Once per gate: start (a fresh `python -c 'import upgrade_gate.cli.main'`, the least of a few runs),
+- Once per gate: start (a fresh `python -c 'import upgrade_gate.cli.main'`, and a whole `gate` of one
+  candidate: imports, store, policy, one node, report; the least of a few runs),
   listing (`cli.candidates.candidate_paths` of the list file), pin/references (`pin`, `nodes`,
   `saved_references`, `current_denylist`).
 
 The measure is process CPU (`time.process_time`) around each step; the total is beside the sum of
-the steps. The candidates are read as they are on disk (v1 or v2: whatever the fleet holds), and
-`--v2` re-encodes them as v2 in memory first, to weigh the columnar candidate. Nothing is forked, so
+the steps. `--form v2` reads the candidates from `candidates-v2/` (`bench.bench_gate_scale --forms v2`
+writes it: the same snapshots as schema v2) instead of the v1 files of `candidates/`. Nothing is forked, so
 the fork, the pipes and the workers' waits are not here (`bench.bench_gate` measures the whole).
 """
 
@@ -51,7 +52,28 @@ def start_cpu(runs: int) -> float:
     return best
 
 
-def parts(n: int, *, v2: bool) -> dict[str, float]:
+def one_node_gate_cpu(runs: int) -> float:
+    """The least CPU of a whole `gate` over the fleet's first candidate, with this process's PYTHONPATH
+    (so a `git archive` tree given there is the one measured)."""
+    import resource
+
+    root = build_fleet(OUT, 1)
+    first = sorted(os.listdir(root / "candidates"))[0]
+    argv = [PYTHON, "-m", "upgrade_gate", "gate", "--store", str(root / "store"), "--candidate"]
+    argv += [str(root / "candidates" / first), "--plan", str(root / "plan.json"), "--now", NOW]
+    argv += ["--report", f"json:{OUT / 'parts-1.json'}"]
+    best = float("inf")
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(argv, cwd=REPO, capture_output=True, env={**os.environ, "NO_COLOR": "1"})
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"gate exited {done.returncode}: {done.stderr[-400:]!r}")
+        best = min(best, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return best
+
+
+def parts(n: int, *, form: str) -> dict[str, float]:
     """CPU seconds per part over the first n candidates (module docstring)."""
     import msgspec
 
@@ -65,14 +87,15 @@ def parts(n: int, *, v2: bool) -> dict[str, float]:
     from upgrade_gate.judge.rules.evidence import read_clock
     from upgrade_gate.model import replace
     from upgrade_gate.report.json_report import node_body, write_json_texts
-    from upgrade_gate.snapshot.io import MAX_SNAPSHOT_BYTES, decode_snapshot, dumps_snapshot
+    from upgrade_gate.snapshot.io import MAX_SNAPSHOT_BYTES, decode_snapshot
     from upgrade_gate.store.gitstore import BaselineStore
     from upgrade_gate.store.inputs import current_denylist, saved_references
 
     root = build_fleet(OUT, n)
     names = sorted(os.listdir(root / "candidates"))[:n]
     listing = root / f"parts-{n}.txt"
-    listing.write_text("".join(f"{root}/candidates/{x}\n" for x in names), encoding="utf-8")
+    folder = {"v1": "candidates", "v2": "candidates-v2"}[form]
+    listing.write_text("".join(f"{root}/{folder}/{x}\n" for x in names), encoding="utf-8")
     cost: dict[str, float] = defaultdict(float)
     clock = time.process_time
 
@@ -93,10 +116,6 @@ def parts(n: int, *, v2: bool) -> dict[str, float]:
     references = saved_references(st, pin)
     denylist = current_denylist(st)
     t = timed("pin, nodes, references, denylist", t)
-    rewritten = {}
-    if v2:  # the candidates as v2 documents, made before the clock runs
-        for p in paths:
-            rewritten[p] = dumps_snapshot(decode_snapshot(p.read_bytes(), source=str(p)), version="2").encode()
     encoder = msgspec.msgpack.Encoder()
     decoder = gs._decoder(True)
     from upgrade_gate.judge.judge import fleet_gc
@@ -108,7 +127,7 @@ def parts(n: int, *, v2: bool) -> dict[str, float]:
             pairs = []
             for p in paths[start : start + BATCH]:
                 t = clock()
-                data = rewritten[p] if v2 else docio.read_bytes(p, limit=MAX_SNAPSHOT_BYTES)
+                data = docio.read_bytes(p, limit=MAX_SNAPSHOT_BYTES)
                 t = timed("read candidate", t)
                 cand = decode_snapshot(data, source=str(p))
                 t = timed("decode candidate", t)
@@ -152,24 +171,21 @@ def parts(n: int, *, v2: bool) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1024)
-    ap.add_argument("--v2", action="store_true", help="candidates re-encoded as schema v2 first")
+    ap.add_argument("--form", choices=("v1", "v2"), default="v1", help="the candidate files: v1 or v2")
     ap.add_argument("--start-runs", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     gc.collect()
     result: dict[str, float] = {}
     if args.start_runs:
-        from bench.bench_gate import run_gate
-
         result["start (fresh import of the CLI)"] = start_cpu(args.start_runs)
-        one = [run_gate(build_fleet(OUT, args.nodes), 1) for _ in range(args.start_runs)]
-        result["a whole 1-node gate (start, setup, 1 node)"] = min(float(r["cpu_s"]) for r in one)  # type: ignore[arg-type]
-    result.update(parts(args.nodes, v2=args.v2))
+        result["a whole 1-node gate (start, setup, 1 node)"] = one_node_gate_cpu(args.start_runs)
+    result.update(parts(args.nodes, form=args.form))
     for part, cpu in result.items():
         print(f"{part:40s} {cpu:8.3f} s  {1e6 * cpu / args.nodes:8.1f} us/node")
     print("load average", os.getloadavg())
     if args.json:
-        args.json.write_text(json.dumps({"nodes": args.nodes, "v2": args.v2, "cpu_s": result}, indent=1))
+        args.json.write_text(json.dumps({"nodes": args.nodes, "form": args.form, "cpu_s": result}, indent=1))
 
 
 if __name__ == "__main__":
