@@ -81,7 +81,7 @@ def assess_many(
     buckets: dict[tuple[int, int], list[int]] = {}
     for j, cols in enumerate(columns):
         if cols.key:
-            widths = (max(map(len, cols.baseline)), max(map(len, cols.candidate)))
+            widths = _widths(cols)
             buckets.setdefault(widths, []).append(j)
     out: list[Assessment] = [_EMPTY] * len(nodes)
     for members in buckets.values():
@@ -92,11 +92,41 @@ def assess_many(
     return out
 
 
+def _widths(cols: Columns) -> tuple[int, int]:
+    """The widest baseline and candidate rows (an array's width: `judge.table` pads to exactly that)."""
+    b, c = cols.baseline, cols.candidate
+    return (
+        b.shape[1] if isinstance(b, np.ndarray) else max(map(len, b)),
+        c.shape[1] if isinstance(c, np.ndarray) else max(map(len, c)),
+    )
+
+
+def _stack(parts: list[Any]) -> np.ndarray:
+    """The rows of every node (one `Columns` side each) as one NaN-padded array. Arrays (`judge.table`, padded
+    to the bucket's width) are concatenated as they are; sequences only go through `padded`."""
+    if not any(isinstance(x, np.ndarray) for x in parts):
+        return padded([r for x in parts for r in x])
+    every = [x if isinstance(x, np.ndarray) else padded(x) for x in parts]  # one width: the bucket's
+    return np.concatenate(every) if len(every) > 1 else every[0]
+
+
+def _counts(parts: list[Any], raw: np.ndarray, idx: np.ndarray) -> list[int]:
+    """The sample counts of rows `idx` of the stacked `parts`: `len` of a sequence's row (a NaN sample
+    counts), the non-NaN count of an array's row (`judge.table`: NaN only pads)."""
+    if all(isinstance(x, np.ndarray) for x in parts):
+        out: list[int] = (raw.shape[1] - np.isnan(raw[idx]).sum(1)).tolist()
+        return out
+    every: list[int] = []
+    for x in parts:
+        every += (x.shape[1] - np.isnan(x).sum(1)).tolist() if isinstance(x, np.ndarray) else list(map(len, x))
+    return [every[i] for i in idx.tolist()]
+
+
 def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[int, int] | None]) -> list[Assessment]:
     out: list[Assessment] = [_EMPTY] * len(nodes)
     keys: list[str] = []
-    bases: list[Sequence[float]] = []
-    cands: list[Sequence[float]] = []
+    bases: list[Any] = []
+    cands: list[Any] = []
     better: list[bool] = []
     shift_col: list[float] = []
     tols: list[float | None] = []
@@ -109,8 +139,8 @@ def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[i
         owners.append(j)
         starts.append(len(keys))
         keys += k
-        bases += b
-        cands += c
+        bases.append(b)
+        cands.append(c)
         better += hb
         shift_col += sh
         tols += t
@@ -118,8 +148,8 @@ def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[i
     if not owners:
         return out
     total = len(keys)
-    raw_b = padded(bases)
-    raw_c = padded(cands)
+    raw_b = _stack(bases)
+    raw_c = _stack(cands)
     shifts = np.array(shift_col, dtype=float) if any(shift_col) else np.zeros(total)
     with np.errstate(invalid="ignore"):
         centre = row_median(raw_b) * (1.0 + shifts)
@@ -128,9 +158,12 @@ def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[i
     bounds = [*starts, total]
     skipped: list[list[Decision]] = [[] for _ in owners]
     if not live.all():
-        node_of_row = np.repeat(np.arange(len(owners)), np.diff(bounds))
-        for i in np.flatnonzero(~live).tolist():
-            skipped[int(node_of_row[i])].append(
+        idx = np.flatnonzero(~live)
+        count_b, count_c = _counts(bases, raw_b, idx), _counts(cands, raw_c, idx)
+        node_of_row = np.repeat(np.arange(len(owners)), np.diff(bounds))[idx].tolist()
+        steps = f"{2 * p.resolution:g}"
+        for n, (i, c) in enumerate(zip(idx.tolist(), centre[idx].tolist(), strict=True)):
+            skipped[node_of_row[n]].append(
                 Decision(
                     key=keys[i],
                     group=group_col[i] or group_of(keys[i]),
@@ -139,10 +172,10 @@ def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[i
                     low=0.0,
                     high=0.0,
                     threshold=0.0,
-                    n_baseline=len(bases[i]),
-                    n_candidate=len(cands[i]),
-                    why=f"baseline median {0.0 if np.isnan(centre[i]) else float(centre[i]):g} is under two "
-                    f"printed steps ({2 * p.resolution:g}): nothing is comparable there",
+                    n_baseline=count_b[n],
+                    n_candidate=count_c[n],
+                    why=f"baseline median {c if c == c else 0.0:g} is under two "  # NaN (no sample): 0
+                    f"printed steps ({steps}): nothing is comparable there",
                 )
             )
     # the live rows of every node, in node order
@@ -214,8 +247,12 @@ def _live(
     lc = logged(raw_c, floor)
     nb = lb.shape[1] - np.isnan(lb).sum(1)
     nc = lc.shape[1] - np.isnan(lc).sum(1)
-    drop = -sign * row_median((lc[:, :, None] - lb[:, None, :]).reshape(m, -1))  # log units, + = worse
-    quant = p.resolution / np.exp(row_median(lb))  # one printed step, relative
+    full = int(nb.min()) == lb.shape[1] and int(nc.min()) == lc.shape[1]  # no NaN on either side
+    # every candidate sample minus every baseline one, c_i - b_j at i * width + j: what broadcasting
+    # lc[:, :, None] - lb[:, None, :] lays out, built from two contiguous arrays (~2x faster)
+    pairs = np.repeat(lc, lb.shape[1], axis=1) - np.tile(lb, (1, lc.shape[1]))
+    drop = -sign * row_median(pairs, full=full)  # log units, + = worse
+    quant = p.resolution / np.exp(row_median(lb, full=full))  # one printed step, relative
     clean = quant < 0.01
     # groups, per node (a curve, or the rails, of >= 3 metrics is one group; smaller ones are singletons)
     names: list[str] = []
@@ -376,28 +413,33 @@ def _live(
     settled = (r + z_miss * se_r < log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
     few_block = curve & few & (drop > log_tol(max(p.tolerance, p.tolerance_few_samples)))
     remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
-    for i in np.flatnonzero(block | few_block | remeasure).tolist():
-        if few_block[i]:
+    hit = np.flatnonzero(block | few_block | remeasure)
+    # the few metrics decided here, as Python numbers (the same IEEE doubles; numpy scalars cost ~10x to read)
+    columns = (few_block, block, r, c_each, se_r, drop, c_first, se, loo, nb, nc, row_node)
+    for i, few_i, block_i, r_i, c_i, se_r_i, drop_i, first_i, se_i, loo_i, nb_i, nc_i, node_i in zip(
+        hit.tolist(), *(x[hit].tolist() for x in columns), strict=True
+    ):
+        if few_i:
             outcome, why = "block", f"fewer than {p.min_samples} samples per side: the drop alone decides"
-        elif block[i]:
+        elif block_i:
             outcome = "block"
             why = (
-                f"departs from the rest of its curve by {rel(float(r[i])):.1%} > "
-                f"{c_each[i]:.2f} standard errors ({rel(float(c_each[i] * se_r[i])):.1%})"
+                f"departs from the rest of its curve by {rel(r_i):.1%} > "
+                f"{c_i:.2f} standard errors ({rel(c_i * se_r_i):.1%})"
             )
         else:
-            outcome, why = "remeasure", f"inconclusive with {nc[i]} samples: re-measure (up to {p.max_samples})"
-        metric_out[int(row_node[i])].append(
+            outcome, why = "remeasure", f"inconclusive with {nc_i} samples: re-measure (up to {p.max_samples})"
+        metric_out[node_i].append(
             Decision(
                 key=keys[i],
                 group=names[i],
                 outcome=outcome,
-                drop=rel(float(drop[i])),
-                low=rel(float(drop[i] - c_first[i] * se[i])),
-                high=rel(float(drop[i] + c_first[i] * se[i])),
-                threshold=rel(float(loo[i] + c_each[i] * se_r[i])),
-                n_baseline=int(nb[i]),
-                n_candidate=int(nc[i]),
+                drop=rel(drop_i),
+                low=rel(drop_i - first_i * se_i),
+                high=rel(drop_i + first_i * se_i),
+                threshold=rel(loo_i + c_i * se_r_i),
+                n_baseline=nb_i,
+                n_candidate=nc_i,
                 why=why,
             )
         )

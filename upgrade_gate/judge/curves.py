@@ -41,12 +41,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from upgrade_gate.judge.curve_stats import group_of as group_of
 from upgrade_gate.validate.remeasure import FloorDecision as FloorDecision
 from upgrade_gate.validate.remeasure import floor_check as floor_check
 from upgrade_gate.validate.remeasure import pooled_sigma as pooled_sigma
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Outcome = Literal["pass", "block", "remeasure", "not_comparable"]
 
@@ -87,8 +90,8 @@ class Columns(NamedTuple):
     way with C-level maps instead of ~150 `Row`s. `assess_many` takes either form."""
 
     key: Sequence[str]
-    baseline: Sequence[Sequence[float]]
-    candidate: Sequence[Sequence[float]]
+    baseline: Sequence[Sequence[float]] | np.ndarray  # an array: `judge.table`'s rows (NaN only pads)
+    candidate: Sequence[Sequence[float]] | np.ndarray
     higher_is_better: Sequence[bool]
     shift: Sequence[float]
     tolerance: Sequence[float | None]

@@ -29,5 +29,16 @@ class IdCache(Generic[K, V]):
         self._entries[id(obj)] = (obj, value)
         return value
 
+    def peek(self, obj: K) -> V | None:
+        """The cached value for `obj`, None when there is none."""
+        hit = self._entries.get(id(obj))
+        return hit[1] if hit is not None and hit[0] is obj else None
+
+    def put(self, obj: K, value: V) -> None:
+        """Remember `value` for `obj` (computed alongside something else)."""
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries[id(obj)] = (obj, value)
+
     def clear(self) -> None:
         self._entries.clear()

@@ -240,8 +240,36 @@ def best_key(gpu: Gpu, ident: Ident, usable: dict[str, dict[int, Hashable]], pos
     return GpuKey(kind=MatchKind.INDEX, value=str(gpu.index))
 
 
+def _same_serials(b_ids: Sequence[Ident], c_ids: Sequence[Ident]) -> bool:
+    """True when the tiers below would pair position i with position i on its serial for every i (what
+    `match_gpus` then returns, in baseline order): every GPU on both sides has a serial, unique on its side
+    (so no GPU shares its ids: its key carries no partition), and both sides list the same serials and
+    partitions in the same order (the first tier, serial and partition, then pairs them all)."""
+    if len(b_ids) != len(c_ids) or not b_ids:
+        return False
+    serials = [i.serial for i in b_ids]
+    return (
+        None not in serials
+        and serials == [i.serial for i in c_ids]
+        and len(set(serials)) == len(serials)
+        and [i.partition for i in b_ids] == [i.partition for i in c_ids]
+    )
+
+
 def match_gpus(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPair, ...]:
     """Pair baseline and candidate GPUs (see the module docstring); unmatched ones stand alone."""
+    b_ids, c_ids = identities(baseline), identities(candidate)
+    if _same_serials(b_ids, c_ids):  # the usual node: the same GPUs, one serial each, in the same order
+        return tuple(
+            GpuPair(key=GpuKey(kind=MatchKind.SERIAL, value=ident.serial), baseline=b, candidate=c)  # type: ignore[arg-type]
+            for ident, b, c in zip(b_ids, baseline, candidate, strict=True)
+        )
+    return match_tiers(baseline, candidate)
+
+
+def match_tiers(baseline: Sequence[Gpu], candidate: Sequence[Gpu]) -> tuple[GpuPair, ...]:
+    """`match_gpus` tier by tier, without its shortcut for the usual node (the definition the tests hold
+    the shortcut to)."""
     b_ids, c_ids = identities(baseline), identities(candidate)
     b_keys, c_keys = _keys(baseline, b_ids), _keys(candidate, c_ids)
     left = set(range(len(baseline)))

@@ -49,6 +49,7 @@ from upgrade_gate.judge.rules.bandwidth import prime_regression
 from upgrade_gate.judge.rules.base import NodeContext
 from upgrade_gate.judge.rules.fields import unplanned_findings
 from upgrade_gate.judge.rules.measured import forget as forget_measurements
+from upgrade_gate.judge.rules.measured import prime_tables
 from upgrade_gate.model import (
     Change,
     ClassReference,
@@ -284,6 +285,7 @@ def judge_nodes(
     the wall clock (`evidence.taken_at`; None: a candidate's time is judged against its baseline only)."""
     try:
         contexts = [_context(cand, base, plan, policy, references, denylist, clock) for cand, base in nodes]
+        prime_tables([s for pair in nodes for s in pair if s is not None])  # every sample of the batch, at once
         with prime_regression(contexts):
             return [_judge_context(ctx, include_changes) for ctx in contexts]
     finally:  # the per-snapshot caches hold the batch's snapshots: release them with the batch

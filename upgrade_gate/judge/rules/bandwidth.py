@@ -41,6 +41,7 @@ from upgrade_gate.judge.rules.measured import (
     comparable_keys,
     comparable_set,
     regression_entry,
+    sample_table,
     settings_diff,
     usable_keys,
 )
@@ -186,12 +187,7 @@ def regression_columns(ctx: NodeContext, entry: RuleEntry) -> curves.Columns:
     """`regression_rows` as `curves.Columns`; the usual node's (every comparable key as measured) are built
     column by column with C-level maps, not row by row (the same values: tests/test_judge_vector.py)."""
     assert ctx.baseline is not None
-    usual = (
-        "**" in entry.strings("metrics")
-        and not entry.number_map("tolerance_overrides")
-        and not (ctx.plan is not None and ctx.plan.accept_metrics)
-    )
-    if not usual:
+    if not _usual(ctx, entry):
         return curves.Columns.of(regression_rows(ctx, entry))
     keys = comparable_keys(ctx.baseline, ctx.candidate, entry.strings("ignore_settings"))  # sorted
     if not keys:
@@ -204,6 +200,39 @@ def regression_columns(ctx: NodeContext, entry: RuleEntry) -> curves.Columns:
         list(map(_SAMPLES, b)),
         list(map(_SAMPLES, c)),
         list(map(_BETTER, b)),
+        (0.0,) * n,
+        (None,) * n,
+        (None,) * n,
+    )
+
+
+def _usual(ctx: NodeContext, entry: RuleEntry) -> bool:
+    """Every comparable key is judged as measured: no metric globs, no overrides, no planned shifts."""
+    return (
+        "**" in entry.strings("metrics")
+        and not entry.number_map("tolerance_overrides")
+        and not (ctx.plan is not None and ctx.plan.accept_metrics)
+    )
+
+
+def table_columns(ctx: NodeContext, entry: RuleEntry) -> curves.Columns:
+    """`regression_columns` with the samples as arrays taken from the two snapshots' sample tables
+    (`judge.table`, shared with the other rules) instead of sample tuples: what the batch statistics read.
+    The same values (tests/test_judge_table.py); a node that is not the usual one gets `regression_columns`."""
+    assert ctx.baseline is not None
+    if not _usual(ctx, entry):
+        return regression_columns(ctx, entry)
+    keys = comparable_keys(ctx.baseline, ctx.candidate, entry.strings("ignore_settings"))  # sorted
+    if not keys:
+        return curves.Columns.of([])
+    base, cand = sample_table(ctx.baseline), sample_table(ctx.candidate)
+    rows = base.layout.rows(keys)
+    n = len(keys)
+    return curves.Columns(
+        keys,
+        base.block(rows),
+        cand.block(cand.layout.rows(keys)),
+        list(map(base.flags.__getitem__, rows.tolist())),
         (0.0,) * n,
         (None,) * n,
         (None,) * n,
@@ -224,7 +253,7 @@ def prime_regression(contexts: Sequence[NodeContext]) -> Iterator[None]:
         entry = ctx.policy.rule_for(REGRESSION, ctx.node_class)
         if ctx.baseline is None or entry is None or not entry.enabled:
             continue
-        todo.setdefault(curve_params(entry), []).append((ctx, entry, regression_columns(ctx, entry)))
+        todo.setdefault(curve_params(entry), []).append((ctx, entry, table_columns(ctx, entry)))
     _PRIMED.clear()
     try:
         for params, items in todo.items():

@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+
 from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.plan import explain, metric_expectation
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
 from upgrade_gate.judge.rules.facts import vf_map
-from upgrade_gate.judge.rules.measured import bandwidth_key, merged_measurements
+from upgrade_gate.judge.rules.measured import bandwidth_key, merged_measurements, sample_table
 from upgrade_gate.model import ClassReference, Finding, Measurement, MetricSummary, Nic
 
 if TYPE_CHECKING:
@@ -198,13 +200,71 @@ def _prepared(ctx: NodeContext, entry: RuleEntry) -> tuple[_Item, ...]:
 _INF = float("inf")
 
 
+class _Bounds(NamedTuple):
+    """The prepared items' keys and worst-sample bounds as arrays (the table's fast path)."""
+
+    keys: tuple[str, ...]
+    low: np.ndarray
+    high: np.ndarray
+
+
+_BOUNDS: IdCache[tuple[_Item, ...], _Bounds] = IdCache(16)
+
+
+def _bounds(items: tuple[_Item, ...]) -> _Bounds:
+    return _Bounds(
+        tuple(i.summary.key for i in items),
+        np.array([i.low for i in items], dtype=float),
+        np.array([i.high for i in items], dtype=float),
+    )
+
+
+def _unsure(ctx: NodeContext, items: tuple[_Item, ...]) -> list[_Item]:
+    """The items the per-metric loop must look at: all but those the candidate's sample table shows absent
+    or with every sample finite and its worst one within the item's bound (what the loop would skip).
+    Decided for the whole batch at once where the candidate's table was summarised with its batch."""
+    if not items:
+        return []
+    bounds = _BOUNDS.get(items, _bounds)
+    samples = sample_table(ctx.candidate)
+    rows = samples.layout.rows(bounds.keys)
+    batch = samples.batch
+    if batch is not None:
+        hit = batch.memo.get(_RULE)
+        if not (isinstance(hit, tuple) and hit[0] is bounds):
+            hit = (bounds, _unsure_rows(batch.low, batch.high, batch.finite, batch.better, rows, bounds))
+            batch.memo[_RULE] = hit
+        todo = hit[1][samples.slot]
+    else:
+        low, high, finite = samples.summary()
+        if not len(finite):
+            return []  # no measurements: every item is absent
+        todo = _unsure_rows(low[None], high[None], finite[None], samples.better[None], rows, bounds)[0]
+    return [items[i] for i in np.flatnonzero(todo).tolist()]
+
+
+_RULE = "fleet.odd_one_out"
+
+
+def _unsure_rows(
+    low: np.ndarray, high: np.ndarray, finite: np.ndarray, better: np.ndarray, rows: np.ndarray, bounds: _Bounds
+) -> np.ndarray:
+    """Per table (a row of the summaries) and item: True where the per-metric loop must look."""
+    present = rows >= 0
+    at = np.where(present, rows, 0)
+    with np.errstate(invalid="ignore"):
+        within = np.where(better[:, at], low[:, at] >= bounds.low, high[:, at] <= bounds.high)
+    out: np.ndarray = present & ~(finite[:, at] & within)
+    return out
+
+
 def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     assert ctx.reference is not None
     cand, _ = merged_measurements(ctx.candidate)
     ignore = set(entry.strings("ignore_settings"))
     spread_k = entry.number("metric_spread_k")
     get = cand.get
-    for item in _prepared(ctx, entry):
+    for item in _unsure(ctx, _prepared(ctx, entry)):
         m = get(item.summary.key)
         if m is None or not m.samples:
             continue

@@ -8,10 +8,10 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
-from upgrade_gate.judge import curves
+from upgrade_gate.judge import curves, table
 from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.plan import glob_match
 from upgrade_gate.judge.rules.base import NodeContext
@@ -33,7 +33,8 @@ def bandwidth_key(key: str) -> bool:
 
 
 # Several rules read the merged measurements of the same snapshot; a judge run builds them once per
-# snapshot. An entry: ((merged, broken), usable keys, the bandwidth keys sorted, the thermal keys).
+# snapshot. An entry: ((merged, broken), usable keys, the bandwidth keys sorted, the thermal keys); the
+# snapshot's sample table (`judge.table`) is cached beside it.
 _Entry = tuple[tuple[dict[str, Measurement], dict[str, str]], frozenset[str], tuple[str, ...], tuple[str, ...]]
 _MERGED: IdCache[Snapshot, _Entry] = IdCache(256)  # a judge batch (judge.BATCH nodes): two snapshots a node
 
@@ -48,6 +49,33 @@ def forget() -> None:
     """Drop the cached merges (the judge calls it after each batch: the cache holds the snapshots)."""
     _MERGED.clear()
     _PAIRS.clear()
+    _TABLES.clear()
+
+
+def sample_table(snapshot: Snapshot) -> table.SampleTable:
+    """`merged_measurements(snapshot)`'s samples as arrays (`judge.table`), built once per snapshot and batch."""
+    return _TABLES.get(snapshot, _build_table)
+
+
+def prime_tables(snapshots: Sequence[Snapshot]) -> None:
+    """Merge the measurements of a batch's snapshots and build their sample tables together
+    (`judge.table.build_many`: one array and one summary for the batch, not one per snapshot)."""
+    todo = [s for s in snapshots if _MERGED.peek(s) is None]
+    merged = [_merge(s) for s in todo]
+    keys = [tuple(m[0]) for m in merged]
+    tables = table.build_many([(k, tuple(m[0].values())) for k, m in zip(keys, merged, strict=True)])
+    for snapshot, m, k, samples in zip(todo, merged, keys, tables, strict=True):
+        _TABLES.put(snapshot, samples)
+        _MERGED.put(snapshot, _entry(m, k, samples))
+
+
+def _build_table(snapshot: Snapshot) -> table.SampleTable:
+    merged = merged_measurements(snapshot)[0]  # builds the table with the entry
+    hit = _TABLES.peek(snapshot)
+    return hit if hit is not None else table.build(tuple(merged), tuple(merged.values()))
+
+
+_TABLES: IdCache[Snapshot, table.SampleTable] = IdCache(256)  # as _MERGED: two snapshots a node of a batch
 
 
 def comparable_keys(baseline: Snapshot, candidate: Snapshot, ignore: tuple[str, ...]) -> tuple[str, ...]:
@@ -69,18 +97,40 @@ def _pair(baseline: Snapshot, candidate: Snapshot, ignore: tuple[str, ...]) -> t
     cand, cand_broken = merged_measurements(candidate)
     usable = usable_keys(baseline) & usable_keys(candidate)
     broken = base_broken.keys() | cand_broken.keys()
-    keys = []
-    for key in bandwidth_keys(baseline):
-        if key not in usable or (broken and key in broken):
-            continue
-        b, c = base[key], cand[key]
-        if b.unit == c.unit and (b.settings == c.settings or not settings_diff(b.settings, c.settings, ignore)):
-            keys.append(key)
-    found = (tuple(keys), frozenset(keys))
+    every = bandwidth_keys(baseline)
+    found = _alike(every, base, cand, usable) if not broken else None
+    if found is None:
+        keys = []
+        for key in every:
+            if key not in usable or (broken and key in broken):
+                continue
+            b, c = base[key], cand[key]
+            if b.unit == c.unit and (b.settings == c.settings or not settings_diff(b.settings, c.settings, ignore)):
+                keys.append(key)
+        found = (tuple(keys), frozenset(keys))
     if len(_PAIRS) >= _PAIRS_KEPT:
         _PAIRS.clear()
     _PAIRS[id(candidate)] = (candidate, baseline, ignore, *found)
     return found
+
+
+def _alike(
+    every: tuple[str, ...], base: dict[str, Measurement], cand: dict[str, Measurement], usable: frozenset[str]
+) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """`_pair`'s answer for the usual pair, decided with C-level list comparisons: every bandwidth key of the
+    baseline measured now in the same unit with the same settings (then only `usable` decides). None: some
+    key differs, and the per-key loop must say which."""
+    if not cand.keys() >= set(every):
+        return None
+    b = list(map(base.__getitem__, every))
+    c = list(map(cand.__getitem__, every))
+    if list(map(_UNIT, b)) != list(map(_UNIT, c)) or list(map(_SETTINGS, b)) != list(map(_SETTINGS, c)):
+        return None
+    keys = every if usable.issuperset(every) else tuple(k for k in every if k in usable)
+    return keys, frozenset(keys)
+
+
+_UNIT, _SETTINGS = operator.attrgetter("unit"), operator.attrgetter("settings")
 
 
 def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
@@ -109,18 +159,37 @@ def _merged_entry(snapshot: Snapshot) -> _Entry:
 
 def _build_entry(snapshot: Snapshot) -> _Entry:
     merged = _merge(snapshot)
+    keys = tuple(merged[0])
+    samples = table.build(keys, tuple(merged[0].values()))
+    _TABLES.put(snapshot, samples)
+    return _entry(merged, keys, samples)
+
+
+def _entry(
+    merged: tuple[dict[str, Measurement], dict[str, str]], keys: tuple[str, ...], samples: table.SampleTable
+) -> _Entry:
     values = merged[0]
-    samples = list(map(_SAMPLES, values.values()))
-    finite = math.isfinite
-    # `usable` for every key at once (C-level loops): when every measurement has samples and their grand
-    # sum is finite, each one's sum is (an inf or a NaN anywhere makes the grand sum non-finite); else
-    # (an overflow of the grand sum alone included) key by key, as `usable` does.
-    if all(samples) and finite(sum(map(sum, samples))):
+    # `usable` for every key at once: a row the table vouches for (some samples, all finite and far from
+    # overflowing a sum) is usable; any other row is asked `usable`'s own question (the sum of its samples).
+    every = samples.all_summable
+    vouched = samples.summable()
+    if every if every is not None else vouched.all():
         ok = frozenset(values)
     else:
-        ok = frozenset([k for k, s in zip(values, samples, strict=True) if s and finite(sum(s))])
-    bandwidth, thermal = _split_keys(tuple(values))
-    return (merged, ok, bandwidth, thermal)
+        finite = math.isfinite
+        ok = frozenset(
+            [
+                k
+                for k, m, good in zip(keys, values.values(), vouched.tolist(), strict=True)
+                if good or (m.samples and finite(sum(m.samples)))
+            ]
+        )
+    memo = samples.layout.memo  # the key split is a function of the layout: no hashing of the keys again
+    split = cast("tuple[tuple[str, ...], tuple[str, ...]] | None", memo.get("split"))
+    if split is None:
+        split = _split_keys(keys)
+        memo["split"] = split
+    return (merged, ok, *split)
 
 
 _SAMPLES, _KEY = operator.attrgetter("samples"), operator.attrgetter("key")
