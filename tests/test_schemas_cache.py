@@ -123,3 +123,23 @@ def test_schemas_cache_entry_sealed_by_this_users_key_is_run_from_a_shared_folde
     _no_compile(monkeypatch)
     schemas._fast_validator.cache_clear()
     assert _answers() == expected
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_compiling_a_validator_leaves_the_loaded_schema_as_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
+) -> None:
+    # fastjsonschema rewrites "$ref"s in place; on a cold cache that once changed load_schema's shared answer
+    # (CI: the shipped snapshot-v2 schema no longer equalled its own generated text).
+    import json
+
+    from upgrade_gate import shipped
+
+    if cached:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    else:
+        monkeypatch.setenv(schemas.NO_CACHE_ENV, "1")
+    for name in ("snapshot-v2", "snapshot"):
+        schemas._fast_validator(name)
+        text = (shipped.folder("schemas") / f"{name}.schema.json").read_text(encoding="utf-8")
+        assert schemas.load_schema(name) == json.loads(text)

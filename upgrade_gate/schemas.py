@@ -28,6 +28,7 @@ safety no longer rests on it; a refused key (`cachekey.refusal`) compiles every 
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import itertools
@@ -70,7 +71,9 @@ NO_CACHE_ENV = "UPGRADE_GATE_NO_CACHE"
 def _fast_validator(name: str) -> Any:
     import fastjsonschema
 
-    schema = load_schema(name)
+    # fastjsonschema rewrites every "$ref" of the schema it is given into an absolute URL, in place: it
+    # gets its own copy, or load_schema's (cached, shared) answer changes under every later reader.
+    schema = copy.deepcopy(load_schema(name))
     folder = _cache_folder()
     key = cachekey.user_key() if folder is not None else None
     if folder is None or key is None:
