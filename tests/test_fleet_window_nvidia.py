@@ -63,8 +63,8 @@ def _setup(cluster: ClusterDouble, root: Path) -> tuple[Path, list[str]]:
 
 
 def _plan_and_start(cluster: ClusterDouble, root: Path, kubeconfig: Path, st: list[str]) -> str:
-    assert run(["window", "plan", "--plan", str(root / "plan.yaml"), "--selector", "nvidia.com/gpu.present=true",
-                *st, "--kubeconfig", str(kubeconfig)]) == 0  # fmt: skip
+    # no --selector: the default finds every vendor's GPU nodes (here GFD's nvidia.com/gpu.present=true)
+    assert run(["window", "plan", "--plan", str(root / "plan.yaml"), *st, "--kubeconfig", str(kubeconfig)]) == 0
     assert run(["window", "start", "--id", WINDOW, *st, "--kubeconfig", str(kubeconfig)]) == 0
     (canary,) = [n for n in NODES if cluster.node(n)["metadata"]["labels"].get("upgrade-gate/canary")]
     fake = _fake(root, canary, new=True)  # the operator applies the driver change

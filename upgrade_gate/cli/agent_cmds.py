@@ -19,6 +19,7 @@ import typer
 
 from upgrade_gate.cli.fleet_common import CLASS_LABEL, CONTEXT, KUBECONFIG, SELECTOR, STORE, clock_now, open_store
 from upgrade_gate.errors import ExitCode, UsageError
+from upgrade_gate.fleet.node_vendor import gpu_nodes
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.agent_kube import AgentClient
@@ -100,14 +101,14 @@ def fleet_agent_cmd(
 
 
 def fleet_publish_cmd(
-    store: Path = STORE, selector: str = SELECTOR, baselines_namespace: str = BASELINES_NS,
+    store: Path = STORE, selector: str | None = SELECTOR, baselines_namespace: str = BASELINES_NS,
     kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT,
 ) -> ExitCode:  # fmt: skip
     """Publish each node's baseline (store HEAD) for the node agents: a ConfigMap + a digest on the Node."""
     from upgrade_gate.fleet.agent_baseline import publish_baselines
 
     with agent_client(kubeconfig, context) as client, open_store(store) as st:
-        nodes = client.list_nodes(selector or None)
+        nodes = gpu_nodes(client, selector)
         results = publish_baselines(client, st, [n.name for n in nodes], namespace=baselines_namespace,
                                     annotations={n.name: n.annotations for n in nodes})  # fmt: skip
     for r in results:

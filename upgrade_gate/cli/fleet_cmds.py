@@ -55,6 +55,7 @@ from upgrade_gate.cli.fleet_common import (
     open_store,
 )
 from upgrade_gate.errors import ExitCode, UsageError
+from upgrade_gate.fleet.node_vendor import describe_selector, gpu_nodes
 from upgrade_gate.validate.cvf import PHASE_LABELS
 
 if TYPE_CHECKING:
@@ -106,20 +107,20 @@ def fleet_table(nodes: list[KubeNode], class_label: str) -> str:
 
 
 def fleet_status_cmd(
-    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, selector: str = SELECTOR,
+    kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, selector: str | None = SELECTOR,
     class_label: str = CLASS_LABEL,
 ) -> ExitCode:  # fmt: skip
     """Show every GPU node with its CVF phase labels and upgrade-gate window labels."""
     with client_for(kubeconfig, context) as client:
-        nodes = list(client.list_nodes(selector or None))
-    echo(fleet_table(nodes, class_label) if nodes else f"no nodes match {selector!r}")
+        nodes = list(gpu_nodes(client, selector))
+    echo(fleet_table(nodes, class_label) if nodes else f"no nodes match {describe_selector(selector)}")
     return ExitCode.PASS
 
 
 def fleet_snapshot_cmd(
     store: Path = STORE, tag: str | None = typer.Option(None, "--tag", help="Tag the saved baselines."),
     kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str = NAMESPACE,
-    selector: str = SELECTOR, class_label: str = CLASS_LABEL, image: str = IMAGE, rccl_image: str = RCCL_IMAGE,
+    selector: str | None = SELECTOR, class_label: str = CLASS_LABEL, image: str = IMAGE, rccl_image: str = RCCL_IMAGE,
     job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND, concurrency: int = CONCURRENCY,
     poll: float = POLL, timeout: float = TIMEOUT, keep_jobs: int = KEEP_JOBS,
 ) -> ExitCode:  # fmt: skip
@@ -140,9 +141,9 @@ def fleet_snapshot_cmd(
         keep_jobs=keep_jobs,
     )
     with client_for(kubeconfig, context) as client, open_store(store, create=True) as st:
-        nodes = list(client.list_nodes(selector or None))
+        nodes = list(gpu_nodes(client, selector))
         if not nodes:
-            raise UsageError(f"--selector {selector!r}: no node matches")
+            raise UsageError(f"--selector {describe_selector(selector)}: no node matches")
         progress = JobProgress(len(nodes))
         try:
             bundles = capture_nodes(client, nodes, settings, run_id=new_run_id(), on_result=progress.on_capture)
@@ -166,7 +167,8 @@ def window_plan_cmd(
     plan: Path = typer.Option(..., "--plan", help="Change plan (YAML/JSON) with its `canaries` settings."),
     store: Path = STORE, window_id: str | None = typer.Option(None, "--id", help="Window id (default: the plan id)."),
     kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str = NAMESPACE,
-    selector: str = SELECTOR, class_label: str = CLASS_LABEL, by: str | None = BY, tolerate: list[str] = TOLERATE,
+    selector: str | None = SELECTOR, class_label: str = CLASS_LABEL, by: str | None = BY,
+    tolerate: list[str] = TOLERATE,
 ) -> ExitCode:  # fmt: skip
     """Choose the canaries per node class (<= 10% by default, idle first) and record the window."""
     from upgrade_gate.fleet.window import plan_window
@@ -174,7 +176,7 @@ def window_plan_cmd(
     tolerations = job_tolerations(tolerate)
     with client_for(kubeconfig, context) as client, open_store(store, create=True) as st:
         record, selection = plan_window(client, st, plan, window_id=window_id, actor=actor_for(by), namespace=namespace,
-                                        class_label=class_label, selector=selector or None,
+                                        class_label=class_label, selector=selector,
                                         tolerations=tolerations)  # fmt: skip
     echo(f"window {record.id} (change {record.doc['change_id']}): planned")
     for share in selection.classes:

@@ -18,7 +18,6 @@ import typer
 
 from upgrade_gate.errors import StoreError, UsageError
 from upgrade_gate.store.layout import DEFAULT_STORE, STORE_ENV, STORE_HELP
-from upgrade_gate.validate.cvf import NFD_AMD_GPU
 
 if TYPE_CHECKING:
     from upgrade_gate.fleet.executor import ExecutorSettings
@@ -35,7 +34,10 @@ STORE = typer.Option(DEFAULT_STORE, "--store", envvar=STORE_ENV, help=STORE_HELP
 WINDOW_ID = typer.Option(..., "--id", help="Change window id (see `window status`).")
 BY = typer.Option(None, "--by", help="Who acts (recorded in the window); default: $USER.")
 CLASS_LABEL = typer.Option("upgrade-gate/node-class", "--class-label", help="Node label that names the node class.")
-SELECTOR = typer.Option(f"{NFD_AMD_GPU}=true", "--selector", "-l", help="Label selector of the GPU nodes.")
+SELECTOR = typer.Option(
+    None, "--selector", "-l", show_default=False, help="Label selector of the GPU nodes; default: every vendor's "
+    "GPU discovery label (feature.node.kubernetes.io/amd-gpu=true, nvidia.com/gpu.present=true); '' is every node.",
+)  # fmt: skip
 IMAGE = typer.Option("upgrade-gate:0.1.0", "--image", help="Image of the capture and phase Jobs.")
 RCCL_IMAGE = typer.Option("rocm/rccl-tests:latest", "--rccl-image", help="Image of phase 5's MPIJob.")
 WORKLOAD_IMAGE = typer.Option(

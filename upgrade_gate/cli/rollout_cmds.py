@@ -135,7 +135,7 @@ def fleet_watch_cmd(
     ),
     conditions: bool = typer.Option(True, "--conditions/--no-conditions", help="Set UpgradeGateDrift on nodes."),
     kubeconfig: Path | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str = NAMESPACE,
-    selector: str = SELECTOR, class_label: str = CLASS_LABEL, image: str = IMAGE, rccl_image: str = RCCL_IMAGE,
+    selector: str | None = SELECTOR, class_label: str = CLASS_LABEL, image: str = IMAGE, rccl_image: str = RCCL_IMAGE,
     job_python: str = JOB_PYTHON, job_command: str = JOB_COMMAND, concurrency: int = CONCURRENCY,
     poll: float = POLL, timeout: float = TIMEOUT,
 ) -> ExitCode:  # fmt: skip
@@ -155,7 +155,7 @@ def fleet_watch_cmd(
     with client_for(kubeconfig, context) as client, open_store(store) as st:
         cvf = load_cluster_config(client, namespace)
         result = watch_round(client, st, settings=settings, policy=load_policy(policy, cvf, cvf_source=cvf.source),
-                             now=now, run_id=new_run_id(), selector=selector or None, class_label=class_label,
+                             now=now, run_id=new_run_id(), selector=selector, class_label=class_label,
                              set_conditions=conditions)  # fmt: skip
     for line in summary_lines(result):
         echo(line)

@@ -8,13 +8,21 @@ Design decisions:
 - Doubt is a reason, not a guess (fail closed): a node advertising two vendors' GPUs, or one whose
   `--vendor` or baseline names a vendor other than the one whose GPUs it advertises, is neither
   captured nor run; the caller records the reason as the node's error (`window validate` blocks).
+- Which nodes are GPU nodes at all (`gpu_nodes`): by default every vendor's discovery label, so the
+  fleet commands' default finds a mixed fleet's AMD and NVIDIA nodes alike (before, the default
+  selector was AMD's label alone, and NVIDIA nodes needed `--selector`).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from upgrade_gate.fleet.objects import KubeNode
 from upgrade_gate.model import Snapshot
 from upgrade_gate.vendors import DEFAULT, VENDORS, Vendor, vendor_of
+
+if TYPE_CHECKING:
+    from upgrade_gate.fleet.kube import KubeClient
 
 
 def node_vendor(node: KubeNode, *, baseline: Snapshot | None = None, explicit: Vendor | None = None) -> Vendor | str:
@@ -39,3 +47,30 @@ def node_vendor(node: KubeNode, *, baseline: Snapshot | None = None, explicit: V
             f"{advertised[0].kube.gpu_resource} ({advertised[0].title})"
         )
     return chosen
+
+
+def gpu_nodes(client: KubeClient, selector: str | None) -> tuple[KubeNode, ...]:
+    """The nodes a fleet command works on, sorted by name: those matching the label `selector` ("" is
+    every node); None (the commands' default) is every vendor's GPU nodes, each found by its vendor's
+    discovery label (`Vendor.kube.node_label`), so a mixed fleet needs no `--selector`. One label
+    selector cannot say "amd-gpu=true or gpu.present=true", hence one list per vendor, merged by name."""
+    if selector is not None:
+        return client.list_nodes(selector or None)
+    found: dict[str, KubeNode] = {}
+    for vendor in VENDORS:
+        for node in client.list_nodes(vendor_selector(vendor)):
+            found.setdefault(node.name, node)
+    return tuple(found[name] for name in sorted(found))
+
+
+def vendor_selector(vendor: Vendor) -> str:
+    """The label selector of `vendor`'s GPU nodes (`feature.node.kubernetes.io/amd-gpu=true`, ...)."""
+    key, value = vendor.kube.node_label
+    return f"{key}={value}"
+
+
+def describe_selector(selector: str | None) -> str:
+    """`selector` as a reason reads it: quoted, "every node" for "", every vendor's label for None."""
+    if selector is None:
+        return " or ".join(vendor_selector(v) for v in VENDORS)
+    return repr(selector) if selector else "every node"

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from upgrade_gate.fleet.labels import CANARY, NODE_CLASS
+from upgrade_gate.fleet.node_vendor import gpu_nodes
 from upgrade_gate.model import (
     Finding,
     GateReport,
@@ -79,7 +80,7 @@ def watch_round(
     from upgrade_gate.judge.rules.evidence import read_clock
     from upgrade_gate.snapshot.build import build_snapshot
 
-    nodes = list(client.list_nodes(selector))
+    nodes = list(gpu_nodes(client, selector))
     skipped = tuple((n.name, f"in change window ({n.labels[CANARY]})") for n in nodes if CANARY in n.labels)
     watched = [n for n in nodes if CANARY not in n.labels]
     stored = set(store.nodes())

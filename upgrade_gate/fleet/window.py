@@ -42,12 +42,12 @@ from upgrade_gate.fleet.labels import (
     CANARY,
     CHANGE_ID,
     CORDONED_BY,
-    NFD_AMD_GPU,
     NODE_CLASS,
     PREFIX,
     WINDOW_STATE,
 )
 from upgrade_gate.fleet.manifests import JobSettings, Toleration
+from upgrade_gate.fleet.node_vendor import describe_selector, gpu_nodes
 from upgrade_gate.fleet.objects import KubeNode, Taint
 from upgrade_gate.fleet.peer import release_leftover
 from upgrade_gate.fleet.rollout import (
@@ -142,7 +142,7 @@ def plan_window(
     actor: Actor,
     namespace: str,
     class_label: str = NODE_CLASS,
-    selector: str | None = NFD_AMD_GPU + "=true",
+    selector: str | None = None,
     tolerations: Sequence[Toleration] = JobSettings().tolerations,
 ) -> tuple[WindowRecord, CanarySelection]:
     """Choose the canaries per class and record the window as `planned`."""
@@ -151,7 +151,7 @@ def plan_window(
     existing = find_window(store, wid)
     if existing is not None:
         existing.check("plan")
-    nodes = client.list_nodes(selector)
+    nodes = gpu_nodes(client, selector)
     busy: dict[str, tuple[str, ...]] = {}
     if plan.canaries.prefer_idle:
         for node in nodes:
@@ -164,7 +164,8 @@ def plan_window(
     if not selection.canaries:
         why = "".join(f"\n  {node}: {reason}" for node, reason in selection.excluded)
         raise InputError(
-            f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching {selector!r} "
+            f"plan {plan_path}: no canary could be chosen among {len(nodes)} node(s) matching "
+            f"{describe_selector(selector)} "
             f"(node class label {class_label})" + (f"; passed over:{why}" if why else "")
         )
     peer: dict[str, Any] | None = None
