@@ -11,10 +11,14 @@ nvidia-smi prints real formats, `collect.capture` with the NVIDIA catalogue, `sn
 git baseline store, `judge` with the plan and policy read back through their loaders, the reports.
 
 Design decisions:
-- Phases 0 (eligibility) and 1 (GPU hardware acceptance as `dcgmi diag -r 2`, `validate.phases.dcgm`) run
-  on every node through the real pipeline; phase 2's nccl-tests equivalent is not built yet (docs/vendors.md),
-  so the demo policy requires phase 1 only, turns the bandwidth rules off (no measurements) and names
-  NVIDIA's required probes (`vendors.NVIDIA.anchor_probes`), as `examples/policies/nvidia-bundles.yaml` does.
+- Phases 0 (eligibility), 1 (GPU hardware acceptance as `dcgmi diag -r 2`, `validate.phases.dcgm`) and 2
+  (the intra-node mesh as nccl-tests `all_reduce_perf` sampled by nvidia-smi, `validate.phases.nvidia_mesh`)
+  run on every node through the real pipeline (`validate.phases.select_phases` with `vendors.NVIDIA`, as
+  `validate --vendor nvidia` picks them), so each baseline carries its bus-bandwidth curve. The demo policy
+  requires phases 1-2, judges the bandwidth rules (the shipped default's) and names NVIDIA's required
+  probes (`vendors.NVIDIA.anchor_probes`). Phases 3-5 are not run: 3 is the NICs' and runs the same
+  commands on both vendors (the AMD demo covers it), 4-5 need nodes that reach each other (the policy marks
+  them not applicable to the class, as the AMD demo's does).
 - One canary (the default 10% share), so the story is the incident alone and fits the 60-line budget.
 """
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,9 +60,11 @@ from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.inputs import load_judge_inputs
 from upgrade_gate.validate.config import default_config
+from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX
 from upgrade_gate.validate.launcher import LocalLauncher
-from upgrade_gate.validate.phases.dcgm import ARGV, DcgmAcceptancePhase
-from upgrade_gate.validate.phases.eligibility import EligibilityPhase
+from upgrade_gate.validate.phases import select_phases
+from upgrade_gate.validate.phases.dcgm import ARGV as DCGM_ARGV
+from upgrade_gate.validate.phases.mesh import TOOL as MESH_TOOL
 from upgrade_gate.validate.pipeline import run_pipeline
 from upgrade_gate.vendors import NVIDIA
 
@@ -68,6 +74,8 @@ OLD_TAG = f"nvidia-{OLD.version}"
 NEW_TAG = f"nvidia-{NEW.version}"
 PLAN_FILE = "plan.yaml"
 POLICY_FILE = "policy.yaml"
+PHASES = frozenset({0, 1, 2})
+"""The phases every demo node runs (`select_phases` with NVIDIA: eligibility, dcgmi diag, nccl-tests)."""
 
 PLAN_TEXT = f"""\
 # Change plan written by `upgrade-gate demo --vendor nvidia` (schema: schemas/change-plan.schema.json).
@@ -83,17 +91,22 @@ change:
 """
 
 POLICY_TEXT = f"""\
-# Policy written by `upgrade-gate demo --vendor nvidia`: examples/policies/nvidia-bundles.yaml's rules.
+# Policy written by `upgrade-gate demo --vendor nvidia` (schema: schemas/policy.schema.json), laid over the
+# shipped default policy (every rule on, the bandwidth rules included).
 name: demo-nvidia
-description: Phase 1 as dcgmi diag (phases 2-5 have no NVIDIA equivalent yet); NVIDIA's required probes.
+description: >-
+  Phases 1-2 as dcgmi diag and nccl-tests all_reduce_perf are required; CVF phases 4-5 do not apply to the
+  demo's stand-alone fake nodes; NVIDIA's required probes.
+phases:
+  not_applicable:
+    # Phases 4 (per-rail RDMA between node pairs) and 5 (multi-node nccl-tests) need nodes that reach each
+    # other; the demo's fake nodes each run alone. On a real cluster leave them required.
+    {NODE_CLASS}: [4, 5]
 rules:
   - id: evidence.missing
     params:
-      required_phases: [1]
+      required_phases: [1, 2]
       required_probes: [{", ".join(NVIDIA.anchor_probes)}]
-  - {{id: bandwidth.not_comparable, enabled: false}}
-  - {{id: bandwidth.threshold, enabled: false}}
-  - {{id: fleet.odd_one_out, params: {{check_metrics: false}}}}
 """
 
 
@@ -103,9 +116,19 @@ def node_spec(name: NodeName, driver: Driver) -> NvidiaNodeSpec:
 
 
 def run_nvidia_demo(
-    workdir: Path, *, healthy: bool, say: Say, output_check: OutputCheck, color: bool = False, keep_nodes: bool = False
+    workdir: Path,
+    *,
+    healthy: bool,
+    say: Say,
+    output_check: OutputCheck,
+    color: bool = False,
+    keep_nodes: bool = False,
+    canary_fault: Callable[[NvidiaNodeSpec], NvidiaNodeSpec] | None = None,
 ) -> DemoOutcome:
-    """Play the NVIDIA story in `workdir` (empty or absent) and return the outcome."""
+    """Play the NVIDIA story in `workdir` (empty or absent) and return the outcome.
+
+    `canary_fault`: a further change to the first canary's spec after the change lands (tests inject a
+    fault the gate must catch, e.g. a mesh bandwidth drop through `fakenode.faults`); the CLI passes none."""
     started = time.monotonic()
     workdir = prepare_workdir(workdir)
     variant = "healthy variant: the change is clean" if healthy else "the change breaks a canary"
@@ -125,9 +148,10 @@ def run_nvidia_demo(
         raise EnvironmentFailure(f"demo fleet is not healthy before the change: {', '.join(broken)}")
     say("")
     say("[2/6] Before the change: capture every NVIDIA probe (nvidia-smi -q -x, topo -m, nvlink -s, ...),")
-    say(f"      build a snapshot and run phases 0-1 (phase 1: {' '.join(ARGV)}) on every node.")
+    say(f"      build a snapshot and run phases 0-2 on every node: 1 is {' '.join(DCGM_ARGV)}, 2 nccl-tests")
+    say(f"      {MESH_TOOL} (the NVLink mesh's bus bandwidth curve, so the baseline has numbers to compare).")
     shape = f"{len(first.gpus)} GPUs, {len(first.gpu_links)} NVLink pairs"
-    say(f"      Each node: {probes}, {shape}, phases {_phases(first)}.")
+    say(f"      Each node: {probes}, {shape}, phases {_phases(first)}; mesh avg busbw {_busbw(before.values())}.")
     store = workdir / "store"
     sha = _save(store, [before[n] for n in names], tag=OLD_TAG, message=f"baselines before driver {NEW.version}")
     say(f"      Saved {len(names)} baselines to the git store {store} as {sha[:12]}, tagged {OLD_TAG}.")
@@ -147,11 +171,16 @@ def run_nvidia_demo(
         say("      Healthy variant: nothing else changes on it.")
     else:
         changed = {n: reverse_order(s) if n == canaries[0] else s for n, s in changed.items()}
-        say(f"      On {canaries[0]} the new driver enumerates the GPUs in reverse order; every probe and")
-        say("      dcgmi diag stay green (the incident this tool exists for).")
+        say(f"      On {canaries[0]} the new driver enumerates the GPUs in reverse order; every probe, dcgmi diag")
+        say("      and nccl-tests stay green (the incident this tool exists for).")
+    if canary_fault is not None:
+        changed = {n: canary_fault(s) if n == canaries[0] else s for n, s in changed.items()}
+        say(f"      On {canaries[0]} a further fault is injected into the fake node's tools.")
     after = _gather(changed, workdir, "after", output_check)
     for name in canaries:
-        say(f"      {name}: driver {after[name].software.driver_version}, phases {_phases(after[name])}.")
+        snap = after[name]
+        mesh = f"mesh avg busbw {_busbw([snap])}"
+        say(f"      {name}: driver {snap.software.driver_version}, phases {_phases(snap)}; {mesh}.")
     say("")
     say(f"[5/6] The gate: the canary against its {OLD_TAG} baseline and the class reference, under")
     say(f"      {plan_path.name} and {policy_path.name}:")
@@ -224,7 +253,7 @@ def _gather(
         snapshot = build_snapshot(bundle, node_class=NODE_CLASS)
         results = run_pipeline(
             [name],
-            phases=(EligibilityPhase(), DcgmAcceptancePhase()),
+            phases=select_phases(PHASES, NVIDIA),
             config=default_config(),
             launcher=LocalLauncher({name: node.env(os.environ)}),
             snapshots={name: snapshot},
@@ -245,8 +274,26 @@ def _clean(snapshot: Snapshot) -> bool:
 
 
 def _phases(snapshot: Snapshot) -> str:
-    """`0-1 passed`, or each phase with its status."""
+    """`0-2 passed`, or each phase with its status."""
     return phase_summary(snapshot.phases)
+
+
+def _busbw(snapshots: Iterable[Snapshot]) -> str:
+    """Phase 2's average bus bandwidth (CVF's `...-measured-bw` annotation) over `snapshots`: `X GB/s` or
+    `X-Y GB/s`; `none` where a node has none (phase 2 did not measure: the policy then blocks on it)."""
+    values = []
+    for snap in snapshots:
+        found = [
+            v for p in snap.phases if p.phase == 2 for k, v in p.annotations.items() if k.endswith(MEASURED_BW_SUFFIX)
+        ]
+        try:
+            values.append(float(found[0]))
+        except (IndexError, ValueError):
+            return "none"
+    if not values:
+        return "none"
+    low, high = min(values), max(values)
+    return f"{low:.1f} GB/s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f} GB/s"
 
 
 def _open_store(path: Path):  # type: ignore[no-untyped-def]  # gitstore is imported only here (lazily)
