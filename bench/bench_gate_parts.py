@@ -46,7 +46,7 @@ def start_cpu(runs: int) -> float:
     best = float("inf")
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([PYTHON, "-c", "import upgrade_gate.cli.main"], cwd=REPO, check=True)
+        subprocess.run([PYTHON, "-P", "-c", "import upgrade_gate.cli.main"], cwd=REPO, check=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         best = min(best, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return best
@@ -59,7 +59,7 @@ def one_node_gate_cpu(runs: int) -> float:
 
     root = build_fleet(OUT, 1)
     first = sorted(os.listdir(root / "candidates"))[0]
-    argv = [PYTHON, "-m", "upgrade_gate", "gate", "--store", str(root / "store"), "--candidate"]
+    argv = [PYTHON, "-P", "-m", "upgrade_gate", "gate", "--store", str(root / "store"), "--candidate"]
     argv += [str(root / "candidates" / first), "--plan", str(root / "plan.json"), "--now", NOW]
     argv += ["--report", f"json:{OUT / 'parts-1.json'}"]
     best = float("inf")

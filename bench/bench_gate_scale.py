@@ -115,7 +115,9 @@ def v2_candidates(root: Path, tree: Path) -> None:
     if done.exists():
         return
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{REPO}"}
-    subprocess.run([PYTHON, "-m", "bench.bench_gate_scale", "--write-v2", str(root)], cwd=REPO, env=env, check=True)
+    subprocess.run(
+        [PYTHON, "-P", "-m", "bench.bench_gate_scale", "--write-v2", str(root)], cwd=REPO, env=env, check=True
+    )
 
 
 def write_v2(root: Path) -> None:
@@ -134,7 +136,10 @@ def gate(tree: Path, root: Path, n: int, form: str = "v1") -> dict[str, float | 
     """One `upgrade-gate gate` of the package under `tree` over the first n candidates (of `form`)."""
     out = root / f"scale-report-{n}-{tree.name}-{form}.json"
     out.unlink(missing_ok=True)  # a report left by an earlier run must never stand in for this one
-    argv = [PYTHON, "-m", "upgrade_gate", "gate", "--store", str(root / "store")]
+    # -P: `python -m` otherwise puts the working folder (the repository) first on sys.path, and every tree
+    # measured would be the working tree, whatever PYTHONPATH names (found 2026-12-06: `before` and `after`
+    # runs before that date all timed the working tree as it stood; `check_tree` now proves which one runs)
+    argv = [PYTHON, "-P", "-m", "upgrade_gate", "gate", "--store", str(root / "store")]
     argv += ["--candidates", str(listing(root, n, form))]
     argv += ["--plan", str(root / "plan.json"), "--report", f"json:{out}", "--now", NOW]
     got = measure(argv, {**os.environ, "PYTHONPATH": str(tree), "NO_COLOR": "1"})
@@ -242,7 +247,17 @@ def before_tree(commit: str) -> Path:
     import compileall
 
     compileall.compile_dir(tree / "upgrade_gate", quiet=1)
+    check_tree(tree)
     return tree
+
+
+def check_tree(tree: Path) -> None:
+    """Fail unless `gate`'s interpreter, as `gate()` starts it, imports the package from `tree`."""
+    probe = [PYTHON, "-P", "-c", "import upgrade_gate; print(upgrade_gate.__file__)"]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    where = subprocess.run(probe, cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    if not Path(where).resolve().is_relative_to(tree.resolve()):
+        raise RuntimeError(f"gate of {tree} would import upgrade_gate from {where}: the measurement would lie")
 
 
 def run(

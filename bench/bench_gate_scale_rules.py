@@ -1,6 +1,9 @@
 """The judge's CPU per rule, and the 506-node oracle (issue 29: a judge vectorised across a batch).
 
 `python -m bench.bench_gate_scale_rules [--nodes N] [--oracle-save FILE | --oracle-check FILE]`
+(another tree: `PYTHONPATH=<tree>:<repo> python -P -m bench.bench_gate_scale_rules ...`; without `-P`,
+`python -m` puts the working folder first on sys.path and measures the checkout whatever PYTHONPATH says;
+the first line printed names the package measured)
 
 Design decisions
 - Per rule means what `judge.judge_nodes` spends inside each registered rule's `check` over a batch of
@@ -206,6 +209,9 @@ def main() -> None:
         args.json.write_text(
             json.dumps({"package": upgrade_gate.__file__, "n": args.nodes, "total": total, "spent": spent})
         )
+    import upgrade_gate
+
+    print(f"package measured: {Path(upgrade_gate.__file__).parent}")  # `python -m` puts the cwd first: use -P
     print(f"{args.nodes} nodes, {total:.2f} s CPU in all, {total / args.nodes * 1e3:.3f} ms a node")
     for label, s in sorted(spent.items(), key=lambda kv: -kv[1])[:40]:
         print(f"{s / args.nodes * 1e6:9.1f} us/node  {s:7.3f} s  {label}")
