@@ -199,10 +199,13 @@ _REPLAY_PACKAGE = Path(__file__).parent / "_replay"  # the stubs' stdlib-only co
 _HOST_TOOLS = ("grep", "readlink", "env")  # the host's own binaries, as on the AMD fake node
 
 
-def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
+def build_nvidia_node(root: Path, spec: NvidiaNodeSpec, faults: Faults | None = None) -> FakeNode:
     """Write `spec` under `root`: `bin/` (fake nvidia-smi, lspci, ibv_devinfo, rdma, uname, dmesg; the host's
     grep, readlink and env), `replay/` and `lib/` as `build_fake_node` lays them out, and the host-root
-    tree (NIC sysfs, GPU devices, `/sys/module/nvidia/version`, host facts, no `/opt/rocm`)."""
+    tree (NIC sysfs, GPU devices, `/sys/module/nvidia/version`, host facts, no `/opt/rocm`). `faults` are
+    tool-level faults by tool name ("nvidia-smi", "dcgmi", "all_reduce_perf", ...: hang, missing, non-zero,
+    garbage; `fakenode.faults`), applied by the same replay stub as on AMD's fake nodes."""
+    faults = faults if faults is not None else Faults()
     root = Path(os.path.abspath(root))
     bin_dir, data_dir, lib_dir, host_root = root / "bin", root / "replay", root / "lib", root / "host"
     for path in (bin_dir, data_dir, lib_dir, host_root):
@@ -211,11 +214,13 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
         path.mkdir(parents=True)
     shutil.copytree(_REPLAY_PACKAGE, lib_dir / "_replay", ignore=shutil.ignore_patterns("__pycache__"))
     for tool in _HOST_TOOLS:
+        if tool in faults.missing():
+            continue
         real = shutil.which(tool)
         if real is None:
             raise RuntimeError(f"the host has no {tool}; file-read probes of a fake node need it")
         (bin_dir / tool).symlink_to(real)
-    node = FakeNode(spec=spec.host, faults=Faults(), root=root, bin_dir=bin_dir, host_root=host_root)
+    node = FakeNode(spec=spec.host, faults=faults, root=root, bin_dir=bin_dir, host_root=host_root)
     answers: dict[str, dict[tuple[str, ...], str]] = {
         "nvidia-smi": {
             ("-q", "-x"): render_q_x(spec),
@@ -232,8 +237,12 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec) -> FakeNode:
         "dmesg": {(): render_dmesg(spec)},
     }
     for tool, table in answers.items():
-        write_stub_tool(node, tool, table)
-    write_stub_table(node, "all_reduce_perf", {"dynamic": "rccl", "params": nccl_params(spec), "fault": None})
+        if tool not in faults.missing():
+            write_stub_tool(node, tool, table)
+    if "all_reduce_perf" not in faults.missing():
+        fault = faults.tools.get("all_reduce_perf")
+        nccl = {"dynamic": "rccl", "params": nccl_params(spec), "fault": fault.as_json() if fault else None}
+        write_stub_table(node, "all_reduce_perf", nccl)
     _write_host_tree(host_root, spec)
     return node
 

@@ -214,10 +214,12 @@ def render_query_util(spec: NvidiaNodeSpec) -> str:
 
 
 def write_stub_tool(node: FakeNode, tool: str, answers: Mapping[tuple[str, ...], str]) -> None:
-    """Install (or replace) fake `tool` on `node`, answering exactly the argv of `answers`."""
+    """Install (or replace) fake `tool` on `node`, answering exactly the argv of `answers` (or with the node's
+    fault for `tool`: `node.faults`, as `build_fake_node` applies it)."""
+    fault = node.faults.tools.get(tool)
     table = {
         "responses": [{"match": "exact", "argv": list(argv), "stdout": out} for argv, out in answers.items()],
-        "fault": None,
+        "fault": fault.as_json() if fault is not None else None,
     }
     write_stub_table(node, tool, table)
 
