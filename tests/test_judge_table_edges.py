@@ -107,6 +107,24 @@ def test_a_batch_of_one_table_and_of_tables_that_lack_rows() -> None:
     assert tables[1].layout.rows(("a", "b")).tolist() == [0, -1]
 
 
+def test_a_batch_and_its_tables_are_freed_by_reference_counting_alone() -> None:
+    """No reference cycle: under `fleet_gc`'s thresholds a cyclic batch reached the oldest generation and
+    lived on, so every batch of a fleet stayed in memory (gate's peak PSS at 8,192 nodes was 285 MiB)."""
+    import gc
+
+    ms = tuple(_m(f"mesh/all_reduce/busbw/{i}", (1.0 + i, 2.0 + i, 3.0 + i)) for i in range(4))
+    keys = tuple(m.key for m in ms)
+    gc.collect()
+    gc.disable()
+    try:
+        tables = table.build_many([(keys, ms), (keys, ms), (keys, ms)])
+        assert tables[0].batch is not None and tables[0].batch.better.all()
+        del tables
+        assert gc.collect() == 0  # everything built was already freed: nothing was left for the collector
+    finally:
+        gc.enable()
+
+
 # --------------------------------------------------------------------------- the whole judge, batch vs node
 
 

@@ -208,10 +208,14 @@ class Batch:
     `finite`, `better`. A rule computes its batch-wide answer once (`memo`, keyed by what it depends on)
     and each node reads its row (`SampleTable.slot`)."""
 
-    __slots__ = ("_better", "finite", "high", "low", "memo", "tables")
+    __slots__ = ("_better", "_measurements", "finite", "high", "low", "memo")
 
     def __init__(self, tables: Sequence[SampleTable], low: np.ndarray, high: np.ndarray, finite: np.ndarray) -> None:
-        self.tables = tables
+        # Not the tables themselves: each table points at its batch, and a batch pointing back would make a
+        # reference cycle, which only the cyclic collector frees; under `fleet_gc`'s thresholds most batches
+        # reach the oldest generation first, so every batch of a fleet stayed alive (measured 2026-12-06:
+        # gate's peak PSS at 1,024 nodes 92 -> 154 MiB with the cycle, 285 MiB at 8,192 nodes).
+        self._measurements = [t.measurements for t in tables]
         self.low, self.high, self.finite = low, high, finite
         self.memo: dict[object, object] = {}
         self._better: np.ndarray | None = None
@@ -220,7 +224,7 @@ class Batch:
     def better(self) -> np.ndarray:
         """Each table's rows' `higher_is_better` (tables x rows)."""
         if self._better is None:
-            flags = itertools.chain.from_iterable(t.flags for t in self.tables)
+            flags = itertools.chain.from_iterable(map(_BETTER, ms) for ms in self._measurements)
             self._better = np.fromiter(flags, bool, self.low.size).reshape(self.low.shape)
         return self._better
 
