@@ -195,7 +195,10 @@ def superbench_inputs(root: Path, n: int) -> Path:
         out: dict[str, float] = {}
         for phase in doc.get("phases", ()):  # type: ignore[attr-defined]
             out[f"phase/phase{phase['phase']}_return_code"] = 0.0 if phase["status"] == "passed" else 1.0
-            for m in phase.get("measurements", ()):
+            found = phase.get("measurements") or ()
+            if isinstance(found, dict):  # schema v2 (the store writes v2): columns
+                found = [{"key": k, "samples": v} for k, v in zip(found["keys"], found["samples"], strict=True)]
+            for m in found:
                 bench, _, rest = m["key"].partition("/")
                 if bench in ("mesh", "rail", "cluster") and m["samples"]:
                     out[f"{bench}/{rest.replace('/', '_')}"] = statistics.fmean(m["samples"])
@@ -309,6 +312,8 @@ def render(results: dict[str, dict[str, list[dict[str, float | int | str]]]]) ->
         for k, v in kinds.items():
             form = k.rpartition(" ")[2] if " " in k else ""
             floor_of = f"orjson {form}" if form else "orjson"
+            if floor_of not in kinds:  # the peer, beside several forms: the v1 floor (its input is the v1 fleet)
+                floor_of = min(x for x in kinds if x.startswith("orjson"))
             loads = statistics.median(float(r["loads_cpu_s"]) for r in kinds[floor_of])
             cpu, wall = med[k]
             peer = med.get("superbench")
