@@ -37,6 +37,7 @@ from upgrade_gate.model import NodeName, PhaseResult, PhaseStatus, Snapshot, rep
 from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.validate.config import CvfConfig
+from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX
 from upgrade_gate.validate.launcher import LocalLauncher
 from upgrade_gate.validate.phases import select_phases
 from upgrade_gate.validate.pipeline import run_pipeline
@@ -168,12 +169,12 @@ def _gather_one(
     )
 
 
-def measured_mesh_bw(evidence: NodeEvidence) -> str | None:
+def measured_mesh_bw(phases: Sequence[PhaseResult]) -> str | None:
     """Phase 2's `...-measured-bw` annotation (CVF's average bus bandwidth), if phase 2 ran."""
-    for phase in evidence.phases:
+    for phase in phases:
         if phase.phase == 2:
             for key, value in phase.annotations.items():
-                if key.endswith("-measured-bw"):
+                if key.endswith(MEASURED_BW_SUFFIX):
                     return value if any(c.isalpha() for c in value) else f"{value} GB/s"
     return None
 

@@ -37,7 +37,7 @@ from upgrade_gate.collect.capture import OutputCheck, capture, format_taken_at
 from upgrade_gate.collect.probes import probe_catalogue
 from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.demo.canaries import describe_rule, select_canaries
-from upgrade_gate.demo.fleet import node_names, phase_summary
+from upgrade_gate.demo.fleet import measured_mesh_bw, node_names, phase_summary
 from upgrade_gate.demo.plan import read_plan, read_policy
 from upgrade_gate.demo.story import REPORT_FILES, DemoOutcome, Say, prepare_workdir
 from upgrade_gate.docio import write_text_atomic
@@ -60,7 +60,6 @@ from upgrade_gate.snapshot.build import build_snapshot
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.inputs import load_judge_inputs
 from upgrade_gate.validate.config import default_config
-from upgrade_gate.validate.cvf import MEASURED_BW_SUFFIX
 from upgrade_gate.validate.launcher import LocalLauncher
 from upgrade_gate.validate.phases import select_phases
 from upgrade_gate.validate.phases.dcgm import ARGV as DCGM_ARGV
@@ -279,19 +278,12 @@ def _phases(snapshot: Snapshot) -> str:
 
 
 def _busbw(snapshots: Iterable[Snapshot]) -> str:
-    """Phase 2's average bus bandwidth (CVF's `...-measured-bw` annotation) over `snapshots`: `X GB/s` or
+    """Phase 2's average bus bandwidth (`demo.fleet.measured_mesh_bw`) over `snapshots`: `X GB/s` or
     `X-Y GB/s`; `none` where a node has none (phase 2 did not measure: the policy then blocks on it)."""
-    values = []
-    for snap in snapshots:
-        found = [
-            v for p in snap.phases if p.phase == 2 for k, v in p.annotations.items() if k.endswith(MEASURED_BW_SUFFIX)
-        ]
-        try:
-            values.append(float(found[0]))
-        except (IndexError, ValueError):
-            return "none"
-    if not values:
+    found = [measured_mesh_bw(snap.phases) for snap in snapshots]
+    if not found or None in found:
         return "none"
+    values = [float(str(bw).split()[0]) for bw in found]
     low, high = min(values), max(values)
     return f"{low:.1f} GB/s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f} GB/s"
 

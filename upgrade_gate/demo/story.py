@@ -349,7 +349,7 @@ def node_line(e: NodeEvidence) -> str:
     """One node's evidence in one line: ROCm, probes, GPUs, NICs, phases, mesh bandwidth."""
     snap = e.snapshot
     probes = f"{len(snap.probes)} probes" + (f" ({len(e.failed_probes)} failed)" if e.failed_probes else " ok")
-    bw = demo_fleet.measured_mesh_bw(e)
+    bw = demo_fleet.measured_mesh_bw(e.phases)
     rate = next((a for p in e.phases for k, a in p.annotations.items() if k.endswith("-measured-samples-per-s")), None)
     return (
         f"      {e.node}  ROCm {snap.software.rocm_version}  {probes}, {len(snap.gpus)} GPUs,"
@@ -365,7 +365,7 @@ def fleet_lines(evidence: Sequence[NodeEvidence]) -> list[str]:
     if len(healthy) != len(evidence) or not healthy:
         return [node_line(e) for e in evidence]
     first = healthy[0].snapshot
-    bws = sorted(float(bw.split()[0]) for e in healthy if (bw := demo_fleet.measured_mesh_bw(e)) is not None)
+    bws = sorted(float(bw.split()[0]) for e in healthy if (bw := demo_fleet.measured_mesh_bw(e.phases)) is not None)
     phases = sorted({p.phase for e in healthy for p in e.phases if p.phase < 6})
     span = f"; mesh avg busbw {bws[0]:.1f}-{bws[-1]:.1f} GB/s" if bws else ""
     trained = [e.node for e in healthy if any(p.phase == 6 for p in e.phases)]

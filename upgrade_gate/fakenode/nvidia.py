@@ -237,12 +237,8 @@ def build_nvidia_node(root: Path, spec: NvidiaNodeSpec, faults: Faults | None = 
         "dmesg": {(): render_dmesg(spec)},
     }
     for tool, table in answers.items():
-        if tool not in faults.missing():
-            write_stub_tool(node, tool, table)
-    if "all_reduce_perf" not in faults.missing():
-        fault = faults.tools.get("all_reduce_perf")
-        nccl = {"dynamic": "rccl", "params": nccl_params(spec), "fault": fault.as_json() if fault else None}
-        write_stub_table(node, "all_reduce_perf", nccl)
+        write_stub_tool(node, tool, table)
+    write_stub_table(node, "all_reduce_perf", {"dynamic": "rccl", "params": nccl_params(spec)})
     _write_host_tree(host_root, spec)
     return node
 

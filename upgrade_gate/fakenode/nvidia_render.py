@@ -214,21 +214,21 @@ def render_query_util(spec: NvidiaNodeSpec) -> str:
 
 
 def write_stub_tool(node: FakeNode, tool: str, answers: Mapping[tuple[str, ...], str]) -> None:
-    """Install (or replace) fake `tool` on `node`, answering exactly the argv of `answers` (or with the node's
-    fault for `tool`: `node.faults`, as `build_fake_node` applies it)."""
-    fault = node.faults.tools.get(tool)
-    table = {
-        "responses": [{"match": "exact", "argv": list(argv), "stdout": out} for argv, out in answers.items()],
-        "fault": fault.as_json() if fault is not None else None,
-    }
+    """Install (or replace) fake `tool` on `node`, answering exactly the argv of `answers`."""
+    table = {"responses": [{"match": "exact", "argv": list(argv), "stdout": out} for argv, out in answers.items()]}
     write_stub_table(node, tool, table)
 
 
 def write_stub_table(node: FakeNode, tool: str, table: Mapping[str, Any]) -> None:
-    """Install (or replace) fake `tool` on `node` answering from a replay table (`fakenode._replay`)."""
-    data_dir = node.root / "replay"
-    (data_dir / f"{tool}.marshal").write_bytes(marshal.dumps(dict(table)))
-    (data_dir / f"{tool}.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
+    """Install (or replace) fake `tool` on `node` answering from a replay table (`fakenode._replay`), with the
+    node's fault for `tool` (`node.faults`, as `build_fake_node` applies them; a missing tool is not installed)."""
     path = node.bin_dir / tool
     path.unlink(missing_ok=True)
+    if tool in node.faults.missing():
+        return
+    fault = node.faults.tools.get(tool)
+    table = {**table, "fault": fault.as_json() if fault is not None else None}
+    data_dir = node.root / "replay"
+    (data_dir / f"{tool}.marshal").write_bytes(marshal.dumps(table))
+    (data_dir / f"{tool}.json").write_text(json.dumps(table, indent=1), encoding="utf-8")
     _write_stub(path, tool, node.root / "lib", data_dir)
