@@ -67,6 +67,9 @@ def test_nvidia_smi_broken_blocks_and_names_the_missing_evidence_first(
     assert "nvidia_smi" in text, text  # the broken probe leads, by name
     changed = [f for f in report.nodes[0].findings if f.rule in ("device.order_changed", "firmware.changed")]
     assert not changed, [f.message for f in changed]  # a broken record is not read as change
+    blocking = {i for i, f in enumerate(findings) if f.severity is Severity.BLOCK}
+    others = [findings[i].message for i in sorted(blocking - set(first.findings))]
+    assert not others, others  # every blocking finding is explained by the broken tool (numa_node, links ...)
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from upgrade_gate.model import ProbeStatus
+from upgrade_gate.vendors import VENDORS
 
 _GPU_STATIC = ("amdsmi_static", "rocmsmi")
 _GPU_FIELDS: Mapping[str, tuple[str, ...]] = {
@@ -85,7 +86,29 @@ def phase_source(number: int) -> str:
 
 
 def sources_of(path: str) -> tuple[str, ...]:
-    """The probes (or `phase N`) the builder takes the value at `path` from, first choice first."""
+    """The probes (or `phase N`) the builder takes the value at `path` from, first choice first: the shared
+    table's, then every other vendor's (`Vendor.field_sources`). Probe names differ between vendors and a
+    side that did not capture a source skips it, so one list serves every vendor's nodes."""
+    shared = _shared_sources(path)
+    extra = _vendor_sources(path)
+    return shared + tuple(s for s in extra if s not in shared) if extra else shared
+
+
+def _vendor_sources(path: str) -> tuple[str, ...]:
+    match = _ITEM.match(path)
+    if match is None:
+        return ()
+    top, rest = match["top"], match["rest"] or ""
+    field = rest.split(".")[0].split("[")[0]
+    keys = (f"{top}.{field}", top) if field else (top,)
+    out: list[str] = []
+    for vendor in VENDORS[1:]:  # the first (AMD) is the shared table
+        found = next((vendor.field_sources[k] for k in keys if k in vendor.field_sources), ())
+        out += [s for s in found if s not in out]
+    return tuple(out)
+
+
+def _shared_sources(path: str) -> tuple[str, ...]:
     phase = _PHASE.match(path)
     if phase is not None:
         return (phase_source(int(phase["n"])),)

@@ -128,6 +128,12 @@ class Vendor:
     no_gpu: str = ""  # phase 0's words for a node whose GPU probes ran and found none (local mode)
     kube: KubeFacts  # resource, discovery label, tool mount, default images (fleet.manifests, fleet.launcher)
     util: UtilSampler  # phase 6's utilisation sampling (validate.phases.workload_util)
+    field_sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The probes this vendor's snapshot step takes a value from, first choice first, by `snapshot.provenance`
+    key (`gpus`: every GPU field; `gpus.numa_node`: one field; `gpu_links`; `software.driver_version`), where
+    they are not the shared table's (AMD's, and the common fabric and host probes). The judge folds a finding
+    under the failure of its value's source (`judge.cause_evidence`): a source it is not told of is never
+    blamed, and a broken record then reads as change."""
 
     def order_pin(self, uuids: list[str] | tuple[str, ...]) -> str:
         """The pin of the baseline order by UUID, in this vendor's words."""

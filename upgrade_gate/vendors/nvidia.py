@@ -69,5 +69,11 @@ NVIDIA = Vendor(
         unallocated_env=(("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", "utility")),
     ),
     util=UtilSampler(argv=UTIL_ARGV),  # index, pci.bus_id, utilization.gpu: the BDF is on every line
+    field_sources={  # snapshot.nvidia: every GPU field from -q -x but the NUMA node, which is topo -m's
+        "gpus": ("nvidia_smi",),
+        "gpus.numa_node": ("nvidia_smi_topo",),
+        "gpu_links": ("nvidia_smi_topo",),
+        "software.driver_version": ("driver_version", "nvidia_smi"),
+    },
 )
 """The NVIDIA vendor."""
