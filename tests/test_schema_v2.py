@@ -172,6 +172,12 @@ def test_v2_refuses_a_key_named_twice() -> None:
         assert "twice" in str(caught.value) or "duplicate" in str(caught.value).lower()
 
 
+def _refusal(read: Callable[[], object]) -> str:
+    with pytest.raises(SchemaError) as caught:
+        read()
+    return str(caught.value).replace('"two"', '"2"')
+
+
 def test_a_version_that_is_neither_is_refused_and_the_peek_never_decides_alone() -> None:
     document = json.loads(dumps_snapshot(rich_snapshot(), version="2"))
     document["schema_version"] = "3"
@@ -183,6 +189,14 @@ def test_a_version_that_is_neither_is_refused_and_the_peek_never_decides_alone()
     snap = replace(rich_snapshot(), node=replace(rich_snapshot().node, labels={"schema_version": "2"}))
     assert schema_version(dumps_snapshot(snap)) == "1"
     assert decode_snapshot(dumps_snapshot(snap).encode(), source="t") == snap
+    assert decode_snapshot(dumps_snapshot(snap).encode(), source="t", trusted=True) == snap
+    # ... and the spelling that lets v2 skip the peek only picks the decoder tried first: a v1 document
+    # that spells it and is bad is refused as v1 refuses it, with the v1 reader's words
+    bad = json.loads(dumps_snapshot(snap))
+    bad["extra"] = 1
+    expected = _refusal(lambda: decode_snapshot(json.dumps(bad).replace('"2"', '"two"').encode(), source="t"))
+    assert '"schema_version": "2"' in json.dumps(bad)
+    assert _refusal(lambda: decode_snapshot(json.dumps(bad).encode(), source="t")) == expected
     assert schema_version(b"not json") is None
     with pytest.raises(InputError, match="not JSON"):
         decode_snapshot(b"not json", source="t")

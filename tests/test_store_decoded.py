@@ -80,6 +80,41 @@ def test_a_cached_read_is_the_saved_baseline_even_when_its_git_object_was_damage
     assert BaselineStore(store.path).load_trusted("node-1", pin) == expected
 
 
+def _columns_changed(body: bytes, column: str) -> bytes:
+    """The entry's record with its measurement columns made inconsistent (our own MAC over it, so only
+    the column checks of `model.columnar.from_wire` stand between it and the judge)."""
+    record = msgspec.msgpack.decode(zlib.decompress(body))
+    cols = next(c for c in (record["measurements"], *(p["measurements"] for p in record["phases"])) if c["keys"])
+    if column == "keys":
+        cols["keys"] = cols["keys"][:-1]
+    else:
+        cols["sweep"] = [len(cols["sweeps"]), *cols["sweep"][1:]]
+    return zlib.compress(msgspec.msgpack.encode(record))
+
+
+def _as_v1_record(body: bytes) -> bytes:
+    """The entry's snapshot in the per-measurement (v1) form an earlier release kept."""
+    from upgrade_gate.model.columnar import SnapshotV2, from_wire
+
+    wire = msgspec.msgpack.decode(zlib.decompress(body), type=SnapshotV2)
+    return zlib.compress(msgspec.msgpack.encode(from_wire(wire, where="test")))
+
+
+def test_an_entry_holds_the_snapshot_in_its_columnar_v2_form(store: BaselineStore) -> None:
+    """Each sweep's settings once and the samples as columns (~half the decode of one object per
+    measurement); read back, it is the model's `Snapshot` the store saved."""
+    from upgrade_gate.model.columnar import SnapshotV2
+
+    pin = store.pin()
+    blob = _blob(store, "node-1", pin)
+    body = _body(_cache(store).entry(Snapshot, blob).read_bytes())
+    wire = msgspec.msgpack.decode(zlib.decompress(body), type=SnapshotV2)
+    columns = (wire.measurements, *(p.measurements for p in wire.phases))
+    assert wire.schema_version == "2" and sum(len(c.keys) for c in columns) > 0
+    assert _cache(store).get(Snapshot, blob) == store.load("node-1", pin)
+    assert decoded.fingerprint(Snapshot) != decoded.fingerprint(ClassReference)
+
+
 def _other_record() -> bytes:
     return msgspec.msgpack.encode({"node": {"name": 7}})
 
@@ -112,6 +147,9 @@ def _body(entry: bytes) -> bytes:
         pytest.param(lambda blob, data: _sealed(blob, _body(data) + b"\0"), id="trailing-byte"),
         pytest.param(lambda blob, data: _sealed(blob, _body(data) + _body(data)), id="two-streams"),
         pytest.param(lambda blob, data: _sealed(blob, _body(data)[:-4]), id="stream-cut-short"),
+        pytest.param(lambda blob, data: _sealed(blob, _columns_changed(_body(data), "keys")), id="a-column-short"),
+        pytest.param(lambda blob, data: _sealed(blob, _columns_changed(_body(data), "sweep")), id="a-sweep-not-there"),
+        pytest.param(lambda blob, data: _sealed(blob, _as_v1_record(_body(data))), id="per-measurement-form"),
     ],
 )
 def test_a_damaged_entry_is_a_miss_read_from_git_and_written_again(store: BaselineStore, damage) -> None:  # type: ignore[no-untyped-def]

@@ -295,13 +295,15 @@ def _run(job: _Job, paths: Sequence[str], workers: int, keep: Callable[[Any], An
         rest = paths[1:]
         if not rest:
             return first
+        from upgrade_gate.judge.judge import BATCH, fleet_gc
+
         if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            return first + here(rest)
+            with fleet_gc():  # as in the workers (one CPU, 1,024 nodes: 2.72 -> 2.65 s of CPU)
+                return first + here(rest)
         if _WORKER_STORE is not None:
             _WORKER_STORE.close()  # the children open their own
             _WORKER_STORE = None
         from upgrade_gate.judge.forkpool import forked_pool
-        from upgrade_gate.judge.judge import BATCH, fleet_gc
 
         chunk = max(8, min(BATCH, len(rest) // (workers * 8)))  # a judge batch, or less: no core idles long
         slices = [rest[i : i + chunk] for i in range(0, len(rest), chunk)]

@@ -22,7 +22,7 @@ import msgspec
 
 from upgrade_gate import codec, docio, schemas
 from upgrade_gate.docio import write_text_atomic
-from upgrade_gate.errors import InputError, SchemaError
+from upgrade_gate.errors import GateError, InputError, SchemaError
 from upgrade_gate.model import Snapshot
 from upgrade_gate.model.columnar import SNAPSHOT_V2, SnapshotV2, from_wire, to_wire
 
@@ -125,8 +125,24 @@ def schema_version(data: bytes | str) -> Any:
         return None
 
 
+_V2_HINTS = (b'"schema_version": "2"', b'"schema_version":"2"')  # as `dumps_snapshot` and compact writers write it
+
+
 def decode_snapshot(data: bytes | str, *, source: str, trusted: bool = False) -> Snapshot:
-    """A snapshot document (v1 or v2) by `codec.decode_json` (strict unless `trusted`; see there)."""
+    """A snapshot document (v1 or v2) by `codec.decode_json` (strict unless `trusted`; see there).
+
+    A document that spells `"schema_version": "2"` somewhere is decoded as v2 at once, without the peek at
+    its version (~35 us of ~440 on a bench-fleet candidate): the spelling only picks the decoder tried
+    first, since a v2 decode succeeds only for a document whose top-level `schema_version` is "2" (a
+    `const` in the decoder). When that decode fails, the document is read as below, and the error is the
+    one it would have had without the shortcut."""
+    if isinstance(data, bytes) and any(hint in data for hint in _V2_HINTS):
+        try:
+            wire = codec.decode_json(SnapshotV2, data, trusted=trusted, source=source)
+            if wire.schema_version == SNAPSHOT_V2:  # a trusted decode does not check the const
+                return from_wire(wire, where=source)
+        except GateError:
+            pass  # said again below, by the decoder its version names
     version = schema_version(data)
     _known(version, source)
     if version == SNAPSHOT_V2:

@@ -55,9 +55,12 @@ def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     labels = _labels(ctx)
     plans: dict[str, FirmwareChange | None] = {}  # block -> the plan's entry (blocks repeat on every GPU)
     ignored: dict[str, bool] = {}
+    planning = ctx.plan is not None and bool(ctx.plan.change.firmware)
     for gpu in sorted(ctx.candidate.gpus, key=lambda g: g.index):
-        label = _label(labels, gpu)
         was = before_of.get(id(gpu))
+        if not planning and was is not None and was.firmware == gpu.firmware:
+            continue  # the usual GPU: no block moved and none is planned, so no block has anything to say
+        label = _label(labels, gpu)
         blocks = set(gpu.firmware) | (set(was.firmware) if was is not None else set())
         seen_blocks |= set(gpu.firmware)
         for block in sorted(blocks):

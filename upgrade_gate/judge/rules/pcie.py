@@ -61,25 +61,45 @@ def _downgrade_doubt(link: PcieLink, maximum: str) -> str:
     )
 
 
+def _quiet(link: PcieLink, was: PcieLink | None, to_max: bool, to_baseline: bool) -> bool:
+    """True when `check_pcie` has no problem to report of `link` (the same tests, without the words)."""
+    if _above(link.speed_gts, link.max_speed_gts) or _above(link.width, link.max_width):
+        return False
+    if _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width):
+        if to_max:
+            return False
+    elif link.downgraded:
+        return False
+    if was is not None and to_baseline:
+        if _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width):
+            return False
+        if (link.speed_gts is None and was.speed_gts is not None) or (link.width is None and was.width is not None):
+            return False
+    return True
+
+
 def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Current PCIe speed/width vs maximum and baseline."""
     base: dict[str, PcieLink] = {str(link.bdf): link for link in ctx.baseline.pcie} if ctx.baseline else {}
     seen: set[str] = set()
+    to_max, to_baseline = entry.flag("compare_to_max"), entry.flag("compare_to_baseline")
     for link in sorted(ctx.candidate.pcie, key=lambda lk: lk.bdf):
         bdf = str(link.bdf)
         seen.add(bdf)
+        if _quiet(link, base.get(bdf), to_max, to_baseline):
+            continue  # the usual link: nothing below says a word of it (~45 of 48 calls of describe_link saved)
         now = describe_link(link.speed_gts, link.width)
         expected = maximum = describe_link(link.max_speed_gts, link.max_width)
         problems: list[str] = []
         if _above(link.speed_gts, link.max_speed_gts) or _above(link.width, link.max_width):
             problems.append(f"above its maximum {maximum}, which no link trains to (garbled evidence)")
         if _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width):
-            if entry.flag("compare_to_max"):
+            if to_max:
                 problems.append(f"below its maximum {maximum}")
         elif link.downgraded:
             problems.append(_downgrade_doubt(link, maximum))
         was = base.get(bdf)
-        if was is not None and entry.flag("compare_to_baseline"):
+        if was is not None and to_baseline:
             expected = describe_link(was.speed_gts, was.width)
             if _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width):
                 problems.append(f"below the baseline {expected}")
