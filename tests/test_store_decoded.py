@@ -83,21 +83,21 @@ def test_a_cached_read_is_the_saved_baseline_even_when_its_git_object_was_damage
 def _columns_changed(body: bytes, column: str) -> bytes:
     """The entry's record with its measurement columns made inconsistent (our own MAC over it, so only
     the column checks of `model.columnar.from_wire` stand between it and the judge)."""
-    record = msgspec.msgpack.decode(zlib.decompress(body))
+    record = msgspec.msgpack.decode(_unpacked(body))
     cols = next(c for c in (record["measurements"], *(p["measurements"] for p in record["phases"])) if c["keys"])
     if column == "keys":
         cols["keys"] = cols["keys"][:-1]
     else:
         cols["sweep"] = [len(cols["sweeps"]), *cols["sweep"][1:]]
-    return zlib.compress(msgspec.msgpack.encode(record))
+    return decoded.pack(msgspec.msgpack.encode(record))
 
 
 def _as_v1_record(body: bytes) -> bytes:
     """The entry's snapshot in the per-measurement (v1) form an earlier release kept."""
     from upgrade_gate.model.columnar import SnapshotV2, from_wire
 
-    wire = msgspec.msgpack.decode(zlib.decompress(body), type=SnapshotV2)
-    return zlib.compress(msgspec.msgpack.encode(from_wire(wire, where="test")))
+    wire = msgspec.msgpack.decode(_unpacked(body), type=SnapshotV2)
+    return decoded.pack(msgspec.msgpack.encode(from_wire(wire, where="test")))
 
 
 def test_an_entry_holds_the_snapshot_in_its_columnar_v2_form(store: BaselineStore) -> None:
@@ -108,11 +108,24 @@ def test_an_entry_holds_the_snapshot_in_its_columnar_v2_form(store: BaselineStor
     pin = store.pin()
     blob = _blob(store, "node-1", pin)
     body = _body(_cache(store).entry(Snapshot, blob).read_bytes())
-    wire = msgspec.msgpack.decode(zlib.decompress(body), type=SnapshotV2)
+    wire = msgspec.msgpack.decode(_unpacked(body), type=SnapshotV2)
     columns = (wire.measurements, *(p.measurements for p in wire.phases))
     assert wire.schema_version == "2" and sum(len(c.keys) for c in columns) > 0
     assert _cache(store).get(Snapshot, blob) == store.load("node-1", pin)
     assert decoded.fingerprint(Snapshot) != decoded.fingerprint(ClassReference)
+
+
+def _unpacked(body: bytes) -> bytes:
+    raw = decoded.unpack(body)
+    assert raw is not None
+    return raw
+
+
+def _unsized(raw: bytes) -> bytes:
+    """`raw` as a Zstandard frame that does not state its size (so nothing bounds it before inflating)."""
+    import zstandard
+
+    return zstandard.ZstdCompressor(write_content_size=False).compress(raw)
 
 
 def _other_record() -> bytes:
@@ -137,11 +150,13 @@ def _body(entry: bytes) -> bytes:
         pytest.param(lambda blob, data: data[:30] + bytes([data[30] ^ 1]) + data[31:], id="mac-changed"),
         pytest.param(lambda blob, data: b"XXXX" + data[4:], id="not-an-entry"),
         pytest.param(lambda blob, data: _sealed(b"\1" * 20, _body(data)), id="written-for-another-blob"),
-        pytest.param(lambda blob, data: _sealed(blob, b"not zlib at all"), id="not-zlib"),
-        pytest.param(lambda blob, data: _sealed(blob, zlib.compress(b"\xc1garbage")), id="not-msgpack"),
-        pytest.param(lambda blob, data: _sealed(blob, zlib.compress(_other_record())), id="another-record"),
+        pytest.param(lambda blob, data: _sealed(blob, b"not zstd at all"), id="not-zstd"),
+        pytest.param(lambda blob, data: _sealed(blob, zlib.compress(_unpacked(_body(data)), 1)), id="a-zlib-body"),
+        pytest.param(lambda blob, data: _sealed(blob, _unsized(_unpacked(_body(data)))), id="a-frame-without-its-size"),
+        pytest.param(lambda blob, data: _sealed(blob, decoded.pack(b"\xc1garbage")), id="not-msgpack"),
+        pytest.param(lambda blob, data: _sealed(blob, decoded.pack(_other_record())), id="another-record"),
         pytest.param(
-            lambda blob, data: _sealed(blob, zlib.compress(zlib.decompress(_body(data))[:-1])),
+            lambda blob, data: _sealed(blob, decoded.pack(_unpacked(_body(data))[:-1])),
             id="decoded-short-by-a-byte",
         ),
         pytest.param(lambda blob, data: _sealed(blob, _body(data) + b"\0"), id="trailing-byte"),

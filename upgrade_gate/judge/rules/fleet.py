@@ -72,8 +72,11 @@ def check_odd_one_out(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             actual=list(order),
             evidence="class reference",
         )
-    gpu_keys = sorted(k for k in ref.firmware if k.startswith("gpu/"))
+    prevailing = _GPU_FIRMWARE.get(ref, _gpu_firmware)
+    gpu_keys = prevailing.keys
     for gpu in sorted(ctx.candidate.gpus, key=lambda g: g.index):
+        if gpu.firmware == prevailing.blocks and (not prevailing.has_vbios or gpu.vbios == prevailing.vbios):
+            continue  # the usual GPU: every block (and the VBIOS) as its class has it; the loop finds nothing
         values = {f"gpu/{block}": version for block, version in gpu.firmware.items()}
         if gpu.vbios is not None:
             values["gpu/vbios"] = gpu.vbios
@@ -141,6 +144,24 @@ def check_odd_one_out(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             )
     if entry.flag("check_metrics"):
         yield from _metrics(ctx, entry)
+
+
+class _GpuFirmware(NamedTuple):
+    """A class reference's GPU firmware: its `gpu/` keys in order, and what a GPU that matches it has."""
+
+    keys: tuple[str, ...]
+    blocks: dict[str, str]  # firmware block -> version (the keys but `gpu/vbios`)
+    has_vbios: bool
+    vbios: str | None
+
+
+def _gpu_firmware(ref: ClassReference) -> _GpuFirmware:
+    keys = tuple(sorted(k for k in ref.firmware if k.startswith("gpu/")))
+    blocks = {k.removeprefix("gpu/"): ref.firmware[k] for k in keys if k != "gpu/vbios"}
+    return _GpuFirmware(keys, blocks, "gpu/vbios" in ref.firmware, ref.firmware.get("gpu/vbios"))
+
+
+_GPU_FIRMWARE: IdCache[ClassReference, _GpuFirmware] = IdCache(8)  # one reference serves a run
 
 
 def _comparable_summaries(ref: ClassReference) -> tuple[MetricSummary, ...]:
