@@ -285,9 +285,10 @@ def run(
     def named(label: str, form: str) -> str:
         return label if forms == ("v1",) else f"{label} {form}"
 
-    for n in sizes:  # warm the page cache and the store's decoded cache once per size
-        for form in forms:
-            gate(trees["now"], root, n, form)
+    for n in sizes:  # warm the page cache and the store's decoded cache once per size, for every tree (each
+        for form in forms:  # release reads and writes its own cache entries: another fingerprint, another folder)
+            for tree in trees.values():
+                gate(tree, root, n, form)
     for _ in range(repeats):
         for n in sizes:
             got = results[str(n)]
