@@ -11,7 +11,7 @@ Design decisions:
   another model is never read.
 - What: a header (magic, the blob id, a MAC) and the record as msgpack (msgspec, from the same
   annotations as the JSON codec) compressed as one Zstandard frame that states its size (`pack`):
-  ~7.7 KB for the bench fleet's 132 KB 8-GPU snapshot document, inflated in ~18 us (zlib level 1 took
+  ~7.9 KB an entry for the bench fleet's 132 KB 8-GPU snapshot document, inflated in ~18 us (zlib level 1 took
   ~94 us and 8.4 KB: a fifth of a gate's baseline read, issue 29). A snapshot is kept in its v2 form (`_form`: the
   measurements as columns, as the store's documents are), converted back on a hit; its column checks
   run there too, and an entry that fails them is a miss.
