@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,14 @@ import pytest
 # Tests that read it must not depend on the terminal pytest runs in (an 80-column terminal, or an
 # xdist worker, would cut the lines they look for), so the suite pins the width to the fallback.
 os.environ["COLUMNS"] = "120"
+
+# The signal tests send SIGINT to `upgrade-gate` and expect 130. A command started with SIGINT ignored keeps
+# it ignored (`cli.boot`: nohup, a background job), and children inherit an ignored signal; a suite launched
+# as a background job of a non-interactive shell (`bash -c 'pytest' &`: bash ignores SIGINT there) failed
+# those four tests with exit 0 or 3 (2026-12-06). The suite gives its children the disposition an
+# interactive shell would: a handled signal is reset to the default when a child execs.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
