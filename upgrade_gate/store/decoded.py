@@ -96,7 +96,9 @@ def unpack(body: bytes | memoryview) -> bytes | None:
         size = zstandard.frame_content_size(body)
         if not 0 <= size <= MAX_DECODED_BYTES:
             return None  # -1: no size stated
-        raw: bytes = _DECOMPRESSOR.decompress(body, max_output_size=MAX_DECODED_BYTES, allow_extra_data=False)
+        raw: bytes = _DECOMPRESSOR.decompress(
+            body, max_output_size=MAX_DECODED_BYTES, read_across_frames=False, allow_extra_data=False
+        )
     except zstandard.ZstdError:
         return None
     return raw if len(raw) == size else None
