@@ -267,6 +267,27 @@ def test_concurrent_writers_of_one_entry_leave_it_whole(store: BaselineStore) ->
     assert [p.name for p in entry.parent.iterdir()] == [entry.name]  # no temporary file left behind
 
 
+def test_threads_packing_and_unpacking_at_once_read_back_what_was_written() -> None:
+    """Threads of one process pack and unpack at once (a shared zstandard compressor or decompressor
+    crashed the process: they are not thread-safe); every body reads back as written."""
+    records = [msgspec.msgpack.encode({"n": n, "pad": bytes(range(256)) * (40 + n)}) for n in range(16)]
+    bodies = [decoded.pack(r) for r in records]
+    wrong: list[int] = []
+
+    def work(n: int) -> None:
+        for i in range(1000):
+            k = (n + i) % len(records)
+            if decoded.unpack(bodies[k]) != records[k] or decoded.unpack(decoded.pack(records[k])) != records[k]:
+                wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
 def test_the_fingerprint_names_the_record_the_package_version_and_the_model_source(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

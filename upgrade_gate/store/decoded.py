@@ -85,7 +85,10 @@ BODY = b"zstd-frame-with-size"  # how a body is compressed, in the fingerprint (
 
 def pack(raw: bytes) -> bytes:
     """An entry's body: `raw` (the record's msgpack) as one Zstandard frame that states its size."""
-    return _COMPRESSOR.compress(raw)
+    # A compressor (and a decompressor, in `unpack`) per call: zstandard's are not thread-safe, and one
+    # shared by the threads of a process crashed it (a segfault in tests/test_store_decoded.py's
+    # concurrent writers, 2 runs in 6). Making one costs ~3 us.
+    return zstandard.ZstdCompressor(level=LEVEL, write_content_size=True, write_checksum=False).compress(raw)
 
 
 def unpack(body: bytes | memoryview) -> bytes | None:
@@ -96,16 +99,12 @@ def unpack(body: bytes | memoryview) -> bytes | None:
         size = zstandard.frame_content_size(body)
         if not 0 <= size <= MAX_DECODED_BYTES:
             return None  # -1: no size stated
-        raw: bytes = _DECOMPRESSOR.decompress(
+        raw: bytes = zstandard.ZstdDecompressor().decompress(
             body, max_output_size=MAX_DECODED_BYTES, read_across_frames=False, allow_extra_data=False
         )
     except zstandard.ZstdError:
         return None
     return raw if len(raw) == size else None
-
-
-_COMPRESSOR = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True, write_checksum=False)
-_DECOMPRESSOR = zstandard.ZstdDecompressor()
 
 
 ENTRY_RULES = b"2"
