@@ -19,7 +19,7 @@ Design decisions:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
 from upgrade_gate.judge.rules.facts import VfReport, doubtful, vf_map, vf_reports
@@ -61,21 +61,36 @@ def _downgrade_doubt(link: PcieLink, maximum: str) -> str:
     )
 
 
-def _quiet(link: PcieLink, was: PcieLink | None, to_max: bool, to_baseline: bool) -> bool:
-    """True when `check_pcie` has no problem to report of `link` (the same tests, without the words)."""
-    if _above(link.speed_gts, link.max_speed_gts) or _above(link.width, link.max_width):
-        return False
-    if _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width):
-        if to_max:
-            return False
-    elif link.downgraded:
-        return False
+class _Problems(NamedTuple):
+    """What `check_pcie` finds wrong with one link, before any words: each field is one problem it names."""
+
+    above_max: bool  # a speed or width above LnkCap: garbled evidence
+    below_max: bool  # below LnkCap (only where `compare_to_max`)
+    doubted: bool  # lspci says downgraded, the parsed values do not show it
+    below_baseline: bool  # below the baseline's (only where `compare_to_baseline`)
+    unknown_now: bool  # unknown now, known in the baseline (only where `compare_to_baseline`)
+
+
+def _problems(link: PcieLink, was: PcieLink | None, to_max: bool, to_baseline: bool) -> _Problems:
+    below = _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width)
+    below_baseline = unknown_now = False
     if was is not None and to_baseline:
-        if _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width):
-            return False
-        if (link.speed_gts is None and was.speed_gts is not None) or (link.width is None and was.width is not None):
-            return False
-    return True
+        below_baseline = _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width)
+        unknown_now = not below_baseline and (
+            (link.speed_gts is None and was.speed_gts is not None) or (link.width is None and was.width is not None)
+        )
+    return _Problems(
+        above_max=_above(link.speed_gts, link.max_speed_gts) or _above(link.width, link.max_width),
+        below_max=below and to_max,
+        doubted=not below and link.downgraded,
+        below_baseline=below_baseline,
+        unknown_now=unknown_now,
+    )
+
+
+def _quiet(link: PcieLink, was: PcieLink | None, to_max: bool, to_baseline: bool) -> bool:
+    """True when `check_pcie` has no problem to report of `link`."""
+    return not any(_problems(link, was, to_max, to_baseline))
 
 
 def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -86,27 +101,25 @@ def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     for link in sorted(ctx.candidate.pcie, key=lambda lk: lk.bdf):
         bdf = str(link.bdf)
         seen.add(bdf)
-        if _quiet(link, base.get(bdf), to_max, to_baseline):
-            continue  # the usual link: nothing below says a word of it (~45 of 48 calls of describe_link saved)
+        was = base.get(bdf)
+        if _quiet(link, was, to_max, to_baseline):
+            continue  # the usual link: no words to build (~45 of 48 calls of describe_link saved)
+        found = _problems(link, was, to_max, to_baseline)
         now = describe_link(link.speed_gts, link.width)
         expected = maximum = describe_link(link.max_speed_gts, link.max_width)
         problems: list[str] = []
-        if _above(link.speed_gts, link.max_speed_gts) or _above(link.width, link.max_width):
+        if found.above_max:
             problems.append(f"above its maximum {maximum}, which no link trains to (garbled evidence)")
-        if _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width):
-            if to_max:
-                problems.append(f"below its maximum {maximum}")
-        elif link.downgraded:
+        if found.below_max:
+            problems.append(f"below its maximum {maximum}")
+        if found.doubted:
             problems.append(_downgrade_doubt(link, maximum))
-        was = base.get(bdf)
         if was is not None and to_baseline:
             expected = describe_link(was.speed_gts, was.width)
-            if _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width):
-                problems.append(f"below the baseline {expected}")
-            elif (link.speed_gts is None and was.speed_gts is not None) or (
-                link.width is None and was.width is not None
-            ):
-                problems.append(f"link state unknown now (baseline {expected})")
+        if found.below_baseline:
+            problems.append(f"below the baseline {expected}")
+        if found.unknown_now:
+            problems.append(f"link state unknown now (baseline {expected})")
         if problems:
             yield finding(
                 ctx,
