@@ -153,13 +153,13 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
     if not families:
         return  # the usual node: no bandwidth finding, nothing to read in its measurements
 
-    sized: list[dict[str, frozenset[int]]] = []  # the candidate's sizes per family, read once per node
+    sized: dict[str, frozenset[int]] | None = None  # the candidate's sizes per family, read once per node
 
     def sizes_of(family: str) -> set[int]:  # read the measurements only for a headline that needs them
-        if not sized:
-            keys = tuple(m.key for m in measurements_of(candidate)) if candidate is not None else ()
-            sized.append(_sizes(keys))
-        return set(sized[0].get(family, ()))
+        nonlocal sized
+        if sized is None:
+            sized = _sizes(tuple(m.key for m in measurements_of(candidate)) if candidate is not None else ())
+        return set(sized.get(family, ()))
 
     for family, indexes in sorted(families.items()):
         scope = family.split("/")[0]

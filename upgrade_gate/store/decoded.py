@@ -112,6 +112,7 @@ ENTRY_RULES = b"2"
 saved. Entries of 1 could hold a baseline committed by hand that no schema check had read."""
 
 
+@functools.cache
 def _form(cls: type) -> type:
     """What an entry of `cls` holds: a `Snapshot` as its v2 form (`model.columnar.SnapshotV2`, each
     sweep's settings once and the samples as columns), every other record as itself. The v2 form
