@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from upgrade_gate.judge.curve_stats import group_of as group_of
 from upgrade_gate.validate.remeasure import FloorDecision as FloorDecision
 from upgrade_gate.validate.remeasure import floor_check as floor_check
+from upgrade_gate.validate.remeasure import log_samples as log_samples
+from upgrade_gate.validate.remeasure import pooled_log_sigma as pooled_log_sigma
 from upgrade_gate.validate.remeasure import pooled_sigma as pooled_sigma
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from upgrade_gate.model import Measurement, NodeName
 
@@ -100,9 +100,10 @@ class Resampling:
         return min(self.limit(samples), have + max(1, self.step or samples))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FloorDecision:
-    """A CVF floor judged on the samples, with CVF's own single-sample decision beside it."""
+class FloorDecision(NamedTuple):
+    """A CVF floor judged on the samples, with CVF's own single-sample decision beside it. A NamedTuple
+    (read-only, built positionally): the judge builds one per rail of every node (~1 us against ~2.5 us
+    for a frozen slotted dataclass, issue 29)."""
 
     outcome: Literal["pass", "fail", "remeasure", "inconclusive"]
     estimate: float
@@ -120,10 +121,25 @@ def z_upper(p: float) -> float:
     return z
 
 
-def floor_check(samples: Sequence[float], floor: float, *, sigma: float, tests: int, p: FloorKnobs) -> FloorDecision:
-    """Below the floor only when the upper bound says so; above when the lower bound does (log scale)."""
+def log_samples(samples: Sequence[float], p: FloorKnobs) -> list[float]:
+    """The samples on the log scale the floor statistics use, floored at half a printed step."""
     tiny = p.resolution / 2
-    logs = [math.log(max(x, tiny)) for x in samples]
+    return [math.log(max(x, tiny)) for x in samples]
+
+
+def floor_check(
+    samples: Sequence[float],
+    floor: float,
+    *,
+    sigma: float,
+    tests: int,
+    p: FloorKnobs,
+    logs: Sequence[float] | None = None,
+) -> FloorDecision:
+    """Below the floor only when the upper bound says so; above when the lower bound does (log scale).
+    `logs`: `log_samples(samples, p)`, when the caller has them already (`judge.rules.floors`)."""
+    if logs is None:
+        logs = log_samples(samples, p)
     n = len(logs)
     centre = math.fsum(logs) / n
     se = max(sigma, p.noise_floor) / math.sqrt(n)
@@ -138,24 +154,21 @@ def floor_check(samples: Sequence[float], floor: float, *, sigma: float, tests: 
         outcome = "remeasure"
     else:
         outcome = "inconclusive"
-    return FloorDecision(
-        outcome=outcome,
-        estimate=math.exp(centre),
-        low=low,
-        high=high,
-        n=n,
-        cvf_single="passed" if samples and samples[0] >= floor else "failed",
-    )
+    single: Literal["passed", "failed"] = "passed" if samples and samples[0] >= floor else "failed"
+    return FloorDecision(outcome, math.exp(centre), low, high, n, single)
 
 
 def pooled_sigma(samples: Sequence[Sequence[float]], p: FloorKnobs) -> float:
     """Pooled within-metric log sigma of several metrics' samples (e.g. a node's rails), floored."""
-    tiny = p.resolution / 2
+    return pooled_log_sigma([log_samples(values, p) for values in samples if len(values) >= 2], p)
+
+
+def pooled_log_sigma(logged: Iterable[Sequence[float]], p: FloorKnobs) -> float:
+    """`pooled_sigma` of metrics already on the log scale (`log_samples`)."""
     squares, dof = 0.0, 0
-    for values in samples:
-        if len(values) < 2:
+    for logs in logged:
+        if len(logs) < 2:
             continue
-        logs = [math.log(max(x, tiny)) for x in values]
         mean = math.fsum(logs) / len(logs)
         squares += math.fsum((x - mean) ** 2 for x in logs)
         dof += len(logs) - 1

@@ -55,12 +55,16 @@ def check_threshold(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 (key, cand[key], "Gb/s", t.rail_bw_min_gbits, "PHASE4_BW_THRESHOLD", t.source("rail_bw_min_gbits"))
             )
     rail_sigma: float | None = None  # pooled over the rails when a floor needs the full test
+    logs: dict[str, list[float]] = {}  # the rails' samples on the log scale: for the sigma and each rail's test
     for key, m, unit, floor, cvf_key, source in floors:
         if m is not None and m.unit == unit and clears(m.samples, floor):
             continue  # the usual rail: nothing to say (see `clears`)
         if rail_sigma is None:
-            rail_sigma = curves.pooled_sigma([cand[k].samples for k in rails if usable(cand[k].samples)], params)
-        yield from _floor(ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors))
+            logs = {k: curves.log_samples(cand[k].samples, params) for k in rails if usable(cand[k].samples)}
+            rail_sigma = curves.pooled_log_sigma(logs.values(), params)
+        yield from _floor(
+            ctx, entry, m, key, unit, floor, cvf_key, source, params, rail_sigma, len(floors), logs.get(key)
+        )
     counted = entry.flag("check_rail_count") and not peer_phase_waived(ctx, 4)
     if ctx.policy.phase_applies(4, ctx.node_class) and counted and len(rails) < t.rail_count:
         yield finding(
@@ -103,7 +107,9 @@ def _floor(
     params: curves.Params,
     rail_sigma: float,
     tests: int,
+    logs: list[float] | None,
 ) -> Iterable[Finding]:
+    """The floor test of one metric (`logs`: its samples on the log scale, when the caller has them)."""
     path = f"measurements[key={key}]"
     if m is None or not usable(m.samples):
         yield finding(
@@ -129,9 +135,9 @@ def _floor(
         )
         return
     sigma = rail_sigma if key.startswith("rail/") else curves.pooled_sigma([m.samples], params)
-    d = curves.floor_check(m.samples, floor, sigma=sigma, tests=tests, p=params)
-    if d.outcome == "pass":
-        return
+    d = curves.floor_check(m.samples, floor, sigma=sigma, tests=tests, p=params, logs=logs)
+    if d.outcome == "pass" or (d.outcome != "fail" and d.cvf_single == "passed"):
+        return  # above the floor, or between the bounds and CVF passes it too: nothing says it is below
     cvf = f"CVF's single-sample decision (first run {m.samples[0]:.2f}): {d.cvf_single}"
     bounds = f"{d.n} sample(s), bounds {d.low:.2f} .. {d.high:.2f} {unit}"
     if d.outcome == "fail":
@@ -140,8 +146,6 @@ def _floor(
             f"upper bound under the floor ({bounds}); {cvf}"
         )
         severity = None
-    elif d.cvf_single == "passed":
-        return  # between the bounds and CVF passes it too: nothing says it is below
     else:  # between the bounds: a single unlucky sample never fails a node; more samples decide
         limit = "after the limit of" if d.outcome == "inconclusive" else "re-measure, up to"
         message = (
