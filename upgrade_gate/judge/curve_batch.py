@@ -273,17 +273,21 @@ def _live(
     row_node = np.repeat(np.arange(n_nodes), [e - s for _, s, e in seg]) if n_nodes > 1 else np.zeros(m, np.intp)
     group_node = np.repeat(np.arange(n_nodes), [e - s for s, e in gseg]) if n_nodes > 1 else np.zeros(n_groups, np.intp)
     # noise: pooled within-node sigma per curve (clean metrics only), else the node's, floored
-    db, fb = sum_sq_dev(lb)
-    dc, fc = sum_sq_dev(lc)
+    # every value finite (samples are usable ones when the judge calls): no NaN in the deviations either,
+    # so their sums need no NaN handling (the same bits: `sum_sq_dev`)
+    finite = full and bool(np.isfinite(lb).all()) and bool(np.isfinite(lc).all())
+    db, fb = sum_sq_dev(lb, full=finite)
+    dc, fc = sum_sq_dev(lc, full=finite)
     dev = np.concatenate([db, dc], axis=1)
     mad = np.empty(n_nodes)
     for k, (_, s, e) in enumerate(seg):
         flat = np.abs(dev[s:e][clean[s:e]]).ravel()
-        flat = flat[~np.isnan(flat)]
+        if not finite:
+            flat = flat[~np.isnan(flat)]
         mad[k] = 1.4826 * float(np.partition(flat, flat.size // 2)[flat.size // 2]) if flat.size else 0.0
     limit = np.where(mad > 0, 4 * mad, np.inf)[row_node][:, None]
     dev = np.clip(dev, -limit, limit)
-    ss = np.where(clean, np.nansum(dev**2, axis=1), 0.0)
+    ss = np.where(clean, (np.sum if finite else np.nansum)(dev * dev, axis=1), 0.0)  # dev * dev: what dev**2 computes
     dof = np.where(clean, fb + fc, 0)
     ss_g = np.bincount(gid, ss, n_groups)
     dof_g = np.bincount(gid, dof, n_groups)

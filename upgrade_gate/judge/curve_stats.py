@@ -76,8 +76,14 @@ def row_median(x: np.ndarray, *, full: bool = False) -> np.ndarray:
     return out
 
 
-def sum_sq_dev(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: squared deviations from the row mean (NaN-padded rows), and degrees of freedom."""
+def sum_sq_dev(x: np.ndarray, *, full: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: deviations from the row mean (NaN-padded rows), and degrees of freedom. `full`: the caller
+    knows there is no NaN; then the sums are plain ones (`nansum` sums the same values in the same order
+    after copying the array to zero its NaNs, so the results are the same bits)."""
+    if full:
+        width = x.shape[1]
+        dev = x - (np.sum(x, axis=1) / max(width, 1))[:, None]
+        return dev, np.full(len(x), max(width - 1, 0))
     n = np.sum(~np.isnan(x), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         dev = x - (np.nansum(x, axis=1) / np.maximum(n, 1))[:, None]
