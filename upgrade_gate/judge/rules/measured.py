@@ -153,6 +153,17 @@ def thermal_keys(snapshot: Snapshot) -> tuple[str, ...]:
     return _merged_entry(snapshot)[3]
 
 
+def keys_under(snapshot: Snapshot, prefix: str) -> tuple[str, ...]:
+    """Keys of `merged_measurements(snapshot)` that start with `prefix`, sorted: a function of the keys,
+    found once per key layout (`judge.table`), which a fleet's snapshots share."""
+    memo = sample_table(snapshot).layout.memo
+    found = cast("tuple[str, ...] | None", memo.get("under:" + prefix))
+    if found is None:
+        found = tuple(sorted(k for k in merged_measurements(snapshot)[0] if k.startswith(prefix)))
+        memo["under:" + prefix] = found
+    return found
+
+
 def _merged_entry(snapshot: Snapshot) -> _Entry:
     return _MERGED.get(snapshot, _build_entry)
 

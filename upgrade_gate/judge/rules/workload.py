@@ -39,9 +39,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge import curves
+from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.judge.rules.measured import curve_params, merged_measurements, settings_diff
+from upgrade_gate.judge.rules.measured import curve_params, keys_under, merged_measurements, settings_diff
 from upgrade_gate.model import Finding, Measurement, PhaseResult, PhaseStatus, Snapshot
 
 if TYPE_CHECKING:
@@ -261,13 +261,14 @@ def check_latency(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     cand = _measures(ctx.candidate)
     base = _measures(ctx.baseline) if ctx.baseline is not None else {}
     limit, tolerance, largest = entry.number("max_us"), entry.number("tolerance"), entry.integer("max_bytes")
-    for key in sorted(k for k in cand if k.startswith(LATENCY_PREFIX)):
+    for key in keys_under(ctx.candidate, LATENCY_PREFIX):
         size = key.rsplit("/", 1)[-1]
         if not size.isascii() or not size.isdigit() or int(size) > largest or not cand[key].samples:
             continue
-        now = _median(cand[key])
+        # statistics.median's value without its generality (both sides have samples here)
+        now = stats.median(cand[key].samples)
         b = base.get(key)
-        before = _median(b) if b is not None and b.samples and b.settings == cand[key].settings else None
+        before = stats.median(b.samples) if b is not None and b.samples and b.settings == cand[key].settings else None
         shown = f"{before:.1f} µs" if before is not None else "not measured"
         if now > limit:
             why = f"above {limit:g} µs"
