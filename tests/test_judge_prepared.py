@@ -76,6 +76,8 @@ def test_floor_clears_only_what_the_floor_test_passes_silently() -> None:
                 floors._floor(
                     ctx, entry, m, m.key, "Gb/s", floor, "PHASE4_BW_THRESHOLD", "test", params,
                     rng.choice([0.0, 0.005, 0.3]), rng.choice([1, 9]),
+                    # both ways in: the caller's precomputed logs, and none (the test computes them)
+                    rng.choice([None, curves.log_samples(samples, params)]),
                 )
             )  # fmt: skip
             assert said == [], (i, samples, floor)
