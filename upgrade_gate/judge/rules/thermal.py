@@ -25,14 +25,19 @@ Design decisions:
   evidence, reported by this rule at `missing_evidence` (default block) with the phase's `thermal: ...`
   reasons. A phase 2 that did not run is `evidence.missing`'s business. A compute partition shares its
   device's sensor: a device counts as read when any of its partitions was.
-- Fail closed on the readings too (`_unusable`): a `temp_c_max` or `power_w_mean` reading in a unit, from a
-  tool or of a sensor this rule does not know, without samples, or with a physically implausible value is
-  missing evidence for that GPU (same `missing_evidence` severity, the finding names the key), and is
-  never compared with peers, class or baseline. So is a power reading the baseline had at a slot whose
+- Fail closed on the readings too (`_judged`, `_unusable`): a `temp_c_max` or `power_w_mean` reading in a
+  unit, from a tool or of a sensor this rule does not know, without samples, or with a physically
+  implausible value is missing evidence for that GPU (same `missing_evidence` severity, the finding names
+  the key), and is never compared with peers, class or baseline. So is a power reading the baseline had at a slot whose
   GPU phase 2 read this time without one. A sensor the GPU model lacks (amd-smi prints N/A) leaves no
   measurement (`validate.phases.thermal`) before and after alike, which is no finding.
 - Readings follow the slot: each is placed on the GPU at the BDF it was taken at (`readings`), so an
   order change never moves a temperature to another GPU.
+- Each snapshot's readings are placed and judged once (`_read`, issue 29: the rule runs for every node of
+  a fleet): the candidate's and the baseline's temperatures and power, each reading's verdict and value
+  from one pass (`_judged`), which the peer, class, baseline and lost-power checks all read, as they read
+  the one map of GPU index to device. A reading's unit, tool and sensor verdict (`_refused`) is a function
+  of those strings, which a fleet's readings share: it is remembered, not asked again for every reading.
 - Thermal measurements are judged here only: `bandwidth.*` and `fleet.odd_one_out` skip them
   (`rules.measured.bandwidth_key`), since a relative tolerance on °C means nothing.
 """
@@ -44,7 +49,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from upgrade_gate.judge import stats
 from upgrade_gate.judge.idcache import IdCache
@@ -71,6 +76,7 @@ NOTE = "thermal: "
 EVIDENCE = "phase 2 thermal sampling (amd-smi monitor, or rocm-smi standing in)"
 _SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
 _COMPARED = ("load", "sensor")  # settings that make two readings comparable (amd-smi's hotspot = rocm-smi's junction)
+_COMPARED_AT_SLOT = (*_COMPARED, "bdf")  # against the class reference's slot, the slot (BDF) too
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,7 +137,8 @@ def _value(m: Measurement | None) -> float | None:
 
 def _usable_value(m: Measurement, name: str) -> float | None:
     """The reading's value (its highest sample), None when `_unusable` refuses it."""
-    return _value(m) if _unusable(m, name) is None else None
+    judged = _judged(m, name)
+    return None if isinstance(judged, tuple) else judged
 
 
 _AMD_SENSORS = {"temp_c_max": "hotspot", "power_w_mean": "socket power"}
@@ -151,25 +158,47 @@ is still that tool's."""
 
 def _unusable(m: Measurement, name: str) -> tuple[str, str] | None:
     """Why reading `m` (a `thermal/gpu<i>/<name>`) is no evidence, and what it showed; None when usable."""
+    judged = _judged(m, name)
+    return judged if isinstance(judged, tuple) else None
+
+
+def _judged(m: Measurement, name: str) -> float | tuple[str, str]:
+    """Reading `m`'s value (its highest sample) when usable, else why it is no evidence and what it showed.
+
+    One pass answers both: the check that clears a reading already holds its highest sample, which is
+    `_value`'s answer for a reading of finite samples (and a usable one has only those)."""
+    refused = _refused(name, m.unit, m.settings.get("tool"), m.settings.get("sensor"))
+    if refused is not None:
+        return refused
+    samples = m.samples
+    if not samples:
+        return "it has no samples", "no samples"
     known = _UNDERSTOOD[name]
-    tool, sensor = m.settings.get("tool"), m.settings.get("sensor")
-    if m.unit != known.unit:
-        return f"its unit is {m.unit!r}, not {known.unit!r}", m.unit
+    # the usual reading: every sample finite and plausible (the loop below names the first that is not)
+    if math.isfinite(sum(samples)) and known.low < min(samples) and (highest := max(samples)) <= known.high:
+        return highest
+    for s in samples:
+        if not math.isfinite(s) or not known.low < s <= known.high:
+            unit = "°C" if m.unit == "C" else m.unit
+            bounds = f"above {known.low:g}, at most {known.high:g} {unit}"
+            return f"{s:g} {unit} is no plausible {known.what} ({bounds})", f"{s:g}"
+    return max(samples)
+
+
+@functools.lru_cache(maxsize=64)
+def _refused(name: str, unit: str, tool: str | None, sensor: str | None) -> tuple[str, str] | None:
+    """Why a `name` reading in `unit`, taken by `tool` from `sensor`, is no evidence; None when this rule reads it.
+
+    A pure function of four strings a fleet's readings share: answered once, not once per reading."""
+    known = _UNDERSTOOD[name]
+    if unit != known.unit:
+        return f"its unit is {unit!r}, not {known.unit!r}", unit
     program = tool.split(" ", 1)[0] if tool is not None else None
     if program is None or program not in TOOLS:
         return f"it was taken by {tool!r}, not amd-smi monitor, rocm-smi or nvidia-smi", str(tool)
     expected = SENSORS[program][name]
     if sensor != expected:
         return f"its sensor is {sensor!r}, not {expected!r}", str(sensor)
-    if not m.samples:
-        return "it has no samples", "no samples"
-    if math.isfinite(sum(m.samples)) and known.low < min(m.samples) and max(m.samples) <= known.high:
-        return None  # the usual reading: every sample finite and plausible (the loop below names the first that is not)
-    for s in m.samples:
-        if not math.isfinite(s) or not known.low < s <= known.high:
-            unit = "°C" if m.unit == "C" else m.unit
-            bounds = f"above {known.low:g}, at most {known.high:g} {unit}"
-            return f"{s:g} {unit} is no plausible {known.what} ({bounds})", f"{s:g}"
     return None
 
 
@@ -185,16 +214,53 @@ def readings(
     Readings follow the slot, not the index: a snapshot whose order changed after phase 2 (or a hand-made
     one) still gets each reading on the GPU that was read; without a `bdf` setting the index decides.
     `keys`: the measurements' keys to look at (default all; the judge passes the thermal ones)."""
+    return _placed(measurements, gpus, (name,), keys)[0]
+
+
+def _placed(
+    measurements: Mapping[str, Measurement], gpus: Iterable[Gpu], names: tuple[str, ...], keys: Iterable[str] | None
+) -> list[dict[int, Measurement]]:
+    """`readings` of each of `names`, the GPUs' slots looked up once."""
     by_bdf = {str(g.bdf): g.index for g in gpus if g.bdf is not None}
     indexes = {g.index for g in gpus}
-    out: dict[int, Measurement] = {}
-    for key, label in _named(tuple(measurements if keys is None else keys), name):
-        m = measurements[key]
-        bdf = m.settings.get("bdf")
-        index = by_bdf.get(bdf) if bdf is not None else _index(label, indexes)
-        if index is not None:
-            out[index] = m
-    return out
+    among = tuple(measurements if keys is None else keys)
+    found = []
+    for name in names:
+        out: dict[int, Measurement] = {}
+        for key, label in _named(among, name):
+            m = measurements[key]
+            bdf = m.settings.get("bdf")
+            index = by_bdf.get(bdf) if bdf is not None else _index(label, indexes)
+            if index is not None:
+                out[index] = m
+        found.append(out)
+    return found
+
+
+class _Read(NamedTuple):  # a tuple, not a dataclass: four are built for every node of a fleet
+    """One snapshot's phase 2 readings of one name by GPU index (`readings`), each judged once (`_judged`)."""
+
+    found: dict[int, Measurement]
+    values: dict[int, float]  # the usable ones' values, in `found`'s order
+    problems: dict[int, tuple[str, str]]  # the others: why each is no evidence, and what it showed
+
+
+def _read(snapshot: Snapshot, gpus: Iterable[Gpu]) -> tuple[_Read, _Read]:
+    """`snapshot`'s phase 2 temperatures and power readings, placed on `gpus` and judged."""
+    names = ("temp_c_max", "power_w_mean")
+    placed = _placed(merged_measurements(snapshot)[0], gpus, names, thermal_keys(snapshot))
+    out = []
+    for name, found in zip(names, placed, strict=True):
+        values: dict[int, float] = {}
+        problems: dict[int, tuple[str, str]] = {}
+        for i, m in found.items():
+            judged = _judged(m, name)
+            if isinstance(judged, tuple):
+                problems[i] = judged
+            else:
+                values[i] = judged
+        out.append(_Read(found=found, values=values, problems=problems))
+    return out[0], out[1]
 
 
 @functools.lru_cache(maxsize=64)
@@ -235,27 +301,22 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     phase = next((p for p in ctx.candidate.phases if p.phase == MESH_PHASE), None)
     if phase is None or phase.status not in (PhaseStatus.PASSED, PhaseStatus.FAILED):
         return  # no phase 2 result to read: evidence.missing / phase.failed report it
-    cand, _ = merged_measurements(ctx.candidate)
-    keys = thermal_keys(ctx.candidate)
     gpus = sorted(ctx.candidate.gpus, key=lambda g: g.index)
-    hot = readings(cand, gpus, "temp_c_max", keys)
-    watts = readings(cand, gpus, "power_w_mean", keys)
+    hot, watts = _read(ctx.candidate, gpus)
     by_index = {g.index: g for g in gpus}
-    unusable = {
-        m.key: (by_index[i], problem)
-        for name, found in (("temp_c_max", hot), ("power_w_mean", watts))
-        for i, m in sorted(found.items())
-        if (problem := _unusable(m, name)) is not None
-    }
-    temps = {i: v for i, m in hot.items() if m.key not in unusable and (v := _value(m)) is not None}
-    power = {i: v for i, m in watts.items() if m.key not in unusable and (v := _value(m)) is not None}
-    device = {g.index: _device(g) for g in gpus}
+    devices = [_device(g) for g in gpus]  # gpus[k]'s device
+    device = dict(zip([g.index for g in gpus], devices, strict=True))  # by index, as `by_index` picks the GPU
+    temps, power = hot.values, watts.values
     notes = [r.removeprefix(NOTE) for r in phase.reasons if r.startswith(NOTE)]
-    for key, (gpu, (why, shown)) in unusable.items():
-        yield _no_evidence(ctx, entry, gpu, key, f"{_name(gpu)}: {key} is no thermal evidence: {why}", shown)
-    garbled = {device[i] for i, m in hot.items() if m.key in unusable}  # named above, not again as missing
-    yield from _missing(ctx, entry, [g for g in gpus if _device(g) not in garbled], temps, notes)
-    yield from _lost_power(ctx, entry, gpus, hot, watts)
+    for read in (hot, watts):
+        for i, (why, shown) in sorted(read.problems.items()):
+            gpu, key = by_index[i], read.found[i].key
+            yield _no_evidence(ctx, entry, gpu, key, f"{_name(gpu)}: {key} is no thermal evidence: {why}", shown)
+    garbled = {device[i] for i in hot.problems}  # named above, not again as missing
+    kept = [(g, d) for g, d in zip(gpus, devices, strict=True) if d not in garbled]
+    yield from _missing(ctx, entry, kept, temps, notes)
+    was_hot, was_watts = _read(ctx.baseline, ctx.baseline.gpus) if ctx.baseline is not None else (None, None)
+    yield from _lost_power(ctx, entry, was_watts, by_index, device, hot.found, watts.found)
     threshold = entry.number("threshold_c")
     min_peers = entry.integer("min_peers")
     for gpu in gpus:
@@ -276,10 +337,10 @@ def check_thermal(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 median + threshold,
                 f"{t - median:.1f} °C above the median of its {len(others)} peers ({median:.1f} °C) under the "
                 f"same phase 2 load; threshold {threshold:g} °C{_power_text(power, gpu.index, others)}",
-                hot[gpu.index].key,
+                hot.found[gpu.index].key,
             )
-    yield from _against_class(ctx, entry, gpus, temps, hot)
-    yield from _against_baseline(ctx, entry, temps, hot)
+    yield from _against_class(ctx, entry, gpus, temps, hot.found)
+    yield from _against_baseline(ctx, entry, temps, hot.found, was_hot)
 
 
 def _outlier(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, temp: float, limit: float, why: str, key: str) -> Finding:
@@ -320,27 +381,24 @@ def _no_evidence(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, key: str, message
 def _lost_power(
     ctx: NodeContext,
     entry: RuleEntry,
-    gpus: list[Gpu],
+    before: _Read | None,
+    by_index: Mapping[int, Gpu],
+    device: Mapping[int, str],
     hot: Mapping[int, Measurement],
     watts: Mapping[int, Measurement],
 ) -> Iterable[Finding]:
-    """A slot (PCI device) the baseline had a usable power reading for, read this time without one."""
-    if ctx.baseline is None:
+    """A slot (PCI device) the baseline had a usable power reading for (`before`), read this time without one."""
+    if ctx.baseline is None or before is None:
         return
-    before = readings(
-        merged_measurements(ctx.baseline)[0], ctx.baseline.gpus, "power_w_mean", thermal_keys(ctx.baseline)
-    )
     device_before = {g.index: _device(g) for g in ctx.baseline.gpus}
     had: dict[str, float] = {}
-    for i, m in sorted(before.items()):
-        if (v := _usable_value(m, "power_w_mean")) is not None:
-            had.setdefault(device_before[i], v)
-    by_index = {g.index: g for g in gpus}
-    have = {_device(by_index[i]) for i in watts}  # an unusable one is reported as such
+    for i, v in sorted(before.values.items()):
+        had.setdefault(device_before[i], v)
+    have = {device[i] for i in watts}  # an unusable one is reported as such
     for i in sorted(hot):  # a device without a temperature is `_missing`'s
-        gpu = by_index[i]
-        was = had.pop(_device(gpu), None)
-        if was is None or _device(gpu) in have:
+        gpu, slot = by_index[i], device[i]
+        was = had.pop(slot, None)
+        if was is None or slot in have:
             continue
         key = f"{THERMAL_PREFIX}gpu{i}/power_w_mean"
         message = (
@@ -351,10 +409,15 @@ def _lost_power(
 
 
 def _missing(
-    ctx: NodeContext, entry: RuleEntry, gpus: list[Gpu], temps: Mapping[int, float], notes: list[str]
+    ctx: NodeContext,
+    entry: RuleEntry,
+    gpus: list[tuple[Gpu, str]],
+    temps: Mapping[int, float],
+    notes: list[str],
 ) -> Iterable[Finding]:
-    read = {_device(g) for g in gpus if g.index in temps}
-    missing = [g for g in gpus if _device(g) not in read]
+    """One finding naming the GPUs (each with its device) whose device has no usable temperature."""
+    read = {d for g, d in gpus if g.index in temps}
+    missing = [g for g, d in gpus if d not in read]
     if not missing:
         return
     shown = ", ".join(_name(g) for g in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
@@ -375,8 +438,11 @@ def _missing(
 
 
 def _comparable(a: Measurement, b: Mapping[str, str], *, same_bdf: bool) -> bool:
-    keys = (*_COMPARED, "bdf") if same_bdf else _COMPARED
-    return all(a.settings.get(k) == b.get(k) for k in keys)
+    mine = a.settings
+    for k in _COMPARED_AT_SLOT if same_bdf else _COMPARED:  # noqa: SIM110 - a loop, not all(): 4x less CPU
+        if mine.get(k) != b.get(k):
+            return False
+    return True
 
 
 def _against_class(
@@ -420,18 +486,22 @@ _SLOTS: IdCache[ClassReference, dict[str | None, MetricSummary]] = IdCache(8)  #
 
 
 def _against_baseline(
-    ctx: NodeContext, entry: RuleEntry, temps: Mapping[int, float], hot: Mapping[int, Measurement]
+    ctx: NodeContext,
+    entry: RuleEntry,
+    temps: Mapping[int, float],
+    hot: Mapping[int, Measurement],
+    before: _Read | None,
 ) -> Iterable[Finding]:
-    if ctx.baseline is None:
+    """Each GPU against its own baseline temperature (`before`: the baseline's, placed and judged)."""
+    if before is None:
         return
-    base = readings(merged_measurements(ctx.baseline)[0], ctx.baseline.gpus, "temp_c_max", thermal_keys(ctx.baseline))
     threshold = entry.number("baseline_threshold_c")
     for pair in ctx.pairs:
         if pair.baseline is None or pair.candidate is None:
             continue
         gpu = pair.candidate
-        t, c, b = temps.get(gpu.index), hot.get(gpu.index), base.get(pair.baseline.index)
-        was = _usable_value(b, "temp_c_max") if b is not None else None  # garbled: no reference
+        t, c, b = temps.get(gpu.index), hot.get(gpu.index), before.found.get(pair.baseline.index)
+        was = before.values.get(pair.baseline.index)  # None when garbled: no reference
         if t is None or c is None or b is None or was is None:
             continue
         if b.unit != c.unit or not _comparable(c, b.settings, same_bdf=False):
