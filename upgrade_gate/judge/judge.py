@@ -47,6 +47,7 @@ from upgrade_gate.judge.policy import Policy
 from upgrade_gate.judge.rules import REGISTRY
 from upgrade_gate.judge.rules.bandwidth import prime_regression
 from upgrade_gate.judge.rules.base import NodeContext
+from upgrade_gate.judge.rules.facts import forget as forget_facts
 from upgrade_gate.judge.rules.fields import unplanned_findings
 from upgrade_gate.judge.rules.measured import forget as forget_measurements
 from upgrade_gate.judge.rules.measured import prime_tables
@@ -291,6 +292,7 @@ def judge_nodes(
     finally:  # the per-snapshot caches hold the batch's snapshots: release them with the batch
         forget_identities()
         forget_measurements()
+        forget_facts()
 
 
 def _context(

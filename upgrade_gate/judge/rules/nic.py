@@ -20,17 +20,23 @@ Design decisions:
 - RoCE v2: an Ethernet port must carry a RoCE v2 GID; a port that had one in the baseline must still.
 - Firmware: a change outside the plan's `change.nic_firmware`, a miss of its `to`, or (with no plan
   target) a version other than `UPGRADE_GATE_NIC_FIRMWARE` blocks.
+- The five rules read one derivation per node (`_nics`: the candidate's NICs by name, the baseline's,
+  each port beside its baseline port), kept for the judge batch (`facts.batch_cache`) and shared
+  read-only; the state texts are matched once per distinct text (`port_active`, `_phys_up`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple
 
+from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.plan import version_matches
 from upgrade_gate.judge.rules.base import NodeContext, finding, show, spec
-from upgrade_gate.model import Finding, Nic, NicPort
+from upgrade_gate.judge.rules.facts import batch_cache
+from upgrade_gate.model import Finding, Nic, NicPort, Snapshot
 from upgrade_gate.parse.common import phys_up
 
 if TYPE_CHECKING:
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
 _NIC_LABEL = "feature.node.kubernetes.io/amd-nic"
 
 
+@lru_cache(maxsize=256)  # a fleet's ports print a handful of states: the regex once per text
 def port_active(state: str | None) -> bool:
     """True for PORT_ACTIVE / ACTIVE / Active (with or without a `(4)` code)."""
     if state is None:
@@ -47,34 +54,57 @@ def port_active(state: str | None) -> bool:
     return text.removeprefix("PORT_").removeprefix("4:").strip() == "ACTIVE"
 
 
-def _ports(nic: Nic) -> dict[int, NicPort]:
-    return {p.port: p for p in nic.ports}
+_phys_up = lru_cache(maxsize=256)(phys_up)  # as port_active: a handful of physical states
 
 
-def _base_nics(ctx: NodeContext) -> dict[str, Nic]:
-    return {n.name: n for n in ctx.baseline.nics} if ctx.baseline is not None else {}
+PortPair = tuple[Nic, NicPort, NicPort | None]
 
 
-def _port_pairs(ctx: NodeContext) -> Iterator[tuple[Nic, NicPort, NicPort | None]]:
-    """(candidate NIC, its port, the same port in the baseline or None), NICs by name."""
-    base = _base_nics(ctx)
-    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
-        was_ports = _ports(base[nic.name]) if nic.name in base else {}
+class _Nics(NamedTuple):
+    """A node's NICs as the NIC rules read them (shared by them: do not mutate)."""
+
+    baseline: Snapshot | None  # the baseline the rest was derived against
+    named: tuple[Nic, ...]  # the candidate's NICs, by name
+    base: dict[str, Nic]  # the baseline's NICs by name
+    pairs: tuple[PortPair, ...]  # (candidate NIC, its port, the same port in the baseline or None)
+
+
+_NICS: IdCache[Snapshot, _Nics] = batch_cache()  # by candidate: five rules a node read them
+
+
+def _nics(ctx: NodeContext) -> _Nics:
+    """`ctx`'s NIC facts, derived once per node and judge batch."""
+    hit = _NICS.peek(ctx.candidate)
+    if hit is not None and hit.baseline is ctx.baseline:
+        return hit
+    named = tuple(sorted(ctx.candidate.nics, key=lambda n: n.name))
+    base = {n.name: n for n in ctx.baseline.nics} if ctx.baseline is not None else {}
+    pairs: list[PortPair] = []
+    for nic in named:
+        was = base.get(nic.name)
+        was_ports = {p.port: p for p in was.ports} if was is not None else {}
         for port in nic.ports:
-            yield nic, port, was_ports.get(port.port)
+            pairs.append((nic, port, was_ports.get(port.port)))
+    found = _Nics(ctx.baseline, named, base, tuple(pairs))
+    _NICS.put(ctx.candidate, found)
+    return found
+
+
+def _port_path(nic: Nic, port: NicPort) -> str:
+    return f"nics[name={nic.name}].ports[port={port.port}]"
 
 
 def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Baseline NICs still present by name; the NIC count CVF phase 3 expects."""
-    now = {n.name: n for n in ctx.candidate.nics}
-    by_bdf = {str(n.bdf): n for n in ctx.candidate.nics if n.bdf is not None}
-    for name, was in sorted(_base_nics(ctx).items()):
-        if name in now:
-            continue
+    nics = _nics(ctx)
+    gone = sorted(nics.base.keys() - {n.name for n in ctx.candidate.nics})
+    by_bdf = {str(n.bdf): n for n in ctx.candidate.nics if n.bdf is not None} if gone else {}
+    for name in gone:
+        was = nics.base[name]
         moved = by_bdf.get(str(was.bdf)) if was.bdf is not None else None
         message = (
             f"NIC {name} ({was.bdf}) is now named {moved.name}: the rail mapping changed"
-            if moved is not None and moved.name not in _base_nics(ctx)
+            if moved is not None and moved.name not in nics.base
             else f"NIC {name} ({was.bdf or 'unknown BDF'}) is missing"
         )
         yield finding(
@@ -94,9 +124,7 @@ def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     if declared is not None:
         yield from _declared_count(ctx, entry, declared, counted)
         return
-    has_nics = bool(
-        counted or ctx.candidate.nics or _base_nics(ctx) or ctx.candidate.node.labels.get(_NIC_LABEL) == "true"
-    )
+    has_nics = bool(counted or ctx.candidate.nics or nics.base or ctx.candidate.node.labels.get(_NIC_LABEL) == "true")
     if has_nics and ctx.policy.phase_applies(3, ctx.node_class) and len(counted) != t.expected_nic_count:
         yield finding(
             ctx,
@@ -143,8 +171,7 @@ def _declared_count(ctx: NodeContext, entry: RuleEntry, declared: int, counted: 
 
 def check_port_state(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Every port active, and not slower than in the baseline."""
-    for nic, port, was in _port_pairs(ctx):
-        path = f"nics[name={nic.name}].ports[port={port.port}]"
+    for nic, port, was in _nics(ctx).pairs:
         if not port_active(port.state):
             yield finding(
                 ctx,
@@ -152,19 +179,19 @@ def check_port_state(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 f"NIC {nic.name} port {port.port}: state {show(port.state)} (phys {show(port.phys_state)}), "
                 "expected ACTIVE",
                 device=nic.name,
-                path=f"{path}.state",
+                path=f"{_port_path(nic, port)}.state",
                 expected="ACTIVE",
                 actual=port.state,
                 evidence="ibv_devinfo",
             )
-        elif not phys_up(port.phys_state):
+        elif not _phys_up(port.phys_state):
             yield finding(
                 ctx,
                 entry,
                 f"NIC {nic.name} port {port.port}: state {port.state} but physical state {show(port.phys_state)}, "
                 "expected LINK_UP",
                 device=nic.name,
-                path=f"{path}.phys_state",
+                path=f"{_port_path(nic, port)}.phys_state",
                 expected="LINK_UP",
                 actual=port.phys_state,
                 evidence="ibv_devinfo",
@@ -176,7 +203,7 @@ def check_port_state(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 f"NIC {nic.name} port {port.port}: link rate {show(port.rate_gbps)} Gb/s, baseline "
                 f"{was.rate_gbps:g} Gb/s",
                 device=nic.name,
-                path=f"{path}.rate_gbps",
+                path=f"{_port_path(nic, port)}.rate_gbps",
                 expected=was.rate_gbps,
                 actual=port.rate_gbps,
                 evidence="ibv_devinfo",
@@ -186,18 +213,18 @@ def check_port_state(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 def check_gids(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """GID count per port vs PHASE3_MIN_GID_COUNT and the baseline."""
     t = ctx.policy.thresholds
-    for nic, port, was in _port_pairs(ctx):
-        floor = t.min_gid_count
-        why = f"PHASE3_MIN_GID_COUNT {floor} ({t.source('min_gid_count')})"
+    for nic, port, was in _nics(ctx).pairs:
+        floor, by_baseline = t.min_gid_count, False
         if was is not None and was.gid_count is not None and was.gid_count > floor:
-            floor, why = was.gid_count, f"baseline {was.gid_count}"
-        if port.gid_count is None or port.gid_count < floor:
+            floor, by_baseline = was.gid_count, True
+        if port.gid_count is None or port.gid_count < floor:  # the words only for a finding
+            why = f"baseline {floor}" if by_baseline else f"PHASE3_MIN_GID_COUNT {floor} ({t.source('min_gid_count')})"
             yield finding(
                 ctx,
                 entry,
                 f"NIC {nic.name} port {port.port}: {show(port.gid_count)} GIDs, expected at least {floor} ({why})",
                 device=nic.name,
-                path=f"nics[name={nic.name}].ports[port={port.port}].gid_count",
+                path=f"{_port_path(nic, port)}.gid_count",
                 expected=floor,
                 actual=port.gid_count,
                 evidence="ibv_devinfo",
@@ -206,7 +233,7 @@ def check_gids(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 def check_roce(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """RoCE v2 GID present on Ethernet ports (and wherever the baseline had one)."""
-    for nic, port, was in _port_pairs(ctx):
+    for nic, port, was in _nics(ctx).pairs:
         ethernet = (port.link_layer or "").lower() == "ethernet"
         needed = ethernet or (was is not None and was.roce_v2 is True)
         if needed and port.roce_v2 is not True:
@@ -216,7 +243,7 @@ def check_roce(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 f"NIC {nic.name} port {port.port}: no RoCE v2 GID "
                 f"({'unknown' if port.roce_v2 is None else 'none in the GID table'})",
                 device=nic.name,
-                path=f"nics[name={nic.name}].ports[port={port.port}].roce_v2",
+                path=f"{_port_path(nic, port)}.roce_v2",
                 expected=True,
                 actual=port.roce_v2,
                 evidence="ibv_devinfo",
@@ -227,8 +254,9 @@ def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """NIC firmware vs the plan, the baseline and UPGRADE_GATE_NIC_FIRMWARE."""
     planned = ctx.plan.change.nic_firmware if ctx.plan is not None else None
     pinned = ctx.policy.thresholds.nic_firmware
-    base = _base_nics(ctx)
-    for nic in sorted(ctx.candidate.nics, key=lambda n: n.name):
+    nics = _nics(ctx)
+    base = nics.base
+    for nic in nics.named:
         path = f"nics[name={nic.name}].fw_ver"
         before = base[nic.name].fw_ver if nic.name in base else None
         if planned is not None:

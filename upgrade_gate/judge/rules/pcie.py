@@ -18,11 +18,11 @@ Design decisions:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
-from upgrade_gate.judge.rules.facts import VfReport, doubtful, vf_map, vf_reports
+from upgrade_gate.judge.rules.facts import VfReport, vf_facts
 from upgrade_gate.model import Finding, PcieLink
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def _source(report: VfReport) -> str:
     return "sysfs" if report.nic is None else f"NIC {report.nic}"
 
 
-def _vf_doubt(ctx: NodeContext, entry: RuleEntry, pf: str, reports: list[VfReport]) -> Finding:
+def _vf_doubt(ctx: NodeContext, entry: RuleEntry, pf: str, reports: Sequence[VfReport]) -> Finding:
     """Two sources of one PF's VF count that disagree, or a negative count."""
     nic = next((r for r in reports if r.nic is not None), None)
     path = f"nics[name={nic.nic}].sriov_numvfs" if nic is not None else f"sriov[bdf={pf}].numvfs"
@@ -176,36 +176,35 @@ def _vf_doubt(ctx: NodeContext, entry: RuleEntry, pf: str, reports: list[VfRepor
 
 def check_sriov(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """VF count per PF vs the baseline (and UPGRADE_GATE_NIC_VF_COUNT); VF counts that disagree."""
-    reports = vf_reports(ctx.candidate)
-    now = vf_map(ctx.candidate, reports)
-    doubts = {pf: rs for pf, rs in sorted(reports.items()) if doubtful(rs)}
+    facts = vf_facts(ctx.candidate)
+    now, doubts = facts.counts, facts.doubts
     for pf, found in doubts.items():
         yield _vf_doubt(ctx, entry, pf, found)
     if ctx.baseline is not None:
-        before = vf_map(ctx.baseline)
-        for pf in sorted(before):
+        before = vf_facts(ctx.baseline, like=ctx.candidate).counts
+        for pf, was in before.items():  # sorted by PF
             if pf in doubts:
                 continue
             if pf not in now:
                 yield finding(
                     ctx,
                     entry,
-                    f"PF {pf}: gone (the baseline had {before[pf]} VFs enabled)",
+                    f"PF {pf}: gone (the baseline had {was} VFs enabled)",
                     device=pf,
                     path=f"sriov[bdf={pf}].numvfs",
-                    expected=before[pf],
+                    expected=was,
                     actual=None,
                     evidence="sysfs_sriov",
                 )
-            elif now[pf] != before[pf]:
+            elif now[pf] != was:
                 yield finding(
                     ctx,
                     entry,
                     f"PF {pf}: {now[pf] if now[pf] is not None else 'unknown'} VFs enabled, "
-                    f"baseline {before[pf] if before[pf] is not None else 'unknown'}",
+                    f"baseline {was if was is not None else 'unknown'}",
                     device=pf,
                     path=f"sriov[bdf={pf}].numvfs",
-                    expected=before[pf],
+                    expected=was,
                     actual=now[pf],
                     evidence="sysfs_sriov",
                 )
