@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,8 +251,11 @@ def test_real_window_reversed_gpu_order_blocks_and_rolls_back(env: Env, capsys: 
 def test_real_api_server_outage_mid_validate_is_exit_4_and_resumable(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """kube-apiserver stopped for 30 s while the phases run: exit 4, no CVF label written, the window
-    still `started`; the same command afterwards continues to a verdict."""
+    """kube-apiserver stopped while the phases run, and kept down until `validate` has given up: exit 4,
+    no CVF label written, the window still `started`; the same command afterwards continues to a verdict.
+    (The outage ends when validate has ended, not after a fixed 30 s: validate gives up ~20 s after the
+    stop, and a longer outage only lengthens the real controllers' watch back-off afterwards, ~35 s of
+    the resumed run's wait for its first Job.)"""
     st = ["--store", str(env.store)]
     assert env.cli("window", "plan", "--plan", str(PLAN), *st) == 0
     assert env.cli("window", "start", "--id", WINDOW, *st, "--poll-interval", "0.1") == 0
@@ -272,9 +274,7 @@ def test_real_api_server_outage_mid_validate_is_exit_4_and_resumable(
 
     env.cluster.wait_for("the phase Jobs", phases_running, timeout=300)
     cp.stop_apiserver()
-    stopped = time.monotonic()
-    validate.join(timeout=120)
-    time.sleep(max(0.0, 30 - (time.monotonic() - stopped)))
+    validate.join(timeout=120)  # the API stays down until validate has given up
     cp.start_apiserver()
     assert not validate.is_alive() and codes == [4], codes
     assert "Kubernetes API unreachable" in capsys.readouterr().err
