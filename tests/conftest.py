@@ -72,7 +72,7 @@ FILE_SECONDS = {
     "test_fleet_workload_real.py": 97,
     "test_fleet_window_field_real.py": 73,
     "test_workload_phase.py": 72,
-    "test_judge_matrix.py": 68,
+    "test_judge_matrix.py": 58,
     "test_fleet_agent_real.py": 49,
     "test_fleet_window.py": 26,
     "test_workload_util_phase.py": 26,
