@@ -58,6 +58,57 @@ def test_a_pcie_link_skipped_as_quiet_is_one_the_rule_says_nothing_of(
     assert pcie._quiet(link, was, to_max, to_baseline) == (not said), said
 
 
+LINK_SPEEDS = st.none() | st.sampled_from([16.0, 32.0, float("nan")])
+LINK_WIDTHS = st.none() | st.sampled_from([8, 16])
+
+
+@st.composite
+def link_sections(draw: Any) -> tuple[PcieLink, ...]:
+    """0-4 links on a few BDFs (a BDF twice now and then), speeds and widths often equal to their maximum."""
+    out = []
+    for _ in range(draw(st.integers(0, 4))):
+        speed, width = draw(LINK_SPEEDS), draw(LINK_WIDTHS)
+        out.append(
+            PcieLink(
+                bdf=draw(st.sampled_from(["0000:05:00.0", "0000:15:00.0", "0000:25:00.0"])),
+                speed_gts=speed,
+                width=width,
+                max_speed_gts=speed if draw(st.booleans()) else draw(LINK_SPEEDS),
+                max_width=width if draw(st.booleans()) else draw(LINK_WIDTHS),
+                downgraded=draw(st.integers(0, 4)) == 0,
+            )
+        )
+    return tuple(out)
+
+
+@settings(max_examples=500, deadline=None)
+@given(link_sections(), st.none() | link_sections(), st.booleans(), st.booleans(), st.booleans())
+def test_a_node_skipped_as_its_links_are_unchanged_at_maximum_is_one_the_rule_says_nothing_of(
+    links_now: tuple[PcieLink, ...], other: tuple[PcieLink, ...] | None, same: bool, to_max: bool, to_baseline: bool
+) -> None:
+    """`pcie.downgrade` on a whole node with the unchanged-section fast path and without it: the baseline
+    is the candidate's links (a copy: equal, not the same objects) or another section."""
+    from upgrade_gate.model import replace
+
+    was = tuple(replace(link) for link in links_now) if same or other is None else other
+    entry = RuleEntry(
+        id="pcie.downgrade",
+        severity=Severity.BLOCK,
+        params={"compare_to_max": to_max, "compare_to_baseline": to_baseline},
+    )
+    ctx = SimpleNamespace(node="n", candidate=SimpleNamespace(pcie=links_now), baseline=SimpleNamespace(pcie=was))
+    fast = list(pcie.check_pcie(ctx, entry))  # type: ignore[arg-type]
+    skip = pcie._unchanged_at_max
+    pcie._unchanged_at_max = lambda *args: False  # type: ignore[assignment] - the full rule, every time
+    try:
+        full = list(pcie.check_pcie(ctx, entry))  # type: ignore[arg-type]
+    finally:
+        pcie._unchanged_at_max = skip  # type: ignore[assignment]
+    assert fast == full
+    if skip(was, links_now):
+        assert not full
+
+
 BLOCKS = st.dictionaries(st.sampled_from(["CP_MEC1", "PSP_SOSDRV", "SMU", "vbios"]), st.sampled_from(["1", "2"]))
 VBIOS = st.none() | st.sampled_from(["113-A", "113-B"])
 
