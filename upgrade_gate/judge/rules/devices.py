@@ -200,6 +200,8 @@ def check_identity_changed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Findi
         was, now = pair.baseline, pair.candidate
         if was is None or now is None or not pair.kind.verified:
             continue
+        if was.serial == now.serial and was.unique_id == now.unique_id:
+            continue  # the usual GPU: the same texts normalise alike (pure functions), nothing changed
         for field, before, after in (
             ("serial", normalise_id(was.serial), normalise_id(now.serial)),
             ("unique_id", canonical_uid(was.unique_id), canonical_uid(now.unique_id)),
