@@ -118,6 +118,52 @@ def test_columns_round_trip_shares_one_settings_map_per_sweep() -> None:
     assert back[0].settings is back[1].settings is back[2].settings
 
 
+def test_documents_of_one_layout_share_their_columns_and_settings_maps_and_nothing_else() -> None:
+    """Two nodes' documents decode to equal layouts held once (the judge's comparisons then meet the same
+    object); the samples stay each node's own, and a document whose settings differ gets its own map."""
+    one, two = rich_snapshot("node-a"), rich_snapshot("node-b")
+    other = replace(
+        two, phases=(replace(two.phases[0], measurements=(replace(two.phases[0].measurements[0], samples=(9.0,)),)),)
+    )
+    a, b = (decode_snapshot(dumps_snapshot(s, version="2").encode(), source="x") for s in (one, two))
+    assert a == one and b == two  # equal values: only identity changes
+    ma, mb = a.phases[0].measurements, b.phases[0].measurements
+    assert all(x.key is y.key and x.unit is y.unit and x.settings is y.settings for x, y in zip(ma, mb, strict=True))
+    assert ma[0].samples is not mb[0].samples
+    c = decode_snapshot(dumps_snapshot(other, version="2").encode(), source="x")
+    assert c.phases[0].measurements[0].settings is ma[0].settings  # the same sweep: shared
+    changed = replace(
+        one,
+        phases=(
+            replace(
+                one.phases[0], measurements=(replace(one.phases[0].measurements[0], settings={**MESH, "ranks": "4"}),)
+            ),
+        ),
+    )
+    d = decode_snapshot(dumps_snapshot(changed, version="2").encode(), source="x")
+    assert d.phases[0].measurements[0].settings == {**MESH, "ranks": "4"}
+    assert d.phases[0].measurements[0].settings is not ma[0].settings
+
+
+def test_the_shared_columns_keep_order_and_kind_and_stay_bounded() -> None:
+    from upgrade_gate.model.columnar import _Shared
+
+    shared = _Shared()
+    first = {"b": "1", "a": "2"}
+    assert shared.settings(first) is first
+    assert shared.settings({"b": "1", "a": "2"}) is first
+    reordered = {"a": "2", "b": "1"}  # equal as a dict, not as the document wrote it: its own order kept
+    assert list(shared.settings(reordered)) == ["a", "b"]
+    assert shared.column((True, False)) == (True, False)
+    assert shared.column(("x", None)) == ("x", None)
+    long = tuple(str(i) for i in range(shared.LONGEST + 1))
+    assert shared.column(long) is long and shared.column(tuple(list(long))) is not long  # not held
+    for i in range(shared.HELD // 100 + 5):  # many layouts: the tables are emptied, never grow past HELD
+        shared.column(tuple(f"{i}/{j}" for j in range(100)))
+        assert shared._held <= shared.HELD
+        assert sum(len(k) + 1 for k in shared._columns) + sum(len(k) + 1 for k in shared._settings) == shared._held
+
+
 @pytest.mark.parametrize(
     ("column", "value", "message"),
     [

@@ -29,6 +29,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -171,11 +172,19 @@ def _unchanged(baseline: Snapshot, candidate: Snapshot) -> frozenset[str]:
         if getattr(baseline, section) == getattr(candidate, section):
             same.add(section)
     mb, mc = measurements_of(baseline), measurements_of(candidate)
-    if len(mb) == len(mc) and [(m.key, m.unit, len(m.samples), m.settings) for m in mb] == [
-        (m.key, m.unit, len(m.samples), m.settings) for m in mc
-    ]:
+    # (key, unit, sample count, settings) equal at every position, column by column in C (a list of
+    # tuples per side cost ~40 us a node); shared columns (`model.columnar`) compare by identity first
+    if (
+        len(mb) == len(mc)
+        and all(list(map(column, mb)) == list(map(column, mc)) for column in (_KEY, _UNIT, _SETTINGS))
+        and list(map(len, map(_SAMPLES, mb))) == list(map(len, map(_SAMPLES, mc)))
+    ):
         same.add("measurements")
     return frozenset(same)
+
+
+_KEY, _UNIT, _SETTINGS = operator.attrgetter("key"), operator.attrgetter("unit"), operator.attrgetter("settings")
+_SAMPLES = operator.attrgetter("samples")
 
 
 def _sections(snap: Snapshot, gpus: dict[str, Gpu], same: frozenset[str] = frozenset()) -> dict[str, Any]:
