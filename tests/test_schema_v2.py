@@ -218,6 +218,31 @@ def test_v2_refuses_a_key_named_twice() -> None:
         assert "twice" in str(caught.value) or "duplicate" in str(caught.value).lower()
 
 
+@pytest.mark.parametrize("where", ["samples", "top-level samples", "settings"])
+def test_v2_refuses_a_key_named_twice_beside_the_samples_the_count_leaves_out(where: str) -> None:
+    """The duplicate-key count re-encodes a candidate without its samples (`columnar.without_samples`):
+    a `samples` member named twice, and a key named twice next to them, are still counted and refused."""
+    snap = rich_snapshot()
+    if where == "top-level samples":
+        snap = replace(snap, measurements=snap.phases[0].measurements)
+    document = json.loads(dumps_snapshot(snap, version="2"))
+    columns = document["measurements"] if where == "top-level samples" else document["phases"][0]["measurements"]
+    text = json.dumps(document)
+    if where == "settings":
+        member = json.dumps(columns["sweeps"][0])
+        doubled = text.replace(member, member[:-1] + ', "ranks": "4"}', 1)
+    else:
+        member = '"samples": ' + json.dumps(columns["samples"])
+        doubled = text.replace(member, member + ", " + member, 1)
+    assert doubled != text
+    decode_snapshot(text.encode(), source="ok.json")  # the same document without the double: read
+    with pytest.raises(InputError) as caught:
+        decode_snapshot(doubled.encode(), source="dup.json")
+    said = str(caught.value)
+    assert said.startswith("dup.json: duplicate key $.") and "\n" not in said
+    assert said.split()[3].endswith(".ranks" if where == "settings" else "measurements.samples")
+
+
 def _refusal(read: Callable[[], object]) -> str:
     with pytest.raises(SchemaError) as caught:
         read()

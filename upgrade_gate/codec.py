@@ -37,6 +37,7 @@ import functools
 import re
 import types
 import typing
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, NamedTuple, TypeVar, Union, get_args, get_origin
 
@@ -77,17 +78,28 @@ def _to_jsonable(obj: object) -> Any:
     return obj
 
 
-def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, source: str = "$", own: bool = False) -> T:
+def decode_json(
+    cls: type[T],
+    data: bytes | str,
+    *,
+    trusted: bool = False,
+    source: str = "$",
+    own: bool = False,
+    colon_free: Callable[[Any], Any] | None = None,
+) -> T:
     """Parse and decode a JSON document into `cls` (see the module docstring for trusted/untrusted).
 
     `own`: bytes this process just encoded from a record (no key can repeat): the strict decode
-    without the duplicate-key count (`json_report.check_node`, once per node of a gate)."""
+    without the duplicate-key count (`json_report.check_node`, once per node of a gate).
+    `colon_free`: for the duplicate-key count of a complete mirror, a function giving the decoded mirror
+    with members emptied that can hold nothing but numbers (no `:` is in a number, so the count is the
+    same, and the numbers are not written again to count it: `model.columnar`'s samples)."""
     try:
         kind: Any = cls
         if trusted:
             decoded: T = _typed_decoder(kind).decode(data)
             return decoded
-        mirrored = _mirror_decoder(kind).decode(data) if own else _decode_unique(kind, data, source)
+        mirrored = _mirror_decoder(kind).decode(data) if own else _decode_unique(kind, data, source, colon_free)
         converted: T = msgspec.convert(mirrored, cls, from_attributes=True)
         return converted
     except msgspec.ValidationError as exc:
@@ -96,7 +108,7 @@ def decode_json(cls: type[T], data: bytes | str, *, trusted: bool = False, sourc
         raise InputError(f"{source}: not JSON: {exc}") from None
 
 
-def _decode_unique(cls: type, data: bytes | str, source: str) -> Any:
+def _decode_unique(cls: type, data: bytes | str, source: str, colon_free: Callable[[Any], Any] | None = None) -> Any:
     """The mirror of `cls` decoded from `data` (or its plain form), refusing a key named twice (InputError,
     key path and lines).
 
@@ -123,7 +135,7 @@ def _decode_unique(cls: type, data: bytes | str, source: str) -> Any:
         if not dupkeys.kept_every_member(data, present):
             dupkeys.check_json_keys(data, source)
         return msgspec.to_builtins(present)  # the fields left out omitted: the model's defaults fill them
-    if not dupkeys.kept_every_member(data, mirrored):
+    if not dupkeys.kept_every_member(data, mirrored if colon_free is None else colon_free(mirrored)):
         dupkeys.check_json_keys(data, source)
     return mirrored
 

@@ -25,7 +25,7 @@ from upgrade_gate import codec, docio, schemas
 from upgrade_gate.docio import write_text_atomic
 from upgrade_gate.errors import GateError, InputError, SchemaError
 from upgrade_gate.model import Snapshot
-from upgrade_gate.model.columnar import SNAPSHOT_V2, SnapshotV2, from_wire, to_wire
+from upgrade_gate.model.columnar import SNAPSHOT_V2, SnapshotV2, from_wire, to_wire, without_samples
 
 # A snapshot file read at all: the bench fleet's 8-GPU node with 5 samples a metric is 132 KB as written;
 # a 64-GPU node re-measured to 20 samples stays under ~5 MB. Larger is refused before it is parsed.
@@ -149,7 +149,7 @@ def decode_snapshot(data: bytes | str, *, source: str, trusted: bool = False) ->
 
 
 def _decode_v2(data: bytes | str, *, source: str, trusted: bool) -> Snapshot:
-    wire = codec.decode_json(SnapshotV2, data, trusted=trusted, source=source)
+    wire = codec.decode_json(SnapshotV2, data, trusted=trusted, source=source, colon_free=without_samples)
     if wire.schema_version != SNAPSHOT_V2:  # a trusted decode does not check the const
         raise SchemaError(f"{source}: schema_version {wire.schema_version!r}, not {SNAPSHOT_V2!r}")
     return from_wire(wire, where=source)
