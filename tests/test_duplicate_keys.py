@@ -12,9 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.judge_scenarios import mi300x_snapshot, upgraded
-from upgrade_gate import codec, docio
+from upgrade_gate import codec, docio, dupkeys
 from upgrade_gate.cli.main import run
 from upgrade_gate.collect.bundle import load_bundle
 from upgrade_gate.dupkeys import json_duplicate
@@ -234,3 +236,10 @@ def test_snapshots_the_tool_writes_take_the_fast_count() -> None:
     silently move every candidate to the slower count."""
     for snap in (upgraded(), mi300x_snapshot()):
         codec._mirror_decoder(Snapshot, complete=True).decode(dumps_snapshot(snap))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3 * dupkeys._VECTOR_FROM), st.integers(min_value=0, max_value=2 * dupkeys._VECTOR_FROM))
+def test_colons_counts_what_bytes_count_counts_on_either_side_of_the_vector_length(data: bytes, pad: int) -> None:
+    for text in (data, data + b":" * pad, b"x" * pad + data, b":" * (dupkeys._VECTOR_FROM + pad % 3 - 1)):
+        assert dupkeys.colons(text) == text.count(b":")

@@ -159,8 +159,7 @@ class _Shared:
     by content: baseline against candidate (`diff._unchanged`, `measured._alike`), and each snapshot's key
     tuple against the caches keyed by it (`table.layout_of`, `measured._split_keys`). Shared, each of those
     comparisons meets the same object first, which Python's container equality takes as equal without
-    reading it: the judge went from ~1.65 to ~1.32 ms a node at 2,048 bench-fleet nodes (bench/
-    RESULTS-gate-scale.md, round 8).
+    reading it, and a worker frees fewer objects per node (bench/RESULTS-gate-scale.md, round 8).
 
     Only identity changes: a shared value equals the one it stands for (the tables are keyed by value;
     a settings map by its items in order, so its order is the document's too). Model values are never
