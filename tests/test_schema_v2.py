@@ -156,12 +156,19 @@ def test_the_shared_columns_keep_order_and_kind_and_stay_bounded() -> None:
     assert list(shared.settings(reordered)) == ["a", "b"]
     assert shared.column((True, False)) == (True, False)
     assert shared.column(("x", None)) == ("x", None)
-    long = tuple(str(i) for i in range(shared.LONGEST + 1))
-    assert shared.column(long) is long and shared.column(tuple(list(long))) is not long  # not held
-    for i in range(shared.HELD // 100 + 5):  # many layouts: the tables are emptied, never grow past HELD
-        shared.column(tuple(f"{i}/{j}" for j in range(100)))
-        assert shared._held <= shared.HELD
-        assert sum(len(k) + 1 for k in shared._columns) + sum(len(k) + 1 for k in shared._settings) == shared._held
+    long = ("k" * shared.LARGEST,)  # one key as long as a document: not held
+    assert shared.column(long) is long and shared.column(tuple(list(long))) is not long
+    huge = {"k": "v" * shared.LARGEST}
+    assert shared.settings(huge) is huge and shared.settings(dict(huge)) is not huge
+
+    def cost(values: tuple[object, ...]) -> int:
+        return len(values) + sum(len(v) for v in values if isinstance(v, str))
+
+    for i in range(shared.HELD // 1000 + 5):  # many layouts: the tables are emptied, never hold past HELD
+        shared.column(tuple(f"{i:08d}/{j}" for j in range(100)))
+        held = sum(map(cost, shared._columns))
+        held += sum(len(items) + sum(len(a) + len(b) for a, b in items) for items in shared._settings)
+        assert held == shared._held <= shared.HELD
 
 
 @pytest.mark.parametrize(

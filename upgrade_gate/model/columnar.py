@@ -163,12 +163,14 @@ class _Shared:
 
     Only identity changes: a shared value equals the one it stands for (the tables are keyed by value;
     a settings map by its items in order, so its order is the document's too). Model values are never
-    mutated (a snapshot's measurements already shared one map per sweep). Bounded: columns longer than
-    `LONGEST` are not shared, and the tables are emptied once they hold `HELD` entries in all, so whatever a
-    fleet's documents hold, what stays alive here is at most ~`HELD` keys (a few MiB)."""
+    mutated (a snapshot's measurements already shared one map per sweep). Bounded by what is held, not by
+    how many: a value costs its entries plus the characters of its texts, one costing more than `LARGEST`
+    is not held, and the tables are emptied before they would hold more than `HELD` in all. Whatever a
+    fleet's documents hold (a key may be as long as a document), what stays alive here is at most ~`HELD`
+    characters and entries: a few MiB. A bench-fleet layout costs ~7,000 (4 columns, ~190 metrics)."""
 
-    LONGEST = 4096  # a column of more metrics than this is not shared (a bench-fleet node has ~190)
-    HELD = 65536  # column entries held in all before the tables are emptied
+    HELD = 1 << 18  # entries plus characters held in all before the tables are emptied
+    LARGEST = HELD // 8  # a value that costs more is not held (a fleet's layout is far smaller)
 
     def __init__(self) -> None:
         self._columns: dict[tuple[Any, ...], Any] = {}
@@ -178,31 +180,37 @@ class _Shared:
     def column(self, values: tuple[T, ...]) -> tuple[T, ...]:
         """The shared tuple equal to `values`: a column of texts, None or bools, never of numbers (1 == True
         == 1.0: a number column could be handed a bool one)."""
-        if len(values) > self.LONGEST:
+        if len(values) > self.LARGEST:
             return values
         found = self._columns.get(values)
         if found is None:
-            self._hold(len(values))
+            if not self._hold(len(values) + sum(len(v) for v in values if isinstance(v, str))):
+                return values
             self._columns[values] = found = values
         return found
 
     def settings(self, settings: dict[str, str]) -> dict[str, str]:
         """The shared settings map with the same items in the same order as `settings`."""
-        items = tuple(settings.items())
-        if len(items) > self.LONGEST:
+        if len(settings) > self.LARGEST:
             return settings
+        items = tuple(settings.items())
         found = self._settings.get(items)
         if found is None:
-            self._hold(len(items))
+            if not self._hold(len(items) + sum(len(k) + len(v) for k, v in items)):
+                return settings
             self._settings[items] = found = settings
         return found
 
-    def _hold(self, count: int) -> None:
-        self._held += count + 1
-        if self._held > self.HELD:
+    def _hold(self, cost: int) -> bool:
+        """Make room for a value of `cost`; False when it is too large to hold at all."""
+        if cost > self.LARGEST:
+            return False
+        if self._held + cost > self.HELD:
             self._columns.clear()
             self._settings.clear()
-            self._held = count + 1
+            self._held = 0
+        self._held += cost
+        return True
 
 
 _SHARED = _Shared()
