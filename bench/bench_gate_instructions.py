@@ -1,0 +1,97 @@
+"""`gate`'s instructions per node, before and after a change, counted by valgrind (issue 29, round 8).
+
+`python -m bench.bench_gate_instructions --before COMMIT [--nodes 1024] [--forms v1 v2]`
+
+Why: on the shared 2-core box the same `gate` varies by 10-20% in CPU from one run to the next (in one
+`bench_gate_scale` run of round 8, SuperBench took 45.4, 53.0 and 54.5 s of CPU on the same input), so
+paired CPU times cannot resolve a change of a few percent. The number of instructions a process
+executes does not depend on its neighbours: it is the same from run to run to within ~0.03%.
+
+Design decisions
+- Each tree (`--before`'s `git archive`, and the working tree) runs `upgrade-gate gate` in-process on one
+  CPU (`taskset`: one usable CPU, so `gate` forks no workers) under `valgrind --tool=callgrind`, once
+  over the first candidate and once over the first `--nodes` candidates of the bench fleet
+  (`bench.bench_gate.build_fleet`, the fleet `bench_gate_scale` uses). Instructions per node are the
+  difference divided by `nodes - 1`: start-up, the store's pin and the class references cancel out.
+- A plain `gate` of each tree runs first, so that every baseline is in that tree's decoded-baseline
+  cache: a change to `upgrade_gate/model/` changes the cache's fingerprint, and a cold cache would count
+  the strict decode of every baseline from git.
+- Instructions are not time: memory stalls and cache misses are not counted. Read them beside
+  `bench_gate_scale`'s CPU and wall times, not instead of them.
+- Needs valgrind (Debian's `valgrind`; never a project dependency) and `taskset` (util-linux).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench.bench_gate import NOW, build_fleet
+from bench.bench_gate_scale import FOLDER, OUT, before_tree, check_tree, listing, v2_candidates
+from bench.common import PYTHON, REPO, table
+
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def instructions(tree: Path, root: Path, n: int, form: str) -> int:
+    """The instructions `gate` of the package under `tree` executes over the first n candidates."""
+    argv = ["taskset", "-c", "0", "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    argv += [PYTHON, "-P", "-m", "upgrade_gate", "gate", "--store", str(root / "store")]
+    argv += ["--candidates", str(listing(root, n, form)), "--plan", str(root / "plan.json")]
+    argv += ["--report", f"json:{root / f'instructions-{tree.name}-{form}-{n}.json'}", "--now", NOW]
+    done = subprocess.run(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"gate under valgrind exited {done.returncode}: {done.stderr[-400:]}")
+    found = _COLLECTED.search(done.stderr)
+    if found is None:
+        raise RuntimeError(f"valgrind printed no instruction count: {done.stderr[-400:]}")
+    return int(found.group(1))
+
+
+def warm(tree: Path, root: Path, n: int, form: str) -> None:
+    """One plain `gate` over the same candidates: the tree's decoded-baseline cache holds them afterwards."""
+    argv = [PYTHON, "-P", "-m", "upgrade_gate", "gate", "--store", str(root / "store")]
+    argv += ["--candidates", str(listing(root, n, form)), "--plan", str(root / "plan.json"), "--now", NOW]
+    subprocess.run(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, check=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--before", required=True, help="the commit to compare the working tree with")
+    ap.add_argument("--nodes", type=int, default=1024)
+    ap.add_argument("--forms", nargs="+", choices=sorted(FOLDER), default=["v2"])
+    args = ap.parse_args()
+    for tool in ("valgrind", "taskset"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"bench_gate_instructions: {tool} is not on PATH (Debian: apt-get install {tool})")
+    root = build_fleet(OUT, max(args.nodes, 2))
+    if "v2" in args.forms:
+        v2_candidates(root, REPO)
+    check_tree(REPO)
+    trees = {"before": before_tree(args.before), "now": REPO}
+    rows, results = [], {}
+    for form in args.forms:
+        per_node = {}
+        for label, tree in trees.items():
+            warm(tree, root, args.nodes, form)
+            one, many = instructions(tree, root, 1, form), instructions(tree, root, args.nodes, form)
+            per_node[label] = (many - one) / (args.nodes - 1)
+            results[f"{label} {form}"] = {"one": one, "many": many, "per_node": per_node[label]}
+            rows.append(
+                [f"{label} {form}", f"{one / 1e9:.3f} G", f"{many / 1e9:.3f} G", f"{per_node[label] / 1e6:.2f} M"]
+            )
+        change = per_node["now"] / per_node["before"] - 1
+        rows.append([f"now / before, {form}", "", "", f"{change:+.1%}"])
+    print(f"`gate` in one process, {args.nodes} bench-fleet nodes; before is {args.before}")
+    print(table(["what", "1 node", f"{args.nodes} nodes", "per node"], rows))
+    (OUT / "gate-scale").mkdir(parents=True, exist_ok=True)
+    (OUT / "gate-scale" / "instructions.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
