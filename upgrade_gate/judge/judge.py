@@ -33,6 +33,7 @@ import gc
 import multiprocessing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from upgrade_gate import __version__
 from upgrade_gate.cpus import usable_cpus
@@ -43,10 +44,10 @@ from upgrade_gate.judge.forkpool import forked_pool
 from upgrade_gate.judge.identity import forget as forget_identities
 from upgrade_gate.judge.identity import match_gpus
 from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected
-from upgrade_gate.judge.policy import Policy
+from upgrade_gate.judge.policy import Policy, RuleEntry
 from upgrade_gate.judge.rules import REGISTRY
 from upgrade_gate.judge.rules.bandwidth import prime_regression
-from upgrade_gate.judge.rules.base import NodeContext
+from upgrade_gate.judge.rules.base import Check, NodeContext, RuleSpec
 from upgrade_gate.judge.rules.facts import forget as forget_facts
 from upgrade_gate.judge.rules.fields import unplanned_findings
 from upgrade_gate.judge.rules.measured import forget as forget_measurements
@@ -69,6 +70,7 @@ from upgrade_gate.model import (
 _SEVERITY_ORDER = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 _EVIDENCE = RuleId("evidence.missing")
 _UNPLANNED = RuleId("field.unplanned")
+_Run = tuple[RuleId, Check, RuleEntry, bool, RuleSpec]  # a rule that runs: id, check, entry, plan_can_accept, spec
 PARALLEL_MIN_NODES = 256
 
 
@@ -320,20 +322,36 @@ def _context(
     )
 
 
-def _judge_context(ctx: NodeContext, include_changes: bool) -> tuple[NodeReport, frozenset[RuleId]]:
-    name, cls, plan, policy = ctx.node, ctx.node_class, ctx.plan, ctx.policy
-    candidate, baseline = ctx.candidate, ctx.baseline
-    findings: list[Finding] = []
-    ran: set[RuleId] = set()
+def _to_run(policy: Policy, cls: str | None, has_baseline: bool) -> tuple[tuple[_Run, ...], frozenset[RuleId]]:
+    """The rules that run on a node of `cls` (with or without a baseline), in registry order, each with its
+    policy entry, and their ids: a pure function of the policy's rules and the registry, worked out once
+    per class (each node used to ask the policy ~50 times). Worked out again when the registry is not
+    the one it was made from (a rule replaced, added or removed: the tests' stand-in rules)."""
+    ask = ("judge.to_run", cls, has_baseline)
+    found: Any = policy.memo.get(ask)
+    if found is not None and found[2] == len(REGISTRY) and all(REGISTRY.get(r[0]) is r[4] for r in found[0]):
+        return found[0], found[1]
+    runs: list[_Run] = []
     for rule_id, rule in REGISTRY.items():
         entry = policy.rule_for(rule_id, cls)
         if rule.check is None or entry is None or not entry.enabled:
             continue
-        if rule.needs_baseline and baseline is None:
+        if rule.needs_baseline and not has_baseline:
             continue
-        ran.add(rule_id)
+        runs.append((rule_id, rule.check, entry, rule.plan_can_accept, rule))
+    ids = frozenset(r[0] for r in runs)
+    policy.memo[ask] = (tuple(runs), ids, len(REGISTRY))
+    return tuple(runs), ids
+
+
+def _judge_context(ctx: NodeContext, include_changes: bool) -> tuple[NodeReport, frozenset[RuleId]]:
+    name, cls, plan, policy = ctx.node, ctx.node_class, ctx.plan, ctx.policy
+    candidate, baseline = ctx.candidate, ctx.baseline
+    findings: list[Finding] = []
+    runs, ran = _to_run(policy, cls, baseline is not None)
+    for rule_id, check, entry, plan_can_accept, _ in runs:
         try:
-            produced = list(rule.check(ctx, entry))
+            produced = list(check(ctx, entry))
         except Exception as exc:  # fail closed: a rule that crashes must not pass the node
             produced = [
                 Finding(
@@ -343,9 +361,8 @@ def _judge_context(ctx: NodeContext, include_changes: bool) -> tuple[NodeReport,
                     message=f"rule {rule_id} could not be evaluated: {type(exc).__name__}: {exc}",
                 )
             ]
-        if rule.plan_can_accept:
-            produced = [_accept(plan, f) for f in produced]
-        findings.extend(produced)
+        if produced:
+            findings.extend([_accept(plan, f) for f in produced] if plan_can_accept else produced)
     changes: tuple[Change, ...] = ()
     unplanned = policy.rule_for(_UNPLANNED, cls)
     wants_backstop = baseline is not None and unplanned is not None and unplanned.enabled
@@ -358,13 +375,13 @@ def _judge_context(ctx: NodeContext, include_changes: bool) -> tuple[NodeReport,
             if not any(glob_match(g, c.path) for g in policy.ignore_paths)
         )
     if wants_backstop and unplanned is not None:
-        ran.add(_UNPLANNED)
+        ran |= {_UNPLANNED}
         findings.extend(_accept(plan, f) for f in unplanned_findings(ctx, unplanned, changes, tuple(findings)))
     if not include_changes:
         changes = ()
     ordered = _sorted(findings)
     verdict = Verdict.BLOCK if any(f.severity is Severity.BLOCK for f in ordered) else Verdict.PASS
-    return NodeReport(node=name, verdict=verdict, findings=tuple(ordered), changes=changes), frozenset(ran)
+    return NodeReport(node=name, verdict=verdict, findings=tuple(ordered), changes=changes), ran
 
 
 def _accept(plan: ChangePlan | None, f: Finding) -> Finding:
