@@ -154,10 +154,13 @@ def test_the_shared_columns_keep_order_and_kind_and_stay_bounded() -> None:
     assert shared.settings({"b": "1", "a": "2"}) is first
     reordered = {"a": "2", "b": "1"}  # equal as a dict, not as the document wrote it: its own order kept
     assert list(shared.settings(reordered)) == ["a", "b"]
-    assert shared.column((True, False)) == (True, False)
-    assert shared.column(("x", None)) == ("x", None)
+    assert shared.column((True, False), "higher_is_better") == (True, False)
+    assert shared.column(("x", None), "sources") == ("x", None)
+    ints = (1, 0)  # equal to (True, False), in another column's table: a column is never handed another's kind
+    assert shared.column(ints, "sweep") is ints
+    assert all(type(v) is bool for v in shared.column((True, False), "higher_is_better", 3))
     long = ("k" * shared.LARGEST,)  # one key as long as a document: not held
-    assert shared.column(long) is long and shared.column(tuple(list(long))) is not long
+    assert shared.column(long, "keys") is long and shared.column(tuple(list(long)), "keys") is not long
     huge = {"k": "v" * shared.LARGEST}
     assert shared.settings(huge) is huge and shared.settings(dict(huge)) is not huge
 
@@ -165,10 +168,31 @@ def test_the_shared_columns_keep_order_and_kind_and_stay_bounded() -> None:
         return len(values) + sum(len(v) for v in values if isinstance(v, str))
 
     for i in range(shared.HELD // 1000 + 5):  # many layouts: the tables are emptied, never hold past HELD
-        shared.column(tuple(f"{i:08d}/{j}" for j in range(100)))
-        held = sum(map(cost, shared._columns))
+        shared.column(tuple(f"{i:08d}/{j}" for j in range(100)), "keys", i % 3)
+        held = sum(cost(values) for _, values in shared._columns)
         held += sum(len(items) + sum(len(a) + len(b) for a, b in items) for items in shared._settings)
         assert held == shared._held <= shared.HELD
+        assert all(v is shared._columns.get((name, v)) for (name, _), v in shared._last.items())  # all held
+
+
+def test_the_last_layout_of_a_slot_is_tried_first_and_keeps_the_documents_order() -> None:
+    from upgrade_gate.model.columnar import _Shared
+
+    shared = _Shared()
+    keys = tuple(f"mesh/all_reduce/busbw/{2**i}" for i in range(20))
+    first = shared.column(keys, "keys", 2)
+    again = tuple(f"mesh/all_reduce/busbw/{2**i}" for i in range(20))
+    assert again is not first and shared.column(again, "keys", 2) is first  # compared, not hashed
+    assert shared.column(again[:-1] + ("x",), "keys", 2) == again[:-1] + ("x",)
+    maps = ({"b": "1", "a": "2"}, {"ranks": "8"})
+    held = shared.sweeps(maps, 2)
+    assert shared.sweeps(({"b": "1", "a": "2"}, {"ranks": "8"}), 2) is held
+    reordered = shared.sweeps(({"a": "2", "b": "1"}, {"ranks": "8"}), 2)  # equal maps, another key order
+    assert [list(m) for m in reordered] == [["a", "b"], ["ranks"]]
+    changed = shared.sweeps(({"b": "1", "a": "3"}, {"ranks": "8"}), 2)
+    assert changed[0] == {"b": "1", "a": "3"} and changed[1] is held[1]
+    huge = ({"k": "v" * shared.LARGEST},)  # not held: not remembered for the slot either
+    assert shared.sweeps(huge, 5)[0] is huge[0] and ("sweeps", 5) not in shared._last
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import itertools
 import typing
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
@@ -121,16 +122,17 @@ def columns(measurements: Sequence[Measurement]) -> MeasurementColumns:
 _COLUMNS = ("sweep", "keys", "units", "sources", "higher_is_better", "samples")
 
 
-def measurements(cols: MeasurementColumns, *, where: str) -> tuple[Measurement, ...]:
+def measurements(cols: MeasurementColumns, *, where: str, slot: int | None = None) -> tuple[Measurement, ...]:
     """The measurements `cols` holds; SchemaError naming `where` and the column when the lists disagree
-    in length or a metric names a sweep that is not there."""
+    in length or a metric names a sweep that is not there. `slot` names the list's place in its snapshot
+    (-1: the snapshot's own, i: phase i): where the last snapshot's columns are tried first (`_Shared`)."""
     count = len(cols.keys)
     for name in _COLUMNS:
         if len(getattr(cols, name)) != count:
             raise SchemaError(
                 f"{where}.{name}: {len(getattr(cols, name))} entries, but keys has {count} (one per metric)"
             )
-    sweeps = [_SHARED.settings(s) for s in cols.sweeps]
+    sweeps = _SHARED.sweeps(cols.sweeps, slot)
     if cols.sweep and max(cols.sweep) >= len(sweeps):  # the loop that names the culprit runs only then
         for position, sweep in enumerate(cols.sweep):
             if sweep >= len(sweeps):
@@ -139,12 +141,12 @@ def measurements(cols: MeasurementColumns, *, where: str) -> tuple[Measurement, 
     return tuple(
         Measurement(key=key, unit=unit, samples=samples, settings=sweeps[sweep], source=source, higher_is_better=hib)
         for key, unit, samples, sweep, source, hib in zip(
-            shared(cols.keys),
-            shared(cols.units),
+            shared(cols.keys, "keys", slot),
+            shared(cols.units, "units", slot),
             cols.samples,
             cols.sweep,
-            shared(cols.sources),
-            shared(cols.higher_is_better),
+            shared(cols.sources, "sources", slot),
+            shared(cols.higher_is_better, "higher_is_better", slot),
             strict=True,
         )
     )
@@ -173,25 +175,51 @@ class _Shared:
     LARGEST = HELD // 8  # a value that costs more is not held (a fleet's layout is far smaller)
 
     def __init__(self) -> None:
-        self._columns: dict[tuple[Any, ...], Any] = {}
+        self._columns: dict[tuple[str, tuple[Any, ...]], Any] = {}
         self._settings: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._last: dict[object, Any] = {}  # (column, slot) -> the shared value handed out there last
         self._held = 0
+        self._epoch = 0  # moves when the tables are emptied, and when a value is too large to hold
 
-    def column(self, values: tuple[T, ...]) -> tuple[T, ...]:
-        """The shared tuple equal to `values`: a column of texts, None or bools, never of numbers (1 == True
-        == 1.0: a number column could be handed a bool one)."""
+    def column(self, values: tuple[T, ...], name: str, slot: int | None = None) -> tuple[T, ...]:
+        """The shared tuple equal to `values`, of the column `name` (a table per column: 1 == True == 1.0,
+        so one table for all could hand a bool column an int one). With a `slot` (the list's place in
+        its snapshot), the tuple last handed out there is compared first: equal items compare without
+        being hashed (the texts of a fresh decode have no hash yet), and a fleet's snapshots mostly
+        repeat the last one's layout."""
+        if slot is not None:
+            last = self._last.get((name, slot))
+            if last is not None and last == values:
+                return last  # type: ignore[no-any-return]
         if len(values) > self.LARGEST:
             return values
-        found = self._columns.get(values)
+        found = self._columns.get((name, values))
         if found is None:
             if not self._hold(len(values) + sum(len(v) for v in values if isinstance(v, str))):
                 return values
-            self._columns[values] = found = values
+            self._columns[(name, values)] = found = values
+        if slot is not None:
+            self._last[(name, slot)] = found
         return found
+
+    def sweeps(self, maps: tuple[dict[str, str], ...], slot: int | None = None) -> tuple[dict[str, str], ...]:
+        """`settings` of each of a list's sweeps. With a `slot`, the sweeps last handed out there are
+        compared first: equal maps (compared in C, no item tuple built and hashed per map) whose keys
+        come in the same order."""
+        if slot is not None:
+            last = self._last.get(("sweeps", slot))
+            if last is not None and last[0] == maps and last[1] == list(itertools.chain.from_iterable(maps)):
+                return last[0]  # type: ignore[no-any-return]
+        epoch = self._epoch
+        shared = tuple(self.settings(s) for s in maps)
+        if slot is not None and epoch == self._epoch:  # every map held, none emptied away since
+            self._last[("sweeps", slot)] = (shared, list(itertools.chain.from_iterable(shared)))
+        return shared
 
     def settings(self, settings: dict[str, str]) -> dict[str, str]:
         """The shared settings map with the same items in the same order as `settings`."""
         if len(settings) > self.LARGEST:
+            self._epoch += 1  # not held
             return settings
         items = tuple(settings.items())
         found = self._settings.get(items)
@@ -204,11 +232,14 @@ class _Shared:
     def _hold(self, cost: int) -> bool:
         """Make room for a value of `cost`; False when it is too large to hold at all."""
         if cost > self.LARGEST:
+            self._epoch += 1
             return False
         if self._held + cost > self.HELD:
             self._columns.clear()
             self._settings.clear()
+            self._last.clear()
             self._held = 0
+            self._epoch += 1
         self._held += cost
         return True
 
@@ -248,7 +279,7 @@ def from_wire(wire: Any, *, where: str) -> Snapshot:
         PhaseResult(
             **{
                 **msgspec.structs.asdict(p),
-                "measurements": measurements(p.measurements, where=f"{where}: $.phases[{i}].measurements"),
+                "measurements": measurements(p.measurements, where=f"{where}: $.phases[{i}].measurements", slot=i),
             }
         )
         for i, p in enumerate(wire.phases)
@@ -256,7 +287,7 @@ def from_wire(wire: Any, *, where: str) -> Snapshot:
     fields = msgspec.structs.asdict(wire)
     fields.update(
         schema_version=SNAPSHOT_SCHEMA_VERSION,
-        measurements=measurements(wire.measurements, where=f"{where}: $.measurements"),
+        measurements=measurements(wire.measurements, where=f"{where}: $.measurements", slot=-1),
         phases=phases,
     )
     return Snapshot(**fields)
