@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.judge_scenarios import upgraded
 from tests.test_store_gitstore import snapshot_for
 from upgrade_gate import codec, schemagen, schemas
 from upgrade_gate.errors import InputError, SchemaError
@@ -324,3 +325,91 @@ def test_the_v2_schema_is_generated_and_shipped() -> None:
     assert schemas.load_schema("snapshot-v2") == json.loads(schemagen.render("snapshot-v2"))
     required = schemas.load_schema("snapshot-v2")["$defs"]["MeasurementColumns"]["required"]
     assert set(required) == {"sweeps", "sweep", "keys", "units", "sources", "higher_is_better", "samples"}
+
+
+def _pairs_text(value: Any) -> str:
+    """JSON text of `value`, where a list of `_Twice` pairs is written as one object (a key may repeat)."""
+    if isinstance(value, _Twice):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_pairs_text(v)}" for k, v in value.pairs) + "}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_pairs_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_pairs_text, value)) + "]"
+    return json.dumps(value)
+
+
+class _Twice:
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        self.pairs = pairs
+
+
+def _first_member_twice(document: Any, path: tuple[str | int, ...], value: Any = None) -> str:
+    """`document` as text with the first member of the object at `path` named twice (its own value again,
+    or `value`)."""
+    *up, last = path
+    parent = document
+    for step in up:
+        parent = parent[step]
+    members = list(parent[last].items())
+    key, own = members[0]
+    parent[last] = _Twice([(key, own if value is None else value), *members])
+    return _pairs_text(document)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("gpus", 0, "firmware"),
+        ("probes", 0),
+        ("phases", 0),
+        ("phases", 0, "measurements"),
+        ("phases", 0, "measurements", "sweeps", 0),
+        ("measurements",),
+        ("node",),
+    ],
+)
+@pytest.mark.parametrize("escaped", [False, True])
+def test_v2_refuses_a_key_named_twice_anywhere_with_numpy_loaded(path: tuple[str | int, ...], escaped: bool) -> None:
+    """The vectorised colon count (numpy loaded, as in a gate worker; documents of 4 KiB or more) and the
+    re-encoding without samples still refuse a key named twice wherever it is, with the same value or
+    another, and where an escaped colon (`\\u003a`) sends the document to the exact locator."""
+    import numpy  # noqa: F401  (loaded: `dupkeys.colons` takes its vectorised way)
+
+    snap = replace(upgraded(), measurements=rich_snapshot().measurements, phases=rich_snapshot().phases)
+    document = json.loads(dumps_snapshot(snap, version="2"))
+    if escaped:
+        document["tool_version"] = ":" + document["tool_version"]
+    clean = _pairs_text(document)
+    if escaped:
+        clean = clean.replace('"tool_version": ":', '"tool_version": "\\u003a', 1)
+    assert len(clean) >= 4096 and decode_snapshot(clean.encode(), source="ok.json") == replace(
+        snap, tool_version=snap.tool_version if not escaped else ":" + snap.tool_version
+    )
+    for value in (None, "x:y"):
+        twice = _first_member_twice(json.loads(clean), path, value)
+        if escaped:
+            twice = twice.replace('"tool_version": ":', '"tool_version": "\\u003a', 1)
+        with pytest.raises(InputError, match="duplicate key"):
+            decode_snapshot(twice.encode(), source="dup.json")
+
+
+def test_the_diff_of_two_v2_decodes_of_one_layout_sees_each_change() -> None:
+    """Shared layouts (`_Shared`) compare by identity first: two v2-decoded snapshots of one layout that
+    differ in one settings value, one unit or one sample count still differ, and the diff says where."""
+    from upgrade_gate.judge.diff import diff_snapshots
+
+    base = rich_snapshot()
+    first = base.phases[0].measurements[0]
+    edits = {
+        "settings": replace(first, settings={**first.settings, "ranks": "4"}),
+        "unit": replace(first, unit="MB/s"),
+        "samples": replace(first, samples=(*first.samples, 1.0)),
+    }
+    decode = lambda s: decode_snapshot(dumps_snapshot(s, version="2").encode(), source="x")  # noqa: E731
+    left = decode(base)
+    assert diff_snapshots(left, decode(base)) == ()
+    for what, changed in edits.items():
+        phase = replace(base.phases[0], measurements=(changed, *base.phases[0].measurements[1:]))
+        right = decode(replace(base, phases=(phase, *base.phases[1:])))
+        paths = [c.path for c in diff_snapshots(left, right)]
+        assert paths and all(first.key in p for p in paths), (what, paths)
