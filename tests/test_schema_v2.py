@@ -184,7 +184,7 @@ def test_the_last_layout_of_a_slot_is_tried_first_and_keeps_the_documents_order(
     first = shared.column(keys, "keys", 2)
     again = tuple(f"mesh/all_reduce/busbw/{2**i}" for i in range(20))
     assert again is not first and shared.column(again, "keys", 2) is first  # compared, not hashed
-    assert shared.column(again[:-1] + ("x",), "keys", 2) == again[:-1] + ("x",)
+    assert shared.column((*again[:-1], "x"), "keys", 2) == (*again[:-1], "x")
     maps = ({"b": "1", "a": "2"}, {"ranks": "8"})
     held = shared.sweeps(maps, 2)
     assert shared.sweeps(({"b": "1", "a": "2"}, {"ranks": "8"}), 2) is held
