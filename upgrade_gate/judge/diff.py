@@ -38,6 +38,7 @@ from upgrade_gate.judge.identity import GpuPair, match_gpus
 from upgrade_gate.judge.paths import render_path
 from upgrade_gate.judge.rules.facts import comparable_cmdline
 from upgrade_gate.model import Change, ChangeOp, Gpu, Measurement, Snapshot, measurements_of, replace
+from upgrade_gate.model.columnar import layout_of
 
 _DIFF_DEEPER = 0.33  # deepdiff 9's default threshold_to_diff_deeper, applied to the pruned views as before
 
@@ -171,6 +172,9 @@ def _unchanged(baseline: Snapshot, candidate: Snapshot) -> frozenset[str]:
     for section in ("gpu_links", "pcie", "nics", "sriov"):
         if getattr(baseline, section) == getattr(candidate, section):
             same.add(section)
+    lb, lc = layout_of(baseline), layout_of(candidate)
+    if lb is not None and lc is not None and lb == lc:  # v2 decodes of one layout: a few objects compared
+        return frozenset((*same, "measurements"))
     mb, mc = measurements_of(baseline), measurements_of(candidate)
     # (key, unit, sample count, settings) equal at every position, column by column in C (a list of
     # tuples per side cost ~40 us a node); shared columns (`model.columnar`) compare by identity first

@@ -66,6 +66,7 @@ from upgrade_gate.model import (
     Verdict,
     replace,
 )
+from upgrade_gate.model.columnar import forget_layouts
 
 _SEVERITY_ORDER = {Severity.BLOCK: 0, Severity.WARN: 1, Severity.INFO: 2}
 _EVIDENCE = RuleId("evidence.missing")
@@ -295,6 +296,7 @@ def judge_nodes(
         forget_identities()
         forget_measurements()
         forget_facts()
+        forget_layouts()
 
 
 def _context(

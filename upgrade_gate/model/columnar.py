@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import typing
 from collections.abc import Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import Meta
@@ -126,6 +126,15 @@ def measurements(cols: MeasurementColumns, *, where: str, slot: int | None = Non
     """The measurements `cols` holds; SchemaError naming `where` and the column when the lists disagree
     in length or a metric names a sweep that is not there. `slot` names the list's place in its snapshot
     (-1: the snapshot's own, i: phase i): where the last snapshot's columns are tried first (`_Shared`)."""
+    return _measured(cols, where, slot)[0]
+
+
+_Part = tuple[tuple[str, ...], tuple[str, ...], tuple[dict[str, str], ...], tuple[int, ...]]
+
+
+def _measured(cols: MeasurementColumns, where: str, slot: int | None) -> tuple[tuple[Measurement, ...], _Part]:
+    """`measurements`, and the list's part of its snapshot's `Layout`: the (shared) keys, units and sweeps
+    it was built from, and the sweep index of each metric."""
     count = len(cols.keys)
     for name in _COLUMNS:
         if len(getattr(cols, name)) != count:
@@ -138,11 +147,12 @@ def measurements(cols: MeasurementColumns, *, where: str, slot: int | None = Non
             if sweep >= len(sweeps):
                 raise SchemaError(f"{where}.sweep[{position}]: {sweep} names no sweep (sweeps has {len(sweeps)})")
     shared = _SHARED.column
-    return tuple(
+    keys, units = shared(cols.keys, "keys", slot), shared(cols.units, "units", slot)
+    built = tuple(
         Measurement(key=key, unit=unit, samples=samples, settings=sweeps[sweep], source=source, higher_is_better=hib)
         for key, unit, samples, sweep, source, hib in zip(
-            shared(cols.keys, "keys", slot),
-            shared(cols.units, "units", slot),
+            keys,
+            units,
             cols.samples,
             cols.sweep,
             shared(cols.sources, "sources", slot),
@@ -150,6 +160,33 @@ def measurements(cols: MeasurementColumns, *, where: str, slot: int | None = Non
             strict=True,
         )
     )
+    return built, (keys, units, sweeps, cols.sweep)
+
+
+class Layout(NamedTuple):
+    """What a v2-decoded snapshot's measurements were built from, list by list (its own, then each
+    phase's): `parts`, each list's keys, units, sweeps (settings maps) and sweep index per metric; and
+    `counts`, each list's sample count per metric. Two snapshots whose `parts` are equal have, at every
+    position of `measurements_of`, the same key, unit and settings: where the lists are shared
+    (`_Shared`), comparing them is comparing a few objects by identity, instead of ~200 metrics."""
+
+    parts: tuple[_Part, ...]
+    counts: tuple[tuple[int, ...], ...]
+
+
+_LAYOUTS: dict[int, tuple[Snapshot, Layout]] = {}  # id(snapshot) -> (snapshot, its layout)
+_LAYOUTS_KEPT = 64  # a judge batch decodes 2 x judge.BATCH snapshots and forgets them after
+
+
+def layout_of(snapshot: Snapshot) -> Layout | None:
+    """The `Layout` of a snapshot `from_wire` made (and not forgotten since); None for any other."""
+    hit = _LAYOUTS.get(id(snapshot))
+    return hit[1] if hit is not None and hit[0] is snapshot else None
+
+
+def forget_layouts() -> None:
+    """Drop the layouts kept (they hold their snapshots: the judge calls this after each batch)."""
+    _LAYOUTS.clear()
 
 
 class _Shared:
@@ -274,20 +311,20 @@ def to_wire(snapshot: Snapshot) -> Any:
 
 
 def from_wire(wire: Any, *, where: str) -> Snapshot:
-    """The snapshot a decoded `SnapshotV2` holds (the in-memory model, as a v1 document decodes to)."""
-    phases = tuple(
-        PhaseResult(
-            **{
-                **msgspec.structs.asdict(p),
-                "measurements": measurements(p.measurements, where=f"{where}: $.phases[{i}].measurements", slot=i),
-            }
-        )
-        for i, p in enumerate(wire.phases)
-    )
+    """The snapshot a decoded `SnapshotV2` holds (the in-memory model, as a v1 document decodes to); its
+    `Layout` is kept for `layout_of`."""
+    own, part = _measured(wire.measurements, f"{where}: $.measurements", -1)
+    parts, counts = [part], [tuple(map(len, wire.measurements.samples))]
+    phases = []
+    for i, p in enumerate(wire.phases):
+        built, part = _measured(p.measurements, f"{where}: $.phases[{i}].measurements", i)
+        parts.append(part)
+        counts.append(tuple(map(len, p.measurements.samples)))
+        phases.append(PhaseResult(**{**msgspec.structs.asdict(p), "measurements": built}))
     fields = msgspec.structs.asdict(wire)
-    fields.update(
-        schema_version=SNAPSHOT_SCHEMA_VERSION,
-        measurements=measurements(wire.measurements, where=f"{where}: $.measurements", slot=-1),
-        phases=phases,
-    )
-    return Snapshot(**fields)
+    fields.update(schema_version=SNAPSHOT_SCHEMA_VERSION, measurements=own, phases=tuple(phases))
+    snapshot = Snapshot(**fields)
+    if len(_LAYOUTS) >= _LAYOUTS_KEPT:
+        _LAYOUTS.clear()
+    _LAYOUTS[id(snapshot)] = (snapshot, Layout(tuple(parts), tuple(counts)))
+    return snapshot
