@@ -18,12 +18,15 @@ Design decisions
   the strict decode of every baseline from git.
 - Instructions are not time: memory stalls and cache misses are not counted. Read them beside
   `bench_gate_scale`'s CPU and wall times, not instead of them.
+- The warming `gate` must exit 0 or 1, and the tree's model source must be the same after the count as
+  before the warming (an edit in between names other cache entries: the count would be cold).
 - Needs valgrind (Debian's `valgrind`; never a project dependency) and `taskset` (util-linux).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -57,7 +60,18 @@ def warm(tree: Path, root: Path, n: int, form: str) -> None:
     """One plain `gate` over the same candidates: the tree's decoded-baseline cache holds them afterwards."""
     argv = [PYTHON, "-P", "-m", "upgrade_gate", "gate", "--store", str(root / "store")]
     argv += ["--candidates", str(listing(root, n, form)), "--plan", str(root / "plan.json"), "--now", NOW]
-    subprocess.run(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, check=False)
+    done = subprocess.run(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, check=False)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"the warming gate exited {done.returncode}: {done.stderr[-400:]!r}")
+
+
+def model_source(tree: Path) -> str:
+    """A digest of the tree's `upgrade_gate/model/*.py`: what names its decoded-cache entries. An edit
+    there between the warming and the count would count a cold cache (~+40% a node, seen once)."""
+    digest = hashlib.sha256()
+    for path in sorted((tree / "upgrade_gate" / "model").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def main() -> None:
@@ -78,8 +92,11 @@ def main() -> None:
     for form in args.forms:
         per_node = {}
         for label, tree in trees.items():
+            source = model_source(tree)
             warm(tree, root, args.nodes, form)
             one, many = instructions(tree, root, 1, form), instructions(tree, root, args.nodes, form)
+            if model_source(tree) != source:
+                raise SystemExit(f"bench_gate_instructions: {tree}/upgrade_gate/model changed while counting")
             per_node[label] = (many - one) / (args.nodes - 1)
             results[f"{label} {form}"] = {"one": one, "many": many, "per_node": per_node[label]}
             rows.append(
