@@ -33,7 +33,6 @@ import gc
 import multiprocessing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from upgrade_gate import __version__
 from upgrade_gate.cpus import usable_cpus
@@ -41,13 +40,14 @@ from upgrade_gate.errors import InputError
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.checklist import FLEET, Checklist, ChecklistInputs, evaluate_checklists
 from upgrade_gate.judge.forkpool import forked_pool
+from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.identity import forget as forget_identities
 from upgrade_gate.judge.identity import match_gpus
 from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected
 from upgrade_gate.judge.policy import Policy, RuleEntry
 from upgrade_gate.judge.rules import REGISTRY
 from upgrade_gate.judge.rules.bandwidth import prime_regression
-from upgrade_gate.judge.rules.base import Check, NodeContext
+from upgrade_gate.judge.rules.base import Check, NodeContext, RuleSpec
 from upgrade_gate.judge.rules.facts import forget as forget_facts
 from upgrade_gate.judge.rules.fields import unplanned_findings
 from upgrade_gate.judge.rules.measured import forget as forget_measurements
@@ -324,13 +324,21 @@ def _context(
     )
 
 
+_RunTable = dict[tuple[str | None, bool], tuple[tuple[_Run, ...], frozenset[RuleId], list[RuleSpec]]]
+_RUNS: IdCache[Policy, _RunTable] = IdCache(8)  # a run judges under one policy; tests make many
+
+
+def _run_table(_: Policy) -> _RunTable:
+    return {}
+
+
 def _to_run(policy: Policy, cls: str | None, has_baseline: bool) -> tuple[tuple[_Run, ...], frozenset[RuleId]]:
     """The rules that run on a node of `cls` (with or without a baseline), in registry order, each with its
     policy entry, and their ids: a pure function of the policy's rules and the registry, worked out once
     per class (each node used to ask the policy ~50 times). Worked out again when the registry is not
     the one it was made from (a rule replaced, added or removed: the tests' stand-in rules)."""
-    ask = ("judge.to_run", cls, has_baseline)
-    found: Any = policy.memo.get(ask)
+    table = _RUNS.get(policy, _run_table)
+    found = table.get((cls, has_baseline))
     specs = list(REGISTRY.values())  # compared by identity first: ~0.3 us, where a test per rule took ~5
     if found is not None and found[2] == specs:
         return found[0], found[1]
@@ -342,9 +350,8 @@ def _to_run(policy: Policy, cls: str | None, has_baseline: bool) -> tuple[tuple[
         if rule.needs_baseline and not has_baseline:
             continue
         runs.append((rule_id, rule.check, entry, rule.plan_can_accept))
-    ids = frozenset(r[0] for r in runs)
-    policy.memo[ask] = (tuple(runs), ids, specs)
-    return tuple(runs), ids
+    table[(cls, has_baseline)] = made = (tuple(runs), frozenset(r[0] for r in runs), specs)
+    return made[0], made[1]
 
 
 def _judge_context(ctx: NodeContext, include_changes: bool) -> tuple[NodeReport, frozenset[RuleId]]:

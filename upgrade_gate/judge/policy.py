@@ -150,8 +150,6 @@ class Policy:
     kernel_events: KernelEventPolicy = field(default_factory=shipped_kernel_events)  # the fatal-error map
     # rule_for's answers, a pure function of `rules` (~50 asks a node, each a scan of every entry)
     _found: _Found = field(default_factory=dict, init=False, repr=False, compare=False)
-    # what other modules derive from `rules` alone, by their own keys (the judge's rule list per class)
-    memo: dict[object, object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def expected_nics(self, node_class: str | None) -> int | None:
         """The RDMA NIC count the policy declares for `node_class` (None: not declared)."""

@@ -122,11 +122,10 @@ def columns(measurements: Sequence[Measurement]) -> MeasurementColumns:
 _COLUMNS = ("sweep", "keys", "units", "sources", "higher_is_better", "samples")
 
 
-def measurements(cols: MeasurementColumns, *, where: str, slot: int | None = None) -> tuple[Measurement, ...]:
+def measurements(cols: MeasurementColumns, *, where: str) -> tuple[Measurement, ...]:
     """The measurements `cols` holds; SchemaError naming `where` and the column when the lists disagree
-    in length or a metric names a sweep that is not there. `slot` names the list's place in its snapshot
-    (-1: the snapshot's own, i: phase i): where the last snapshot's columns are tried first (`_Shared`)."""
-    return _measured(cols, where, slot)[0]
+    in length or a metric names a sweep that is not there."""
+    return _measured(cols, where, None)[0]
 
 
 _Part = tuple[tuple[str, ...], tuple[str, ...], tuple[dict[str, str], ...], tuple[int, ...]]
@@ -134,7 +133,8 @@ _Part = tuple[tuple[str, ...], tuple[str, ...], tuple[dict[str, str], ...], tupl
 
 def _measured(cols: MeasurementColumns, where: str, slot: int | None) -> tuple[tuple[Measurement, ...], _Part]:
     """`measurements`, and the list's part of its snapshot's `Layout`: the (shared) keys, units and sweeps
-    it was built from, and the sweep index of each metric."""
+    it was built from, and the sweep index of each metric. `slot` names the list's place in its snapshot
+    (-1: the snapshot's own, i: phase i): where the last snapshot's columns are tried first (`_Shared`)."""
     count = len(cols.keys)
     for name in _COLUMNS:
         if len(getattr(cols, name)) != count:
