@@ -96,7 +96,7 @@ def test_causes_a_mesh_drop_is_one_cause_with_sizes_and_the_phase_to_rerun() -> 
     (cause,) = [c for c in report.nodes[0].causes if c.severity is Severity.BLOCK]
     assert cause.key == "bandwidth:mesh/all_reduce"
     # judge.curves: the sweep is judged as one curve (its shift, and the average), not size by size
-    assert cause.headline.startswith("intra-node all_reduce bus bandwidth -15% vs its baseline")
+    assert cause.headline.startswith("intra-node all_reduce bus bandwidth -15% vs its baseline at every size, ")
     findings = [report.nodes[0].findings[i] for i in cause.findings]
     assert {f.device for f in findings} == {"mesh/all_reduce/busbw", "mesh/all_reduce/avg_busbw"}
     assert any("curve 1" in f.message and "beyond the 2% tolerance" in f.message for f in findings)

@@ -37,6 +37,7 @@ _BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _GPU_LABEL = re.compile(r"^gpus\[(?P<label>[^\]]+)\]")
 _METRIC = re.compile(r"measurements\[key=(?P<key>.+)\]")
 _SIZE = re.compile(r"^(?P<family>.+)/busbw(?:_inplace)?/(?P<bytes>\d+)$")
+_CURVE = re.compile(r"^.+/busbw(?:_inplace)?$")  # a whole sweep's finding (`judge.curves`: its level moved)
 MORE_SHOWN = 4  # a per-rule cause lists this many of its other findings' messages under its headline
 _PHASE_OF_SCOPE = {"mesh": 2, "rail": 4, "cluster": 5}
 _SCOPE_WORDS = {"mesh": "intra-node", "cluster": "multi-node", "rail": "RDMA"}
@@ -259,9 +260,12 @@ def _drop_headline(family: str, shown: Sequence[Finding], all_sizes: set[int], b
     for f in shown:
         if isinstance(f.expected, int | float) and isinstance(f.actual, int | float) and f.expected:
             drops.append(abs(float(f.expected) - float(f.actual)) / abs(float(f.expected)))
-        size = _SIZE.match(_metric_key(f) or "")
+        key = _metric_key(f) or ""
+        size = _SIZE.match(key)
         if size:
             hit.add(int(size["bytes"]))
+        elif _CURVE.match(key):  # the curve's level moved: every size it measured, not the odd size beside it
+            hit |= all_sizes
     text = f"{_metric_words(family)} {drop_text(drops)} {basis}"
     if hit:
         span = size_text(min(hit)) if len(hit) == 1 else f"{size_text(min(hit))} to {size_text(max(hit))}"
