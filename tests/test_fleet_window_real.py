@@ -10,6 +10,7 @@ the middle of `window validate` (exit 4, no labels, the same command afterwards 
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -25,6 +26,7 @@ from tests.test_validate_support import FAST, snapshot_of
 from upgrade_gate.cli.main import run
 from upgrade_gate.fakenode import FakeNode, Faults, NodeSpec, build_fake_node, faults, mi300x_node
 from upgrade_gate.fleet.kube import KubeClient
+from upgrade_gate.fleet.kube import api as kube_api
 from upgrade_gate.model import NodeInfo, NodeName, replace
 from upgrade_gate.store.gitstore import BaselineStore
 
@@ -249,13 +251,14 @@ def test_real_window_reversed_gpu_order_blocks_and_rolls_back(env: Env, capsys: 
 
 
 def test_real_api_server_outage_mid_validate_is_exit_4_and_resumable(
-    env: Env, capsys: pytest.CaptureFixture[str]
+    env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """kube-apiserver stopped while the phases run, and kept down until `validate` has given up: exit 4,
     no CVF label written, the window still `started`; the same command afterwards continues to a verdict.
-    (The outage ends when validate has ended, not after a fixed 30 s: validate gives up ~20 s after the
-    stop, and a longer outage only lengthens the real controllers' watch back-off afterwards, ~35 s of
-    the resumed run's wait for its first Job.)"""
+    (The outage ends when validate has ended, not after a fixed 30 s: a longer outage only lengthens the
+    real controllers' watch back-off afterwards. The first validate retries the API with a shorter budget
+    than the default (`RetryPolicy`'s 6 attempts, ~20 s here): the same retry loop and error mapping, and
+    half the outage, so the resumed run waits ~20 s for its first Job instead of ~38 s.)"""
     st = ["--store", str(env.store)]
     assert env.cli("window", "plan", "--plan", str(PLAN), *st) == 0
     assert env.cli("window", "start", "--id", WINDOW, *st, "--poll-interval", "0.1") == 0
@@ -263,6 +266,8 @@ def test_real_api_server_outage_mid_validate_is_exit_4_and_resumable(
         env.apply_change(changed(name))
     cp = env.cluster.cp
     codes: list[int] = []
+    short = functools.partial(kube_api.RetryPolicy, max_attempts=4, base_delay_s=0.25)
+    monkeypatch.setattr(kube_api, "RetryPolicy", short)  # the clients `validate` makes; undone below
     validate = threading.Thread(
         target=lambda: codes.append(env.cli("window", "validate", "--id", WINDOW, *st, *JOB_OPTS))
     )
@@ -276,6 +281,7 @@ def test_real_api_server_outage_mid_validate_is_exit_4_and_resumable(
     cp.stop_apiserver()
     validate.join(timeout=120)  # the API stays down until validate has given up
     cp.start_apiserver()
+    monkeypatch.undo()  # the resumed run retries with the default policy
     assert not validate.is_alive() and codes == [4], codes
     assert "Kubernetes API unreachable" in capsys.readouterr().err
     for name in ("gpu-a-02", "gpu-b-02"):
