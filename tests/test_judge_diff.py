@@ -136,3 +136,21 @@ def test_diff_direct_walk_agrees_with_deepdiff_on_every_kind_of_change() -> None
     for name, cand in cases.items():
         for a, b in ((base, cand), (cand, base)):
             assert diff_snapshots(a, b) == _with_deepdiff(a, b), name
+
+
+def test_diff_host_and_probe_views_are_skipped_only_when_equal() -> None:
+    """Equal host facts and probe lists build no views (the usual fleet node); a difference in either is
+    still a change, and a cmdline differing only by BOOT_IMAGE= still is none (compared as rules.host)."""
+    base = mi300x_snapshot()
+    host = replace(base.host, captured=True, kernel_cmdline="ro quiet amd_iommu=on")
+    base = replace(base, host=host)
+    assert diff_snapshots(base, replace(base, host=replace(host))) == ()
+    booted = replace(base, host=replace(host, kernel_cmdline="BOOT_IMAGE=/vmlinuz-6.8 ro quiet amd_iommu=on"))
+    assert diff_snapshots(base, booted) == ()
+    tuned = replace(base, host=replace(host, kernel_cmdline="ro quiet amd_iommu=on iommu=pt"))
+    assert [(c.path, c.candidate) for c in diff_snapshots(base, tuned)] == [
+        ("host.kernel_cmdline", "ro quiet amd_iommu=on iommu=pt")
+    ]
+    hung = replace(base.probes[0], ok=False, reason="timed out", timed_out=True)
+    changed = diff_snapshots(base, replace(base, probes=(hung, *base.probes[1:])))
+    assert [c.path for c in changed] == [f"probes[name={hung.name}].{f}" for f in ("ok", "reason", "timed_out")]

@@ -179,3 +179,23 @@ def test_identity_pairs_carry_their_key_and_the_label_is_only_its_text() -> None
     pairs = match_gpus(base.gpus, base.gpus)
     assert all(p.kind is p.key.kind and p.label == str(p.key) for p in pairs)
     assert {p.key.partition for p in pairs} == set(range(8))  # CPX partitions keyed by their BDF function
+
+
+def test_equal_gpu_tuples_share_their_identities_and_pair_as_the_tiers_do() -> None:
+    """A candidate whose GPUs equal the baseline's, field for field (the usual node), takes the baseline's
+    identities instead of working them out again; the pairing is the tiers' own, and a candidate whose
+    GPUs differ in one id gets its own identities."""
+    from upgrade_gate.judge.identity import forget, identities, match_tiers
+
+    base = mi300x_snapshot().gpus
+    same = tuple(replace(g) for g in base)  # equal, not the same objects
+    assert same == base and same is not base
+    forget()
+    assert match_gpus(base, same) == match_tiers(base, same)
+    assert identities(same) is identities(base)
+    other = (replace(base[0], serial="692400099999"), *base[1:])
+    forget()
+    pairs = match_gpus(base, other)
+    assert identities(other) is not identities(base) and identities(other)[0].serial == "692400099999"
+    assert pairs == match_tiers(base, other)
+    forget()

@@ -133,8 +133,11 @@ def snapshot_views(
     if pairs is None:
         pairs = match_gpus(baseline.gpus, candidate.gpus)
     same = _unchanged(baseline, candidate)
-    left = _sections(baseline, {p.label: p.baseline for p in pairs if p.baseline is not None}, same)
-    right = _sections(candidate, {p.label: p.candidate for p in pairs if p.candidate is not None}, same)
+    if "gpus" in same:  # no GPU view is built: no labels needed
+        left, right = _sections(baseline, {}, same), _sections(candidate, {}, same)
+    else:
+        left = _sections(baseline, {p.label: p.baseline for p in pairs if p.baseline is not None}, same)
+        right = _sections(candidate, {p.label: p.candidate for p in pairs if p.candidate is not None}, same)
     if not (baseline.host.captured and candidate.host.captured):
         del left["host"], right["host"]  # a side that predates host facts has nothing to compare (rules.host)
     out_left: dict[str, Any] = {}
@@ -163,13 +166,14 @@ _SINGLE = frozenset({"node", "software", "host"})
 
 
 def _unchanged(baseline: Snapshot, candidate: Snapshot) -> frozenset[str]:
-    """Keyed sections whose items are equal on both sides, so their views need not be built: equal
-    tuples give equal keyed views (and equal GPU tuples pair every GPU with itself). The usual case
-    on a fleet: only samples differ, and the measurements' views hold their count, not their values."""
+    """Sections whose items are equal on both sides, so their views need not be built: equal tuples give
+    equal keyed views (and equal GPU tuples pair every GPU with itself), equal host facts equal host views.
+    The usual case on a fleet: only samples differ, and the measurements' views hold their count, not
+    their values."""
     same = set()
     if baseline.gpus == candidate.gpus:
         same.add("gpus")
-    for section in ("gpu_links", "pcie", "nics", "sriov"):
+    for section in ("gpu_links", "pcie", "nics", "sriov", "host", "probes"):
         if getattr(baseline, section) == getattr(candidate, section):
             same.add(section)
     lb, lc = layout_of(baseline), layout_of(candidate)
@@ -195,8 +199,11 @@ def _sections(snap: Snapshot, gpus: dict[str, Gpu], same: frozenset[str] = froze
     return {
         "node": snap.node,
         "software": snap.software,
-        # compared as rules.host compares it (snapshots older than the builder's stripping carry BOOT_IMAGE=)
-        "host": replace(snap.host, kernel_cmdline=comparable_cmdline(snap.host.kernel_cmdline)),
+        # compared as rules.host compares it (snapshots older than the builder's stripping carry BOOT_IMAGE=);
+        # equal facts (the usual node) give equal views: the facts themselves stand in, compared once more
+        "host": snap.host
+        if "host" in same
+        else replace(snap.host, kernel_cmdline=comparable_cmdline(snap.host.kernel_cmdline)),
         "gpus": {} if "gpus" in same else gpus,
         "gpu_links": {} if "gpu_links" in same else {f"a={link.a},b={link.b}": link for link in snap.gpu_links},
         "pcie": {} if "pcie" in same else {str(link.bdf): link for link in snap.pcie},
@@ -204,7 +211,9 @@ def _sections(snap: Snapshot, gpus: dict[str, Gpu], same: frozenset[str] = froze
         "sriov": {} if "sriov" in same else {str(f.bdf): f for f in snap.sriov},
         "measurements": {} if "measurements" in same else _measurement_views(measurements_of(snap)),
         "phases": {str(p.phase): {"name": p.name, "status": p.status.value, "reason": p.reason} for p in snap.phases},
-        "probes": {
+        "probes": {}
+        if "probes" in same
+        else {
             p.name: {"ok": p.ok, "reason": p.reason, "timed_out": p.timed_out, "missing": p.missing}
             for p in snap.probes
         },

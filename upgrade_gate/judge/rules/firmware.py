@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge.identity import GpuKey
+from upgrade_gate.judge.identity import GpuKey, candidate_labels
 from upgrade_gate.judge.plan import FirmwareChange, glob_match, version_matches
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, show, spec
 from upgrade_gate.judge.rules.facts import starts_off_plan
@@ -33,8 +33,8 @@ def _planned(ctx: NodeContext, block: str) -> FirmwareChange | None:
 
 
 def _labels(ctx: NodeContext) -> dict[int, str]:
-    """Candidate GPU (by object id) -> its pair label, built once (a scan per GPU was quadratic)."""
-    return {id(p.candidate): p.label for p in ctx.pairs if p.candidate is not None}
+    """Candidate GPU (by object id) -> its pair label, built once per node (a scan per GPU was quadratic)."""
+    return candidate_labels(ctx.pairs)
 
 
 def _label(labels: dict[int, str], gpu: Gpu) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from upgrade_gate.judge.identity import GpuKey
+from upgrade_gate.judge.identity import GpuKey, candidate_labels
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
 from upgrade_gate.model import Finding, Gpu, GpuHealth, Severity
 
@@ -66,7 +66,7 @@ def _counts(health: GpuHealth) -> dict[str, int]:
 def check_gpu_health(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Pending or failed memory repair, reset required, grown uncorrectable counts; missing evidence."""
     before = {id(p.candidate): p.baseline for p in ctx.pairs if p.candidate is not None}
-    labels = {id(p.candidate): p.label for p in ctx.pairs if p.candidate is not None}
+    labels = candidate_labels(ctx.pairs)
     reporters = set(entry.strings("reported_by"))
     reported = sorted(reporters & {p.name for p in ctx.candidate.probes})
     for gpu in ctx.candidate.gpus:
