@@ -37,7 +37,7 @@ from upgrade_gate import codec
 from upgrade_gate.judge.identity import GpuPair, match_gpus
 from upgrade_gate.judge.paths import render_path
 from upgrade_gate.judge.rules.facts import comparable_cmdline
-from upgrade_gate.model import Change, ChangeOp, Gpu, Measurement, Snapshot, measurements_of, replace
+from upgrade_gate.model import Change, ChangeOp, Measurement, Snapshot, measurements_of, replace
 from upgrade_gate.model.columnar import layout_of
 
 _DIFF_DEEPER = 0.33  # deepdiff 9's default threshold_to_diff_deeper, applied to the pruned views as before
@@ -133,11 +133,7 @@ def snapshot_views(
     if pairs is None:
         pairs = match_gpus(baseline.gpus, candidate.gpus)
     same = _unchanged(baseline, candidate)
-    if "gpus" in same:  # no GPU view is built: no labels needed
-        left, right = _sections(baseline, {}, same), _sections(candidate, {}, same)
-    else:
-        left = _sections(baseline, {p.label: p.baseline for p in pairs if p.baseline is not None}, same)
-        right = _sections(candidate, {p.label: p.candidate for p in pairs if p.candidate is not None}, same)
+    left, right = _sections(baseline, pairs, "baseline", same), _sections(candidate, pairs, "candidate", same)
     if not (baseline.host.captured and candidate.host.captured):
         del left["host"], right["host"]  # a side that predates host facts has nothing to compare (rules.host)
     out_left: dict[str, Any] = {}
@@ -195,7 +191,9 @@ _KEY, _UNIT, _SETTINGS = operator.attrgetter("key"), operator.attrgetter("unit")
 _SAMPLES = operator.attrgetter("samples")
 
 
-def _sections(snap: Snapshot, gpus: dict[str, Gpu], same: frozenset[str] = frozenset()) -> dict[str, Any]:
+def _sections(snap: Snapshot, pairs: Sequence[GpuPair], side: str, same: frozenset[str]) -> dict[str, Any]:
+    """`snap`'s views, its GPUs keyed by their pair's label (`side`: the pairs' side `snap` is on); a section
+    in `same` is left empty, its labels never written."""
     return {
         "node": snap.node,
         "software": snap.software,
@@ -204,7 +202,7 @@ def _sections(snap: Snapshot, gpus: dict[str, Gpu], same: frozenset[str] = froze
         "host": snap.host
         if "host" in same
         else replace(snap.host, kernel_cmdline=comparable_cmdline(snap.host.kernel_cmdline)),
-        "gpus": {} if "gpus" in same else gpus,
+        "gpus": {} if "gpus" in same else {p.label: g for p in pairs if (g := getattr(p, side)) is not None},
         "gpu_links": {} if "gpu_links" in same else {f"a={link.a},b={link.b}": link for link in snap.gpu_links},
         "pcie": {} if "pcie" in same else {str(link.bdf): link for link in snap.pcie},
         "nics": {} if "nics" in same else {nic.name: nic for nic in snap.nics},

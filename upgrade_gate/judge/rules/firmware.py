@@ -32,11 +32,6 @@ def _planned(ctx: NodeContext, block: str) -> FirmwareChange | None:
     return next((fw for fw in ctx.plan.change.firmware if glob_match(fw.block, block)), None)
 
 
-def _labels(ctx: NodeContext) -> dict[int, str]:
-    """Candidate GPU (by object id) -> its pair label, built once per node (a scan per GPU was quadratic)."""
-    return candidate_labels(ctx.pairs)
-
-
 def _label(labels: dict[int, str], gpu: Gpu) -> str:
     found = labels.get(id(gpu))
     if found is not None:
@@ -52,7 +47,7 @@ def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         if pair.candidate is not None and pair.baseline is not None:
             before_of[id(pair.candidate)] = pair.baseline
     seen_blocks: set[str] = set()
-    labels = _labels(ctx)
+    labels = candidate_labels(ctx.pairs)
     plans: dict[str, FirmwareChange | None] = {}  # block -> the plan's entry (blocks repeat on every GPU)
     ignored: dict[str, bool] = {}
     planning = ctx.plan is not None and bool(ctx.plan.change.firmware)
@@ -133,7 +128,7 @@ def check_vbios(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """GPU VBIOS vs the baseline and the plan."""
     planned = ctx.plan.change.vbios if ctx.plan is not None else None
     before_of = {id(p.candidate): p.baseline for p in ctx.pairs if p.candidate is not None}
-    labels = _labels(ctx)
+    labels = candidate_labels(ctx.pairs)
     for gpu in sorted(ctx.candidate.gpus, key=lambda g: g.index):
         label = _label(labels, gpu)
         was = before_of.get(id(gpu))
