@@ -69,13 +69,25 @@ def test_plan_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
         ("6.2.0", "6.2.0", True),
         ("6.2.0-66", "6.2.0", True),
         ("6.2.0+build7", "6.2.0", True),
+        ("6.8.5-2009582.24.04", "6.8.5", True),
+        ("6.2.0-rc1", "6.2.0", False),  # a pre-release is not the release the plan names
+        ("6.2.0-ERROR", "6.2.0", False),  # an error text glued to a version
+        ("6.2.0-command not found", "6.2.0", False),
+        ("6.2.0-", "6.2.0", False),
+        ("6.2.0+", "6.2.0", False),
         ("6.2.01", "6.2.0", False),
         ("6.2.1", "6.2.0", False),
         (None, "6.2.0", False),
     ],
 )
 def test_plan_version_matches_only_exactly_or_with_build_suffix(actual: str | None, target: str, ok: bool) -> None:
-    assert version_matches(actual, target) is ok
+    assert version_matches(actual, target, release=True) is ok
+
+
+def test_plan_firmware_versions_keep_their_vendors_lettered_builds() -> None:
+    assert version_matches("1.117.1-a-63", "1.117.1")  # a NIC's firmware build, as ionic spells it
+    assert not version_matches("1.117.1-a-63", "1.117.1", release=True)
+    assert not version_matches("1.117.10", "1.117.1")
 
 
 def test_plan_glob_brackets_are_literal() -> None:

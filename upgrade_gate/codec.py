@@ -106,6 +106,8 @@ def decode_json(
         raise SchemaError(f"{source}: {_friendly(str(exc))}") from None
     except msgspec.DecodeError as exc:
         raise InputError(f"{source}: not JSON: {exc}") from None
+    except RecursionError:  # deeper than the plain decode of the duplicate-key count goes (~2,000 levels)
+        raise InputError(f"{source}: nested too deep") from None
 
 
 def _decode_unique(cls: type, data: bytes | str, source: str, colon_free: Callable[[Any], Any] | None = None) -> Any:
@@ -447,7 +449,10 @@ def _enum_decoder(cls: type[enum.Enum]) -> Decoder:
 
 def _float(data: Any) -> float:
     if isinstance(data, int | float) and not isinstance(data, bool):
-        return float(data)
+        try:
+            return float(data)
+        except OverflowError:  # an integer of hundreds of digits: JSON allows it, no float holds it
+            raise _DecodeError("a number too large for a float") from None
     raise _DecodeError(f"expected a number, got {data!r}")
 
 

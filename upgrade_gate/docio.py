@@ -133,6 +133,8 @@ def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
             return _load_yaml(text, source=source, fast=False)
         except Refused as exc:
             raise ConfigError(f"{source}: {exc}") from None
+        except ValueError as exc:  # a scalar no Python value holds (an integer of over 4,300 digits)
+            raise ConfigError(f"{source}: a value that cannot be read: {str(exc)[:160]}") from None
         finally:
             loader.dispose()
         check_finite(data, source=source)
@@ -144,6 +146,8 @@ def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
         raise yaml.YAMLError(f"{source}: nested too deep") from None
     except Refused as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    except ValueError as exc:  # a scalar no Python value holds (an integer of over 4,300 digits)
+        raise ConfigError(f"{source}: a value that cannot be read: {str(exc)[:160]}") from None
     finally:
         loader.dispose()
     check_finite(data, source=source)

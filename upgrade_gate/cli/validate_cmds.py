@@ -132,8 +132,8 @@ def validate_cmd(
 
     peers = tuple(peer or ())
     numbers = parse_phases(phases) if phases is not None else (ALL_PHASES if peers else frozenset(range(4)))
-    if samples is not None and samples < 1:
-        raise UsageError(f"--samples must be at least 1, got {samples}")
+    if samples is not None and not 1 <= samples <= 1024:
+        raise UsageError(f"--samples must be from 1 to 1024, got {samples}")
     if not host_root.is_dir():
         raise UsageError(f"--host-root {host_root}: not a folder")
     from upgrade_gate.validate.pipeline import all_passed

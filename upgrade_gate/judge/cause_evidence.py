@@ -135,7 +135,9 @@ def _names(result: PhaseResult, device: str) -> bool:
 
 
 def _stand_in_for(probe: ProbeStatus, probes: Mapping[str, ProbeStatus]) -> str | None:
-    user = next((p for p in probes.values() if p.ok and probe.name in p.fallback_for), None)
+    from upgrade_gate.judge.rules.evidence import stands_in
+
+    user = next((p for p in probes.values() if stands_in(p, probe.name, probes)), None)
     return _tool(user) if user is not None else None
 
 

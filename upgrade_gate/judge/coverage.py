@@ -86,7 +86,9 @@ COVERAGE: Mapping[str, Coverage] = {
     "tool_version": informational("upgrade-gate's own version, not the node's"),
     "node.name": informational("the key the baseline is stored under: equal by construction"),
     "node.hostname": informational("the OS host name; node.name identifies the node"),
-    "node.node_class": informational("which class's rules apply; a candidate without one takes its baseline's"),
+    "node.node_class": checked(
+        "evidence.missing", "which class's rules apply: another than the baseline's blocks; none takes the baseline's"
+    ),
     "node.labels": informational("Kubernetes labels; CVF writes its verdicts there, judged as phases"),
     # ------------------------------------------------------------------ software
     "software.kernel": compared("software.kernel"),

@@ -288,12 +288,26 @@ def _version(raw: Mapping[str, str] | None, source: str, field: str) -> VersionC
 # --------------------------------------------------------------------------- matching
 
 
-def version_matches(actual: str | None, target: str) -> bool:
-    """True when `actual` is `target`, or `target` plus a `-`/`+` build suffix."""
+_BUILD_SUFFIX = re.compile(r"(?:-[0-9]|\+[0-9A-Za-z])[0-9A-Za-z.~_+-]*")
+"""What may follow the target: a packaging revision (`-66`, `-2009582.24.04`) or build metadata (`+build7`).
+A `-` then a letter is a pre-release in SemVer's terms (`6.2.0-rc1`: not the release the plan names), and
+words or spaces are an error text glued to a version (`6.2.0-ERROR`, `6.2.0-command not found`)."""
+
+
+def version_matches(actual: str | None, target: str, *, release: bool = False) -> bool:
+    """True when `actual` is `target`, or `target` plus a `-`/`+` suffix: for a `release` (ROCm, the driver,
+    the kernel) only a build suffix (`_BUILD_SUFFIX`); for firmware any (`1.117.1-a-63`: vendors spell their
+    builds with letters)."""
     if actual is None:
         return False
     a = actual.strip()
-    return a == target or (a.startswith(target) and a[len(target) : len(target) + 1] in ("-", "+"))
+    if a == target:
+        return True
+    if not a.startswith(target):
+        return False
+    if release:
+        return _BUILD_SUFFIX.fullmatch(a, len(target)) is not None
+    return a[len(target) : len(target) + 1] in ("-", "+")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -349,7 +363,7 @@ def explain(plan: ChangePlan | None, path: str, before: object, after: object) -
     component = _SOFTWARE.get(path)
     if component is not None:
         planned: VersionChange | None = getattr(c, component)
-        if planned is not None and (_lands(planned, before, after) if path in _LANDING else not lost(after)):
+        if planned is not None and (_lands(planned, before, after, release=True) if path in _LANDING else not lost(after)):
             return f"change.{component}"
     elif (m := _FIRMWARE.fullmatch(path)) is not None:
         for i, fw in enumerate(c.firmware):
@@ -394,10 +408,12 @@ def accepted(plan: ChangePlan | None, path: str, before: object, after: object) 
     return None
 
 
-def _lands(planned: VersionChange, before: object, after: object) -> bool:
-    if not isinstance(after, str) or not version_matches(after, planned.to_version):
+def _lands(planned: VersionChange, before: object, after: object, *, release: bool = False) -> bool:
+    if not isinstance(after, str) or not version_matches(after, planned.to_version, release=release):
         return False
-    return planned.from_version is None or (isinstance(before, str) and version_matches(before, planned.from_version))
+    return planned.from_version is None or (
+        isinstance(before, str) and version_matches(before, planned.from_version, release=release)
+    )
 
 
 def _lands_fw(fw: FirmwareChange, before: object, after: object) -> bool:

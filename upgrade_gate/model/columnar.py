@@ -35,7 +35,7 @@ import msgspec
 from msgspec import Meta
 
 from upgrade_gate.errors import SchemaError
-from upgrade_gate.model.snapshot import SNAPSHOT_SCHEMA_VERSION, Measurement, PhaseResult, Snapshot
+from upgrade_gate.model.snapshot import SNAPSHOT_SCHEMA_VERSION, Measurement, PhaseResult, Samples, Snapshot
 from upgrade_gate.model.types import ALWAYS, Name, OptText, Record, StrMap, const
 
 SNAPSHOT_V2 = "2"
@@ -60,9 +60,7 @@ class MeasurementColumns(Record, frozen=True, kw_only=True):
         tuple[OptText, ...], ALWAYS, Meta(description="per metric: probe or phase that produced it")
     ] = ()
     higher_is_better: Annotated[tuple[bool, ...], ALWAYS] = ()
-    samples: Annotated[
-        tuple[tuple[float, ...], ...], ALWAYS, Meta(description="per metric: its samples, one array")
-    ] = ()
+    samples: Annotated[tuple[Samples, ...], ALWAYS, Meta(description="per metric: its samples, one array")] = ()
 
 
 def _wire(model: type, name: str, doc: str, changed: dict[str, tuple[Any, Any]]) -> Any:

@@ -235,6 +235,16 @@ class RocmLibrary(Record, frozen=True, kw_only=True):
     file_sha256: Sha256
 
 
+MAX_SAMPLES = 4096
+"""Most samples one measurement may hold. What `validate` records stays under it (a sweep repeated
+--samples <= 1024 times, re-measured to the policy's max_samples <= 1024; a training run of
+UPGRADE_GATE_WORKLOAD_STEPS <= 1024 steps, pooled over at most 3 runs; at most 120 utilisation
+samples). A bound for hostile input: the statistics compare every candidate sample with every baseline
+one, so a measurement of millions of samples took gigabytes (2026-12-07)."""
+
+Samples = Annotated[tuple[float, ...], Meta(max_length=MAX_SAMPLES)]
+
+
 class Measurement(Record, frozen=True, kw_only=True):
     """A metric with its samples and the settings that produced it.
 
@@ -245,7 +255,7 @@ class Measurement(Record, frozen=True, kw_only=True):
 
     key: Name
     unit: Annotated[str, Meta(description='"GB/s", "Gb/s"')]
-    samples: tuple[float, ...]
+    samples: Samples
     settings: StrMap = field(default_factory=dict)
     source: Annotated[OptText, Meta(description="probe or phase that produced it")] = None
     higher_is_better: bool = True

@@ -122,7 +122,7 @@ def schema_version(data: bytes | str) -> Any:
     that follows says what is wrong). Skims the document without building it (~5% of a strict decode)."""
     try:
         return _PEEK.decode(data).schema_version
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # too deep to skim: the decoder that follows says so
         return None
 
 

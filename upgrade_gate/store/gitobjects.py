@@ -247,7 +247,7 @@ class GitObjects:
                 raise NotFoundError(f"{store}: no commit {ref} in the baseline store") from exc
         try:
             obj = self.repo.rev_parse(f"{ref}^{{commit}}")
-        except (ODBError, ValueError, IndexError) as exc:
+        except (ODBError, ValueError, IndexError, KeyError) as exc:  # KeyError: `REV:path` names no blob or tree
             raise NotFoundError(f"{store}: no ref {ref!r} in the baseline store") from exc
         assert isinstance(obj, git.Commit)
         return obj

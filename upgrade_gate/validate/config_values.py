@@ -47,14 +47,15 @@ def text(key: str, raw: object, source: str) -> str:
     raise bad(key, source, raw, "expected a scalar value")
 
 
-def integer(key: str, raw: object, source: str, *, minimum: int = 0) -> int:
-    """A whole number >= minimum."""
+def integer(key: str, raw: object, source: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """A whole number >= minimum (and <= maximum, when given)."""
     value = text(key, raw, source)
-    if not re.fullmatch(r"[+-]?\d+", value) or isinstance(raw, float):
-        raise bad(key, source, raw, "expected a whole number")
+    if not re.fullmatch(r"[+-]?\d{1,18}", value) or isinstance(raw, float):
+        raise bad(key, source, raw, "expected a whole number" + (" of at most 18 digits" if value[-19:].isdigit() else ""))
     number = int(value)
-    if number < minimum:
-        raise bad(key, source, raw, f"expected a whole number >= {minimum}")
+    if number < minimum or (maximum is not None and number > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise bad(key, source, raw, f"expected a whole number {bounds}")
     return number
 
 

@@ -408,6 +408,7 @@ SPECS = (
                 doc="candidate samples per metric before an inconclusive test decides; the bandwidth phases re-measure "
                 "an inconclusive metric up to this many runs (validate --policy)",
                 minimum=1,
+                maximum=1024,
             ),
             "noise_floor": ParamSpec(
                 kind="number", default=0.005, doc="smallest relative run-to-run noise assumed", minimum=0, maximum=1

@@ -46,14 +46,15 @@ Design decisions:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.standalone import peer_phase_waived
-from upgrade_gate.model import Finding, PhaseStatus, Severity
+from upgrade_gate.model import Finding, PhaseStatus, ProbeStatus, Severity
 from upgrade_gate.validate.cvf import PHASE_NAMES
 from upgrade_gate.vendors.registry import VENDORS, vendor_of
 
@@ -76,11 +77,30 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
     elif ctx.baseline is None and ctx.reference is not None:
         yield _class_only(ctx, entry, ctx.reference.nodes)
+    if ctx.baseline is not None:
+        yield from _class_moved(ctx, entry, ctx.baseline.node.node_class, ctx.candidate.node.node_class)
     yield from _probes(ctx, entry)
     yield from _issues(ctx, entry)
     yield from _phases(ctx, entry)
     if ctx.baseline is not None and ctx.baseline.phases:  # none at all: a configuration snapshot (below)
         yield from _baseline_phases(ctx, entry)
+
+
+def _class_moved(ctx: NodeContext, entry: RuleEntry, before: str | None, after: str | None) -> Iterable[Finding]:
+    """A candidate that names another class than its baseline: the class picks the policy's rules and
+    thresholds and the reference the node is held to, so a node does not change it by itself (new hardware
+    changes its GPUs too). A candidate without a class takes its baseline's."""
+    if before is not None and after is not None and before != after:
+        yield finding(
+            ctx,
+            entry,
+            f"node class changed: {before} -> {after}; the class picks the rules, thresholds and reference the "
+            "node is judged by (save a baseline under the new class to move it)",
+            path="node.node_class",
+            expected=before,
+            actual=after,
+            evidence="candidate node, baseline store",
+        )
 
 
 def _class_only(ctx: NodeContext, entry: RuleEntry, nodes: tuple[str, ...]) -> Finding:
@@ -153,21 +173,73 @@ def _issues(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
+class _Catalogue(NamedTuple):
+    """What the probe catalogue of one vendor says, for judging a snapshot's own probe flags."""
+
+    required: frozenset[str]  # a failure blocks, whatever the snapshot's `required` flag says
+    stands_in: dict[str, frozenset[str]]  # fallback -> the probes it may stand in for
+    commands: frozenset[str]  # command probes: only a file-read probe can be `skipped` (no file matched)
+
+
+@functools.cache
+def _catalogue(vendor: str) -> _Catalogue:
+    from upgrade_gate.collect.probes import catalogue
+    from upgrade_gate.vendors.base import CommandSpec
+
+    specs = catalogue(next(v for v in VENDORS if v.name == vendor))
+    return _Catalogue(
+        required=frozenset(s.name for s in specs if s.required),
+        stands_in={s.name: frozenset(s.fallback_for) for s in specs if isinstance(s, CommandSpec) and s.fallback_for},
+        commands=frozenset(s.name for s in specs if isinstance(s, CommandSpec)),
+    )
+
+
+def stands_in(user: ProbeStatus, target: str, probes: Iterable[str]) -> bool:
+    """True when probe `user` ran fine and stood in for probe `target`, as the catalogue of the vendor of the
+    node whose probes are named by `probes` allows (a snapshot's own `fallback_for` claims no more)."""
+    known = _catalogue(vendor_of(probes).name)
+    return (
+        user.ok
+        and target in user.fallback_for
+        and target in known.stands_in.get(user.name, ())
+        and _contradiction(user, known) is None
+    )
+
+
+def _contradiction(p: ProbeStatus, known: _Catalogue) -> tuple[str, str] | None:
+    """What a probe marked ok also says that no ok probe can (the snapshot contradicts itself), and what was
+    expected; None when nothing does. `capture` marks a probe ok only when it exited 0 (or, a file-read
+    probe, matched no file and did not run)."""
+    if p.timed_out or p.missing:
+        return f"{'timed out' if p.timed_out else 'binary missing'}", "ok, neither timed out nor missing"
+    if p.exit_code not in (None, 0):
+        return f"exited {p.exit_code}", "ok, exit code 0"
+    if p.skipped and p.name in known.commands:
+        return "skipped, which only a file-read probe can be", "ok, run"
+    return None
+
+
 def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """Failed, absent and self-contradicting probes. Which probes are required, and which may stand in for
+    which, is read from the catalogue of the node's vendor (`collect.probes`), never taken from the
+    candidate's own flags: a snapshot that marks a failed `dmesg` not required, or names `kernel` a
+    fallback for it, still blocks (the flags only make a probe stricter)."""
     probes = {p.name: p for p in ctx.candidate.probes}
-    covered = {name for p in ctx.candidate.probes if p.ok for name in p.fallback_for}
+    known = _catalogue(vendor_of(probes).name)
+    covered = {name for p in ctx.candidate.probes for name in p.fallback_for if stands_in(p, name, probes)}
     nic_less = ctx.policy.nic_less(ctx.node_class)
     nic_probes = set(entry.strings("nic_probes")) if nic_less else set()
     for p in ctx.candidate.probes:
-        if p.ok and (p.timed_out or p.missing):
+        contradiction = _contradiction(p, known) if p.ok else None
+        if contradiction is not None:
+            said, expected = contradiction
             yield finding(
                 ctx,
                 entry,
-                f"probe {p.name} is marked ok but also {'timed out' if p.timed_out else 'binary missing'}: "
-                "the snapshot contradicts itself",
+                f"probe {p.name} is marked ok but also {said}: the snapshot contradicts itself",
                 device=p.name,
                 path=f"probes[name={p.name}]",
-                expected="ok, neither timed out nor missing",
+                expected=expected,
                 actual=p.reason,
                 evidence=p.name,
             )
@@ -189,7 +261,9 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             expected="ok",
             actual=p.reason,
             evidence=p.name,
-            severity=Severity.INFO if p.name in nic_probes else (None if p.required else softer(entry.severity)),
+            severity=Severity.INFO
+            if p.name in nic_probes
+            else (None if p.required or p.name in known.required else softer(entry.severity)),
         )
     wanted = _for_vendor(set(entry.strings("required_probes")), probes)
     if ctx.baseline is not None:  # failed there too: still wanted now (a failed baseline is no excuse)
@@ -269,9 +343,26 @@ def _phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
+_FAILED_WORDS = frozenset({"failed", "fail", "error"})
+
+
 def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Every failed phase result."""
+    """Every failed phase result, and every passed one whose own labels or annotations say it failed."""
     for result in sorted(ctx.candidate.phases, key=lambda r: r.phase):
+        if result.status is PhaseStatus.PASSED:
+            said = sorted(k for k, v in (*result.labels.items(), *result.annotations.items()) if v.lower() in _FAILED_WORDS)
+            if said:
+                yield finding(
+                    ctx,
+                    entry,
+                    f"phase {result.phase} ({result.name}) is marked passed, but {', '.join(said)} says "
+                    f"{(result.labels | result.annotations)[said[0]]}: the result contradicts itself",
+                    device=result.name,
+                    path=f"phases[phase={result.phase}]",
+                    expected="labels and annotations that agree with the status",
+                    actual={k: (result.labels | result.annotations)[k] for k in said},
+                    evidence=f"phase {result.phase}",
+                )
         if result.status is not PhaseStatus.FAILED:
             continue
         reasons = "; ".join(result.reasons) or result.reason or "no reason recorded"
@@ -377,7 +468,12 @@ SPECS = (
             ),
         },
     ),
-    spec("phase.failed", "a CVF phase failed", check_phase_failed, plan_can_accept=False),
+    spec(
+        "phase.failed",
+        "a CVF phase failed, or one marked passed says in its labels that it failed",
+        check_phase_failed,
+        plan_can_accept=False,
+    ),
 )
 
 

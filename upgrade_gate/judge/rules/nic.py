@@ -95,8 +95,21 @@ def _port_path(nic: Nic, port: NicPort) -> str:
 
 
 def check_missing(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """Baseline NICs still present by name; the NIC count CVF phase 3 expects."""
+    """Baseline NICs still present by name, each listed once; the NIC count CVF phase 3 expects."""
     nics = _nics(ctx)
+    listed = [n.name for n in nics.named]
+    for name in sorted({n for n in listed if listed.count(n) > 1}) if len(set(listed)) != len(listed) else ():
+        yield finding(
+            ctx,
+            entry,
+            f"NIC {name} is listed {listed.count(name)} times: the snapshot contradicts itself (which entry is "
+            "judged would depend on their order)",
+            device=name,
+            path=f"nics[name={name}]",
+            expected="listed once",
+            actual=listed.count(name),
+            evidence="ibv_devinfo",
+        )
     gone = sorted(nics.base.keys() - {n.name for n in ctx.candidate.nics})
     by_bdf = {str(n.bdf): n for n in ctx.candidate.nics if n.bdf is not None} if gone else {}
     for name in gone:
@@ -298,7 +311,11 @@ def check_firmware(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 
 
 SPECS = (
-    spec("nic.missing", "a baseline NIC is gone or renamed, or the NIC count is not CVF's expected", check_missing),
+    spec(
+        "nic.missing",
+        "a baseline NIC is gone or renamed, a NIC is listed twice, or the NIC count is not CVF's expected",
+        check_missing,
+    ),
     spec("nic.port_state", "an RDMA port is not ACTIVE, or slower than in the baseline", check_port_state),
     spec("nic.gid_count", "a port has fewer GIDs than PHASE3_MIN_GID_COUNT or the baseline", check_gids),
     spec("nic.roce_v2", "an Ethernet port carries no RoCE v2 GID", check_roce),

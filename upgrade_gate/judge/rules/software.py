@@ -2,7 +2,8 @@
 
 Design decisions:
 - When the plan changes a component, the candidate must land exactly on the plan's `to` (see
-  `plan.version_matches`: a `-`/`+` build suffix is the only slack). "Changed" is not enough: landing
+  `plan.version_matches`: a build suffix, `-66` or `+build7`, is the only slack; a pre-release `-rc1` or
+  an error text glued on, `6.2.0-ERROR`, is not the target). "Changed" is not enough: landing
   on 6.2.1 when the plan says 6.2.0 blocks, and so does not moving at all (the change did not happen,
   yet the canary would be promoted as if it had). A `from` that does not match the baseline blocks
   too: the plan was written for another starting point.
@@ -50,7 +51,7 @@ def _check(ctx: NodeContext, entry: RuleEntry, component: str) -> Iterable[Findi
                 actual=None,
                 evidence=evidence,
             )
-        elif not version_matches(after, target):
+        elif not version_matches(after, target, release=True):
             if before is not None and after == before:
                 message = f"{name} unchanged at {after}; the plan moves it to {target}"
             else:

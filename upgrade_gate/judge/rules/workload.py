@@ -35,6 +35,7 @@ Every finding names the metric, the baseline value and the candidate value in on
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -88,9 +89,24 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 actual=result.status.value,
                 evidence=f"phase {number}",
             )
+    for number in (6, 7):
+        result = _phase(ctx.candidate, number)
+        if result is not None and result.status is PhaseStatus.PASSED:
+            for key, why in _contract_broken(result):
+                yield finding(
+                    ctx,
+                    entry,
+                    f"phase {number} ({result.name}) passed, but {why}: no evidence backs the pass",
+                    device=key,
+                    path=f"phases[phase={number}]",
+                    expected="the measurements and device map a passed run records",
+                    actual=why,
+                    evidence=f"phase {number}",
+                )
     if ctx.baseline is None:
         return
     base, cand = _measures(ctx.baseline), _measures(ctx.candidate)
+    yield from _latency_evidence(ctx, entry, base, cand)
     for number, key in ((6, THROUGHPUT), (7, f"perturbation/{PERTURBATIONS[0]}/samples_per_s")):
         if key in base and _phase(ctx.candidate, number) is None:
             yield finding(
@@ -116,6 +132,70 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             expected=dict(b.settings),
             actual=dict(c.settings),
             evidence="phase 6",
+        )
+
+
+COUNTS = (TIMEOUTS, ERRORS, WARNINGS)
+PHASE_KEYS = {
+    6: (THROUGHPUT, LOSS, INIT, *COUNTS),
+    7: tuple(f"perturbation/{how}/{what}" for how in PERTURBATIONS for what in ("samples_per_s", "loss")),
+}
+"""What the workload rules judge of a passed phase, which `validate.phases.workload` always records: a run that
+gave no usable output, a loss that is not finite, or a collective timeout is a phase that errored or failed,
+never one that passed without them. (Step times are recorded too, and judged by no rule.)"""
+
+
+def _contract_broken(result: PhaseResult) -> Iterable[tuple[str, str]]:
+    """(key, why) for each way a passed phase 6 or 7 lacks the evidence its pass rests on: a measurement absent,
+    recorded twice, without samples or with a sample no run gives (not finite; a negative or fractional count;
+    a rate or step time that is not positive), or no rank -> GPU map."""
+    seen: dict[str, Measurement] = {}
+    for m in result.measurements:
+        if m.key in seen and m.key in PHASE_KEYS[result.phase]:
+            yield m.key, f"{m.key} is recorded twice"
+        seen.setdefault(m.key, m)
+    for key in PHASE_KEYS[result.phase]:
+        m = seen.get(key)
+        if m is None:
+            yield key, f"{key} is absent"
+        elif not m.samples:
+            yield key, f"{key} has no samples"
+        elif not all(math.isfinite(v) for v in m.samples):
+            yield key, f"{key} holds a sample that is not finite"
+        elif key in COUNTS and any(v < 0 or v != int(v) for v in m.samples):
+            yield key, f"{key} holds {next(v for v in m.samples if v < 0 or v != int(v))!r}, not a count"
+        elif key.endswith("/samples_per_s") and any(v <= 0 for v in m.samples):
+            yield key, f"{key} holds {min(m.samples)!r}, which no run measures"
+        elif key == INIT and any(v < 0 for v in m.samples):
+            yield key, f"{key} holds {min(m.samples)!r}, a negative time"
+    if not result.device_map:
+        yield "device_map", "its rank -> GPU map is empty"
+
+
+def _latency_evidence(
+    ctx: NodeContext, entry: RuleEntry, base: dict[str, Measurement], cand: dict[str, Measurement]
+) -> Iterable[Finding]:
+    """Phase 2's all_reduce latencies: one the baseline measured that the candidate's phase 2 did not, or a
+    time no run measures (not finite, zero or negative)."""
+    if _phase(ctx.candidate, 2) is None:
+        return  # evidence.missing names a phase 2 that did not run
+    for key in sorted(k for k in base if k.startswith(LATENCY_PREFIX) and base[k].samples):
+        m = cand.get(key)
+        if m is not None and m.samples and all(math.isfinite(v) and v > 0 for v in m.samples):
+            continue
+        if m is None or not m.samples:
+            why = f"the baseline measured {key}, the candidate's phase 2 did not"
+        else:
+            why = f"{key} holds {next(v for v in m.samples if not (math.isfinite(v) and v > 0))!r} µs, which no run measures"
+        yield finding(
+            ctx,
+            entry,
+            f"{why}: the latency evidence is missing",
+            device=key,
+            path=_path(key),
+            expected="a positive time per sample",
+            actual=None if m is None else list(m.samples[:5]),
+            evidence="phase 2",
         )
 
 

@@ -1,0 +1,82 @@
+"""Bad input that reached the "internal error" exit 70 (2026-12-07 break test), now a one-line error naming the file
+or ref with its documented code; and the per-measurement sample bound that keeps a gate's memory bounded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.judge_scenarios import mi300x_snapshot
+from tests.test_cli_exit_codes import one_error_line, ug
+from upgrade_gate.errors import ExitCode
+from upgrade_gate.model.snapshot import MAX_SAMPLES
+from upgrade_gate.snapshot.io import snapshot_to_dict, write_snapshot
+from upgrade_gate.store.gitstore import BaselineStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    with BaselineStore(path) as st:
+        st.save([mi300x_snapshot()], tag="v1")
+    return path
+
+
+@pytest.fixture
+def candidate(tmp_path: Path) -> Path:
+    path = tmp_path / "cand.json"
+    write_snapshot(mi300x_snapshot(), path)
+    return path
+
+
+def _edited(tmp_path: Path, edit: object) -> Path:
+    data = snapshot_to_dict(mi300x_snapshot())
+    assert callable(edit)
+    edit(data)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_an_integer_no_python_int_reads_in_a_plan_is_exit_3_naming_it(tmp_path: Path, store: Path, candidate: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("id: x\nchange: {rocm: {from: '6.1.3', to: '6.2.0'}}\nbig: " + "9" * 5000 + "\n", encoding="utf-8")
+    got = ug("gate", "--store", str(store), "--plan", str(plan), "--candidate", str(candidate))
+    assert got.returncode == ExitCode.BAD_INPUT, got.stderr
+    assert str(plan) in one_error_line(got.stderr)
+
+
+def test_a_candidate_nested_thousands_deep_is_exit_3_naming_it(tmp_path: Path, store: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a":' * 3000 + "1" + "}" * 3000, encoding="utf-8")
+    got = ug("gate", "--store", str(store), "--candidate", str(deep))
+    assert got.returncode == ExitCode.BAD_INPUT, got.stderr
+    assert one_error_line(got.stderr).endswith(f"{deep}: nested too deep")
+
+
+def test_a_ref_naming_a_path_inside_a_commit_is_exit_3(store: Path, candidate: Path) -> None:
+    got = ug("gate", "--store", str(store), "--ref", "HEAD:nodes", "--candidate", str(candidate))
+    assert got.returncode == ExitCode.BAD_INPUT, got.stderr
+    assert "no ref 'HEAD:nodes'" in one_error_line(got.stderr)
+
+
+def test_a_sample_no_float_holds_is_exit_3_in_baseline_save(tmp_path: Path, store: Path) -> None:
+    def edit(d: dict) -> None:  # type: ignore[type-arg]
+        d["phases"][1]["measurements"][0]["samples"][0] = int("9" * 400)
+
+    snap = _edited(tmp_path, edit)
+    got = ug("baseline", "save", "--store", str(store), str(snap))
+    assert got.returncode == ExitCode.BAD_INPUT, got.stderr
+    assert "a number too large for a float" in one_error_line(got.stderr)
+
+
+def test_a_measurement_over_the_sample_bound_is_exit_3_naming_the_field(tmp_path: Path, store: Path) -> None:
+    def edit(d: dict) -> None:  # type: ignore[type-arg]
+        d["phases"][1]["measurements"][0]["samples"] = [100.0] * (MAX_SAMPLES + 1)
+
+    snap = _edited(tmp_path, edit)
+    got = ug("gate", "--store", str(store), "--candidate", str(snap))
+    assert got.returncode == ExitCode.BAD_INPUT, got.stderr
+    assert f"length <= {MAX_SAMPLES} - at `$.phases[1].measurements[0].samples`" in one_error_line(got.stderr)
