@@ -40,7 +40,9 @@ def _edited(tmp_path: Path, edit: object) -> Path:
     return path
 
 
-def test_an_integer_no_python_int_reads_in_a_plan_is_exit_3_naming_it(tmp_path: Path, store: Path, candidate: Path) -> None:
+def test_an_integer_no_python_int_reads_in_a_plan_is_exit_3_naming_it(
+    tmp_path: Path, store: Path, candidate: Path
+) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text("id: x\nchange: {rocm: {from: '6.1.3', to: '6.2.0'}}\nbig: " + "9" * 5000 + "\n", encoding="utf-8")
     got = ug("gate", "--store", str(store), "--plan", str(plan), "--candidate", str(candidate))

@@ -84,11 +84,17 @@ def test_the_unedited_candidate_passes() -> None:
 
 PROBE_CLAIMS = {
     # a required probe failed, and the snapshot says it was not required
-    "dmesg failed, marked not required": lambda s: _probe(s, "dmesg", ok=False, exit_code=1, required=False, reason="x"),
-    "lspci missing, marked not required": lambda s: _probe(s, "lspci", ok=False, missing=True, required=False, reason="x"),
+    "dmesg failed, marked not required": lambda s: _probe(
+        s, "dmesg", ok=False, exit_code=1, required=False, reason="x"
+    ),
+    "lspci missing, marked not required": lambda s: _probe(
+        s, "lspci", ok=False, missing=True, required=False, reason="x"
+    ),
     # a probe that is no fallback for it claims to have stood in
     "dmesg failed, kernel claims to stand in": lambda s: _probe(
-        _probe(s, "dmesg", ok=False, exit_code=1, reason="dmesg: read kernel buffer failed"), "kernel", fallback_for=("dmesg",)
+        _probe(s, "dmesg", ok=False, exit_code=1, reason="dmesg: read kernel buffer failed"),
+        "kernel",
+        fallback_for=("dmesg",),
     ),
     # an ok probe that also says what no ok probe can
     "ok but exited 1": lambda s: _probe(s, "lspci", exit_code=1),
@@ -152,7 +158,7 @@ def test_a_failed_workload_phase_is_phase_failed_not_a_contract_break() -> None:
 )
 def test_a_latency_the_baseline_measured_must_be_measured_again(samples: tuple[float, ...] | None, said: str) -> None:
     blocks = _blocks(judge_one(_with_latency(_healthy(), samples), BASE_LATENCY))
-    assert any(b.startswith(f"workload.evidence: ") and said in b for b in blocks), blocks
+    assert any(b.startswith("workload.evidence: ") and said in b for b in blocks), blocks
 
 
 @pytest.mark.parametrize("version", ["6.2.0-rc1", "6.2.0-ERROR", "6.2.0-command not found"])

@@ -363,7 +363,9 @@ def explain(plan: ChangePlan | None, path: str, before: object, after: object) -
     component = _SOFTWARE.get(path)
     if component is not None:
         planned: VersionChange | None = getattr(c, component)
-        if planned is not None and (_lands(planned, before, after, release=True) if path in _LANDING else not lost(after)):
+        if planned is not None and (
+            _lands(planned, before, after, release=True) if path in _LANDING else not lost(after)
+        ):
             return f"change.{component}"
     elif (m := _FIRMWARE.fullmatch(path)) is not None:
         for i, fw in enumerate(c.firmware):

@@ -51,7 +51,9 @@ def integer(key: str, raw: object, source: str, *, minimum: int = 0, maximum: in
     """A whole number >= minimum (and <= maximum, when given)."""
     value = text(key, raw, source)
     if not re.fullmatch(r"[+-]?\d{1,18}", value) or isinstance(raw, float):
-        raise bad(key, source, raw, "expected a whole number" + (" of at most 18 digits" if value[-19:].isdigit() else ""))
+        raise bad(
+            key, source, raw, "expected a whole number" + (" of at most 18 digits" if value[-19:].isdigit() else "")
+        )
     number = int(value)
     if number < minimum or (maximum is not None and number > maximum):
         bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"

@@ -350,7 +350,9 @@ def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Every failed phase result, and every passed one whose own labels or annotations say it failed."""
     for result in sorted(ctx.candidate.phases, key=lambda r: r.phase):
         if result.status is PhaseStatus.PASSED:
-            said = sorted(k for k, v in (*result.labels.items(), *result.annotations.items()) if v.lower() in _FAILED_WORDS)
+            said = sorted(
+                k for k, v in (*result.labels.items(), *result.annotations.items()) if v.lower() in _FAILED_WORDS
+            )
             if said:
                 yield finding(
                     ctx,

@@ -148,12 +148,12 @@ never one that passed without them. (Step times are recorded too, and judged by 
 def _contract_broken(result: PhaseResult) -> Iterable[tuple[str, str]]:
     """(key, why) for each way a passed phase 6 or 7 lacks the evidence its pass rests on: a measurement absent,
     recorded twice, without samples or with a sample no run gives (not finite; a negative or fractional count;
-    a rate or step time that is not positive), or no rank -> GPU map."""
+    a rate that is not positive, a negative init time), or no rank -> GPU map."""
     seen: dict[str, Measurement] = {}
-    for m in result.measurements:
-        if m.key in seen and m.key in PHASE_KEYS[result.phase]:
-            yield m.key, f"{m.key} is recorded twice"
-        seen.setdefault(m.key, m)
+    for each in result.measurements:
+        if each.key in seen and each.key in PHASE_KEYS[result.phase]:
+            yield each.key, f"{each.key} is recorded twice"
+        seen.setdefault(each.key, each)
     for key in PHASE_KEYS[result.phase]:
         m = seen.get(key)
         if m is None:
@@ -186,7 +186,8 @@ def _latency_evidence(
         if m is None or not m.samples:
             why = f"the baseline measured {key}, the candidate's phase 2 did not"
         else:
-            why = f"{key} holds {next(v for v in m.samples if not (math.isfinite(v) and v > 0))!r} µs, which no run measures"
+            odd = next(v for v in m.samples if not (math.isfinite(v) and v > 0))
+            why = f"{key} holds {odd!r} µs, which no run measures"
         yield finding(
             ctx,
             entry,
