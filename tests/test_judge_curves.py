@@ -13,7 +13,7 @@ from tests.judge_scenarios import mi300x_snapshot, upgraded
 from upgrade_gate import codec
 from upgrade_gate.cli.main import run
 from upgrade_gate.errors import ExitCode, SchemaError
-from upgrade_gate.judge import curves
+from upgrade_gate.judge import curve_batch, curves
 from upgrade_gate.model import Measurement, Snapshot, replace
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.aggregate import ClassAccumulator, aggregate_class
@@ -252,3 +252,19 @@ def test_curves_assess_many_equals_assess_node_by_node() -> None:
         assert got == curves.assess(rows, curves.Params(), multiplicity=mult)
     assert any(d.outcome == "block" for a in batch for d in a.metrics)  # the faults are seen in the batch
     assert batch[3].n_metrics == 0 and batch[7].metrics and not batch[7].n_metrics
+
+
+@pytest.mark.parametrize("at_once", [1, 7, 40, 1 << 22])
+def test_curves_pairs_built_a_few_rows_at_a_time_decide_as_all_at_once(
+    monkeypatch: pytest.MonkeyPatch, at_once: int
+) -> None:
+    """`curve_batch._PAIRS_AT_ONCE` bounds the memory of the pair differences (a measurement of thousands of
+    samples a side took gigabytes as one array): built a row, a few rows or all rows at a time, every decision
+    is the same."""
+    rng = np.random.default_rng(11)
+    rail = curves.Row(key="rail/ionic_0/write_bw", baseline=tuple(383 + rng.normal(0, 5, 5)), candidate=(383.0,) * 3)
+    nodes = [[*_curve(rng, {SIZES[-2]: 0.88} if j % 2 else None, n=5 if j % 3 else 9), rail] for j in range(6)]
+    expected = curves.assess_many(nodes, curves.Params())
+    monkeypatch.setattr(curve_batch, "_PAIRS_AT_ONCE", at_once)
+    assert curves.assess_many(nodes, curves.Params()) == expected
+    assert any(d.outcome == "block" for a in expected for d in a.metrics)

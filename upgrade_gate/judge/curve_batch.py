@@ -225,6 +225,12 @@ def _taken(idx: list[int], *columns: Sequence[Any]) -> list[list[Any]]:
 _NodeResult = tuple[tuple[Decision, ...], tuple[Decision, ...], int, int, int]
 
 
+_PAIRS_AT_ONCE = 1 << 22
+"""Most pair differences built at once (32 MiB of float64, and as much again to sort them): a fleet's batch
+(~2,300 rows of 5 x 5 samples) is one block; rows of thousands of samples a side (a measurement holds at
+most 4,096) are taken a few at a time, instead of one array of rows x every pair (15.5 GB, 2026-12-07)."""
+
+
 def _live(
     seg: list[tuple[int, int, int]],
     keys: Sequence[str],
@@ -250,8 +256,14 @@ def _live(
     full = int(nb.min()) == lb.shape[1] and int(nc.min()) == lc.shape[1]  # no NaN on either side
     # every candidate sample minus every baseline one, c_i - b_j at i * width + j: what broadcasting
     # lc[:, :, None] - lb[:, None, :] lays out, built from two contiguous arrays (~2x faster)
-    pairs = np.repeat(lc, lb.shape[1], axis=1) - np.tile(lb, (1, lc.shape[1]))
-    drop = -sign * row_median(pairs, full=full)  # log units, + = worse
+    step = max(1, _PAIRS_AT_ONCE // (lb.shape[1] * lc.shape[1]))  # rows paired at once: memory bounded
+    parts = [
+        row_median(
+            np.repeat(lc[i : i + step], lb.shape[1], axis=1) - np.tile(lb[i : i + step], (1, lc.shape[1])), full=full
+        )
+        for i in range(0, max(len(lc), 1), step)  # one (empty) block for no rows, as one array was
+    ]
+    drop = -sign * (np.concatenate(parts) if len(parts) > 1 else parts[0])  # log units, + = worse
     quant = p.resolution / np.exp(row_median(lb, full=full))  # one printed step, relative
     clean = quant < 0.01
     # groups, per node (a curve, or the rails, of >= 3 metrics is one group; smaller ones are singletons)
