@@ -82,3 +82,33 @@ def test_a_measurement_over_the_sample_bound_is_exit_3_naming_the_field(tmp_path
     got = ug("gate", "--store", str(store), "--candidate", str(snap))
     assert got.returncode == ExitCode.BAD_INPUT, got.stderr
     assert f"length <= {MAX_SAMPLES} - at `$.phases[1].measurements[0].samples`" in one_error_line(got.stderr)
+
+
+def test_a_report_over_an_input_or_over_another_report_is_refused(tmp_path: Path, store: Path, candidate: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("id: x\n", encoding="utf-8")
+    before = plan.read_bytes()
+    got = ug(
+        "gate", "--store", str(store), "--plan", str(plan), "--candidate", str(candidate), "--report", f"json:{plan}"
+    )
+    assert got.returncode == ExitCode.USAGE, got.stderr
+    assert f"that is the input {plan}" in one_error_line(got.stderr)
+    assert plan.read_bytes() == before  # nothing lost
+    alias = tmp_path / "alias.json"
+    alias.symlink_to(candidate)
+    got = ug("gate", "--store", str(store), "--candidate", str(candidate), "--report", f"json:{alias}")
+    assert got.returncode == ExitCode.USAGE and "the report would overwrite it" in one_error_line(got.stderr)
+    out = tmp_path / "r.json"
+    got = ug(
+        "gate",
+        "--store",
+        str(store),
+        "--candidate",
+        str(candidate),
+        "--report",
+        f"json:{out}",
+        "--report",
+        f"html:{out}",
+    )
+    assert got.returncode == ExitCode.USAGE and "named twice (json and html)" in one_error_line(got.stderr)
+    assert not out.exists()

@@ -195,3 +195,22 @@ def test_a_passed_phase_whose_own_labels_say_failed_blocks(where: str) -> None:
 
     blocks = _blocks(judge_one(_phase(_healthy(), 1, edit), BASE))
     assert any(b.startswith("phase.failed: phase 1 (") and "is marked passed, but" in b for b in blocks), blocks
+
+
+def _scaled(snap: Snapshot, factor: float) -> tuple[Snapshot, str]:
+    two = next(p for p in snap.phases if p.phase == 2)
+    key = next(m.key for m in two.measurements if m.higher_is_better and m.samples)
+    return _phase(
+        snap, 2, _samples(key, tuple(v * factor for v in next(m for m in two.measurements if m.key == key).samples))
+    ), key
+
+
+def test_a_metric_a_hundred_times_better_than_its_baseline_is_broken_evidence() -> None:
+    """1e6 GB/s at one size of a 127 GB/s sweep only warned (inconclusive): no change does that."""
+    snap, key = _scaled(_healthy(), 1000.0)
+    blocks = _blocks(judge_one(snap, BASE))
+    assert any(b.startswith(f"bandwidth.not_comparable: {key}: ") and "the evidence is broken" in b for b in blocks), (
+        blocks
+    )
+    snap, key = _scaled(_healthy(), 50.0)  # implausible too, but under the bound: the statistics judge it
+    assert not [b for b in _blocks(judge_one(snap, BASE)) if "the evidence is broken" in b]

@@ -67,7 +67,13 @@ def abi_cmd(
 ) -> ExitCode:
     """Check binary compatibility of a candidate ROCm library tree: exit 0 PASS, 1 BLOCK, 3 bad input."""
     from upgrade_gate.abi.verdict import check_abi
-    from upgrade_gate.cli.judge_cmds import _timestamp, console_width, parse_reports, write_reports
+    from upgrade_gate.cli.judge_cmds import (
+        _timestamp,
+        console_width,
+        parse_reports,
+        refuse_overwriting_inputs,
+        write_reports,
+    )
     from upgrade_gate.errors import UsageError
     from upgrade_gate.judge.plan import load_plan
     from upgrade_gate.model import Verdict
@@ -79,6 +85,7 @@ def abi_cmd(
     # Every finding by default: each one already names the consumer, the library and the symbol.
     detail = ConsoleDetail.CAUSES if causes else ConsoleDetail.SUMMARY if summary else ConsoleDetail.VERBOSE
     outputs = parse_reports(reports)
+    refuse_overwriting_inputs(outputs, (plan,))
     timestamp = _timestamp(now)
     loaded = load_plan(plan) if plan is not None else None
     expected = {c.from_soname: c.to_soname for c in loaded.change.sonames} if loaded is not None else {}

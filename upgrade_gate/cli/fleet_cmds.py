@@ -237,7 +237,13 @@ def window_validate_cmd(
     ),
 ) -> ExitCode:  # fmt: skip
     """Capture and run the CVF phases on the canaries as Jobs, judge them: exit 0 PASS, 1 BLOCK."""
-    from upgrade_gate.cli.judge_cmds import attested_against, parse_attestations, parse_reports, write_reports
+    from upgrade_gate.cli.judge_cmds import (
+        attested_against,
+        parse_attestations,
+        parse_reports,
+        refuse_overwriting_inputs,
+        write_reports,
+    )
     from upgrade_gate.cli.validate_cmds import parse_phases
     from upgrade_gate.fleet.executor import load_cluster_config
     from upgrade_gate.fleet.window_state import load_window
@@ -249,6 +255,7 @@ def window_validate_cmd(
     gpu_vendor = vendor_named(vendor) if vendor is not None else None  # exit 2 naming the choices
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
+    refuse_overwriting_inputs(outputs, map(Path, checklists))
     selected = parse_phases(phases) if phases is not None else None
     loaded_checklists = load_checklists(checklists)
     attested_against(attestations, loaded_checklists)

@@ -26,9 +26,10 @@ gitpython, the reporters' rich, deepdiff, scipy) are imported inside the command
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,7 +116,41 @@ def parse_reports(values: Sequence[str]) -> list[tuple[ReportFormat, Path]]:
             known = ", ".join(f.value for f in ReportFormat)
             raise UsageError(f"--report {value!r}: expected FORMAT:PATH with FORMAT one of {known}")
         out.append((chosen, Path(path)))
+    seen: dict[str, str] = {}
+    for fmt, target in out:
+        where = os.path.abspath(target)
+        if where in seen:
+            raise UsageError(
+                f"--report {target}: named twice ({seen[where]} and {fmt.value}): one would overwrite the other"
+            )
+        seen[where] = fmt.value
     return out
+
+
+def refuse_overwriting_inputs(outputs: Sequence[tuple[ReportFormat, Path]], inputs: Iterable[Path | None]) -> None:
+    """UsageError when a `--report` path is one of the command's inputs (`--report json:plan.yaml` wrote the
+    report over the plan): the same path, or the same file by another name."""
+    if not outputs:
+        return
+    targets = {os.path.abspath(path): (fmt, path) for fmt, path in outputs}
+    existing = {}
+    for _, path in outputs:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            existing[(st.st_dev, st.st_ino)] = path
+    for given in inputs:
+        if given is None:
+            continue
+        hit = targets.get(os.path.abspath(given))
+        if hit is None and existing:
+            with contextlib.suppress(OSError):
+                st = os.stat(given)
+                found = existing.get((st.st_dev, st.st_ino))
+                hit = (next(f for f, p in outputs if p == found), found) if found is not None else None
+        if hit is not None:
+            raise UsageError(
+                f"--report {hit[0].value}:{hit[1]}: that is the input {given}; the report would overwrite it"
+            )
 
 
 # --------------------------------------------------------------------------- diff
@@ -230,6 +265,8 @@ def gate_cmd(
 
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
+    named = (plan, policy, cvf_config, *candidates, *candidate_sources, *map(Path, checklists))
+    refuse_overwriting_inputs(outputs, named)  # before anything is read
     detail = console_detail(verbose=verbose, summary=summary)
     timestamp = _timestamp(now)
     loaded_plan = load_plan(plan) if plan is not None else None
@@ -240,6 +277,7 @@ def gate_cmd(
     from upgrade_gate.cli.gate_stream import SUMMARY_FROM_NODES, candidate_paths, console_summary, gate_streaming
 
     paths = candidate_paths(candidates, candidate_sources)
+    refuse_overwriting_inputs(outputs, paths[len(candidates) :])  # what the --candidates folders and lists name
     _warn_if_caches_off()
     patterns = loaded_policy.kernel_events.table
     baselines: Mapping[NodeName, Snapshot] = {}

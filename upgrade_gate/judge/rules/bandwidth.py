@@ -28,6 +28,8 @@ import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.curve_stats import group_of
 from upgrade_gate.judge.plan import glob_match, metric_expectation
@@ -67,6 +69,7 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
         if pick(key):
             yield finding(ctx, entry, f"{key}: {why}", device=key, path=f"measurements[key={key}]")
     comparable = comparable_set(ctx.baseline, ctx.candidate, ignore)
+    yield from _implausible(ctx, entry, comparable_keys(ctx.baseline, ctx.candidate, ignore))
     keys = bandwidth_keys(ctx.baseline)
     new = [k for k in bandwidth_keys(ctx.candidate) if k not in base and pick(k) and k not in cand_broken]
     if new:  # measured now, never before: nothing judges them against this node (a baseline without phase 2)
@@ -93,6 +96,49 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
         else:
             continue
         yield finding(ctx, entry, message, device=key, path=path, expected=expected, actual=actual, evidence=b.source)
+
+
+IMPLAUSIBLE = 100.0
+"""A candidate metric every sample of which is this many times better than every sample of its baseline
+(higher: above; lower-is-better: below) is not an improvement any change gives, but broken evidence: a unit
+or parser error, a value written by hand. The statistics read it as a curve that disagrees with itself and
+only warned (1e6 GB/s at one size of a 127 GB/s sweep passed, 2026-12-07)."""
+
+
+def _implausible(ctx: NodeContext, entry: RuleEntry, keys: tuple[str, ...]) -> Iterable[Finding]:
+    """Comparable metrics `IMPLAUSIBLE` times better than the baseline, from the sample tables' summaries (a
+    few array operations a node: nothing is read sample by sample unless one is found)."""
+    assert ctx.baseline is not None
+    if not keys:
+        return
+    base, cand = sample_table(ctx.baseline), sample_table(ctx.candidate)
+    brow = base.layout.rows(keys)
+    b, c = base.block(brow), cand.block(cand.layout.rows(keys))  # NaN pads a shorter row: fmin/fmax skip it
+    b_low, b_high, c_low, c_high = (
+        np.fmin.reduce(b, 1),
+        np.fmax.reduce(b, 1),
+        np.fmin.reduce(c, 1),
+        np.fmax.reduce(c, 1),
+    )
+    better = np.asarray(base.flags, dtype=bool)[brow]
+    with np.errstate(invalid="ignore", over="ignore"):
+        up = better & (b_high > 0) & (c_low > IMPLAUSIBLE * b_high)
+        down = ~better & (b_low > 0) & (c_high * IMPLAUSIBLE < b_low)
+    for i in np.flatnonzero(up | down).tolist():
+        key = keys[i]
+        was = float((b_high if up[i] else b_low)[i])
+        now = float((c_low if up[i] else c_high)[i])
+        yield finding(
+            ctx,
+            entry,
+            f"{key}: {now:.6g} against the baseline's {was:.6g}, over {IMPLAUSIBLE:g}x "
+            f"{'better' if up[i] else 'lower'} in every sample: no change does that, the evidence is broken",
+            device=key,
+            path=f"measurements[key={key}]",
+            expected=f"within {IMPLAUSIBLE:g}x of {was:.6g}",
+            actual=now,
+            evidence=merged_measurements(ctx.candidate)[0][key].source,
+        )
 
 
 def _unmatched(ctx: NodeContext, entry: RuleEntry, keys: list[str], *, configuration: bool) -> Finding:
