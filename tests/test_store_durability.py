@@ -202,3 +202,22 @@ def test_store_two_concurrent_cli_saves_on_a_new_store(tmp_path: Path) -> None:
         landed = st.nodes()
     assert len(landed) == sum(1 for code, _ in results if code == 0)
     assert_fsck_clean(path)
+
+
+@pytest.mark.parametrize("step", ["ref", "worktree-partial"])
+def test_store_save_interrupted_after_its_commit_point_mirrors_first_then_stops(tmp_path: Path, step: str) -> None:
+    """SIGINT after the ref moved (2026-12-07: the command said "interrupted" with the commit and tag landed
+    and the working tree half written): the mirror finishes, then the interrupt ends the save as before."""
+    path = _baseline(tmp_path)
+
+    def hook(point: str) -> None:
+        if point == step:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt), BaselineStore(path) as st:
+        st.save([snapshot_for("node-a", rocm="6.2.0"), snapshot_for("node-b", rocm="6.2.0")], tag="v2", _hook=hook)
+    assert git(path, "status", "--porcelain") == ""  # nothing half-written
+    _check_intact(path)
+    with BaselineStore(path) as st:
+        assert st.load("node-a", "v2").software.rocm_version == "6.2.0"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler it had, back

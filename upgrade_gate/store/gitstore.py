@@ -38,11 +38,15 @@ Design decisions:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import typing
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TypeVar
@@ -95,6 +99,33 @@ def _readme(path: Path) -> bytes:
     if not os.path.lexists(path):
         return layout.README_TEXT.encode()
     return docio.read_bytes(path, limit=MAX_README_BYTES, follow=False)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back while the block runs, then delivered to the handlers they had (the CLI's
+    turn them into exit 130 / 143). A save interrupted between its commit point and the end of its
+    working-tree mirror left the commit and tag landed, the working tree and index half written, and said
+    it had failed (2026-12-07); now the mirror finishes first (seconds at most), then the signal ends the
+    command as before. Off the main thread (where no handler runs) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous: dict[int, typing.Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if handler is signal.SIG_IGN or handler is None:  # ignored stays ignored; None: not Python's to defer
+            continue
+        previous[sig] = handler
+        signal.signal(sig, lambda number, _frame: caught.append(number))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
 
 
 class BaselineStore(StoreMigrating):
@@ -293,17 +324,18 @@ class BaselineStore(StoreMigrating):
         _fire(hook, "tree")
         new = self._objs.store_commit(root, head, message)
         _fire(hook, "commit")
-        try:
-            self._objs.move_branch(branch, new, head, tag=tag, reason=f"upgrade-gate: {message.splitlines()[0]}")
-        except git.GitCommandError as exc:
-            line = first_line(exc.stderr)
-            if "already exists" in line and tag is not None:
-                raise TagExistsError(f"{self.path}: tag {tag!r} already exists; choose another") from exc
-            if any(w in line for w in ("but expected", "reference already exists", "unable to resolve", ".lock")):
-                raise StoreConflictError(f"{self.path}: another writer moved {branch} first: {line}") from exc
-            raise StoreError(f"{self.path}: save: git update-ref refused the new commit: {line}") from exc
-        _fire(hook, "ref")
-        self._mirror(repo, new, hook)
+        with signals_deferred():  # from the commit point to a mirrored working tree: never half of it
+            try:
+                self._objs.move_branch(branch, new, head, tag=tag, reason=f"upgrade-gate: {message.splitlines()[0]}")
+            except git.GitCommandError as exc:
+                line = first_line(exc.stderr)
+                if "already exists" in line and tag is not None:
+                    raise TagExistsError(f"{self.path}: tag {tag!r} already exists; choose another") from exc
+                if any(w in line for w in ("but expected", "reference already exists", "unable to resolve", ".lock")):
+                    raise StoreConflictError(f"{self.path}: another writer moved {branch} first: {line}") from exc
+                raise StoreError(f"{self.path}: save: git update-ref refused the new commit: {line}") from exc
+            _fire(hook, "ref")
+            self._mirror(repo, new, hook)
         return new
 
     def _blob(self, data: bytes | Stored) -> bytes:
