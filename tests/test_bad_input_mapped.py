@@ -112,3 +112,36 @@ def test_a_report_over_an_input_or_over_another_report_is_refused(tmp_path: Path
     )
     assert got.returncode == ExitCode.USAGE and "named twice (json and html)" in one_error_line(got.stderr)
     assert not out.exists()
+
+
+def test_a_fifo_whose_writer_holds_it_open_is_refused_after_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gate --plan FIFO` blocked forever while a writer held the FIFO open without finishing (2026-12-07)."""
+    import os
+    import threading
+
+    from upgrade_gate import docio
+    from upgrade_gate.errors import InputError
+
+    fifo = tmp_path / "plan.yaml"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(docio, "PIPE_DEADLINE_S", 0.5)
+    release = threading.Event()
+
+    def writer() -> None:
+        with open(fifo, "wb") as w:  # opens once the reader has; writes a little, keeps it open
+            w.write(b"id: x\n")
+            w.flush()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # let the writer's open return before read_bytes opens
+        with pytest.raises(InputError, match=r"still open but not finished after 0\.5 s"):
+            docio.read_bytes(fifo)
+        os.close(fd)
+    finally:
+        release.set()
+        thread.join()

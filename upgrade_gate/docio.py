@@ -58,8 +58,10 @@ import contextlib
 import json
 import math
 import os
+import select
 import stat
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -259,13 +261,15 @@ def read_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, follow: bool = Tr
             raise InputError(f"{path}: is a folder, not a file")
         if stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise InputError(f"{path}: {info.st_size} bytes, over the {_size(limit)} a document may have; refused")
-        os.set_blocking(fd, True)  # a pipe with a writer is read to its end
+        regular = stat.S_ISREG(info.st_mode)
+        os.set_blocking(fd, regular)  # a pipe is waited on with a deadline (`_pipe_read`), never forever
         chunks: list[bytes] = []
         total = 0
         # a regular file in one read of its size (+1 to see it grew), not into a 1 MiB buffer: ~100 ->
         # ~58 us for a 132 KB candidate read beside its decode (issue 14's fleet); pipes by 64 KiB
-        want = info.st_size + 1 if stat.S_ISREG(info.st_mode) else _CHUNK
-        while chunk := os.read(fd, min(want, limit + 1 - total)):
+        want = info.st_size + 1 if regular else _CHUNK
+        read = os.read if regular else _pipe_reader(path, time.monotonic() + PIPE_DEADLINE_S)
+        while chunk := read(fd, min(want, limit + 1 - total)):
             chunks.append(chunk)
             total += len(chunk)
             want = _CHUNK
@@ -278,6 +282,29 @@ def read_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, follow: bool = Tr
         raise InputError(f"{path}: unreadable: {exc}") from exc
     finally:
         os.close(fd)
+
+
+PIPE_DEADLINE_S = 120.0
+"""Longest a pipe or FIFO given as a document is waited on, in all (`<(kubectl ...)` has that long to
+write and close it): one whose writer held it open without writing blocked `gate --plan` forever
+(2026-12-07)."""
+
+
+def _pipe_reader(path: Path, deadline: float) -> Callable[[int, int], bytes]:
+    """`os.read` of a non-blocking pipe that waits for data until `deadline`, then refuses (InputError)."""
+
+    def read(fd: int, n: int) -> bytes:
+        while True:
+            try:
+                return os.read(fd, n)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise InputError(
+                        f"{path}: a pipe or FIFO still open but not finished after {PIPE_DEADLINE_S:g} s; refused"
+                    ) from None
+
+    return read
 
 
 def _size(n: int) -> str:
