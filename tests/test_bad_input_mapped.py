@@ -145,3 +145,14 @@ def test_a_fifo_whose_writer_holds_it_open_is_refused_after_the_deadline(
     finally:
         release.set()
         thread.join()
+
+
+def test_a_checklist_folder_entry_that_is_not_a_file_is_named_not_skipped(tmp_path: Path) -> None:
+    from upgrade_gate.errors import InputError
+    from upgrade_gate.judge.checklist import load_checklists
+
+    folder = tmp_path / "lists"
+    folder.mkdir()
+    (folder / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    with pytest.raises(InputError, match=r"gone\.yaml: a checklist name, but not a regular file"):
+        load_checklists([str(folder)])

@@ -118,7 +118,9 @@ def load_checklists(names_or_paths: Sequence[str]) -> list[Checklist]:
         if arg not in SHIPPED and path.is_dir():
             files: list[Path] = []
             for p in path.iterdir():  # counted as found: a folder of a million files is refused early
-                if p.suffix in _SUFFIXES and p.is_file():
+                if p.suffix in _SUFFIXES:
+                    if not p.is_file():  # a FIFO, a device, a dangling link: named, never skipped without a word
+                        raise InputError(f"{p}: a checklist name, but not a regular file; refused")
                     files.append(p)
                     if len(files) > MAX_CHECKLIST_FILES:
                         raise InputError(f"{arg}: over the {MAX_CHECKLIST_FILES} checklists a folder may hold; refused")
