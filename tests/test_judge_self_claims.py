@@ -214,3 +214,14 @@ def test_a_metric_a_hundred_times_better_than_its_baseline_is_broken_evidence() 
     )
     snap, key = _scaled(_healthy(), 50.0)  # implausible too, but under the bound: the statistics judge it
     assert not [b for b in _blocks(judge_one(snap, BASE)) if "the evidence is broken" in b]
+
+
+def test_a_sample_below_zero_is_broken_evidence_and_the_cause_of_its_curve() -> None:
+    """A negative bandwidth read as "-198% at every size" led the node; the broken sample is the cause."""
+    snap, key = _scaled(_healthy(), -1.0)
+    report = judge_one(snap, BASE)
+    blocks = _blocks(report)
+    assert any(b.startswith(f"bandwidth.not_comparable: {key}: a sample of -") for b in blocks), blocks
+    first = report.nodes[0].causes[0]
+    assert first.headline.startswith("intra-node all_reduce bus bandwidth: broken evidence, " + key), first.headline
+    assert "bandwidth.regression" in first.rules or "bandwidth.not_comparable" in first.rules

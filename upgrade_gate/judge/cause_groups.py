@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from upgrade_gate.judge.cause_text import category_of, devices_text, drop_text, owner_of, plural, size_text
 from upgrade_gate.judge.identity import match_gpus
+from upgrade_gate.judge.rules.bandwidth import PLAUSIBLE
 from upgrade_gate.model import (
     Cause,
     CauseCategory,
@@ -173,6 +174,19 @@ def claim_bandwidth(pool: Pool, candidate: Snapshot | None) -> None:
         floors = [i for i in indexes if pool.findings[i].rule == "bandwidth.threshold"]
         worse = [i for i in indexes if i not in apart and i not in odd and i not in notes]
         owner = owner_of("bandwidth.regression" if scope != "rail" else "nic.port_state")
+        broken = [i for i in apart if pool.findings[i].expected == PLAUSIBLE]
+        if broken:  # a sample no run measures: the cause of every other finding of its family
+            pool.free.difference_update(indexes)
+            f = pool.findings[broken[0]]
+            pool.add(
+                f"bandwidth.broken:{family}",
+                indexes,
+                f"{_metric_words(family)}: broken evidence, {f.message}"
+                + (f" (and {plural(len(broken) - 1, 'other metric')})" if len(broken) > 1 else ""),
+                category=CauseCategory.EVIDENCE,
+                next_step=step,
+            )
+            continue
         if len(worse) > len(floors) or odd:
             group = sorted(worse + odd)
             pool.free.difference_update(group)

@@ -105,9 +105,15 @@ or parser error, a value written by hand. The statistics read it as a curve that
 only warned (1e6 GB/s at one size of a 127 GB/s sweep passed, 2026-12-07)."""
 
 
+PLAUSIBLE = "a value a run can measure"
+"""The `expected` of a broken-evidence finding (`_implausible`): what `judge.cause_groups` reads to put the
+metric's other findings under it (a broken sample is the cause of the "regression" it makes)."""
+
+
 def _implausible(ctx: NodeContext, entry: RuleEntry, keys: tuple[str, ...]) -> Iterable[Finding]:
-    """Comparable metrics `IMPLAUSIBLE` times better than the baseline, from the sample tables' summaries (a
-    few array operations a node: nothing is read sample by sample unless one is found)."""
+    """Comparable metrics `IMPLAUSIBLE` times better than the baseline, or with a sample below zero where the
+    baseline has none: a few array operations a node over the sample tables (nothing is read sample by
+    sample unless one is found)."""
     assert ctx.baseline is not None
     if not keys:
         return
@@ -122,8 +128,22 @@ def _implausible(ctx: NodeContext, entry: RuleEntry, keys: tuple[str, ...]) -> I
     )
     better = np.asarray(base.flags, dtype=bool)[brow]
     with np.errstate(invalid="ignore", over="ignore"):
-        up = better & (b_high > 0) & (c_low > IMPLAUSIBLE * b_high)
-        down = ~better & (b_low > 0) & (c_high * IMPLAUSIBLE < b_low)
+        negative = (c_low < 0) & (b_low >= 0)  # no rate, time or size is below zero
+        up = better & (b_high > 0) & (c_low > IMPLAUSIBLE * b_high) & ~negative
+        down = ~better & (b_low > 0) & (c_high * IMPLAUSIBLE < b_low) & ~negative
+    for i in np.flatnonzero(negative).tolist():
+        key = keys[i]
+        yield finding(
+            ctx,
+            entry,
+            f"{key}: a sample of {float(c_low[i]):.6g}, below zero, where the baseline's are {float(b_low[i]):.6g} "
+            "or more: no run measures that, the evidence is broken",
+            device=key,
+            path=f"measurements[key={key}]",
+            expected=PLAUSIBLE,
+            actual=float(c_low[i]),
+            evidence=merged_measurements(ctx.candidate)[0][key].source,
+        )
     for i in np.flatnonzero(up | down).tolist():
         key = keys[i]
         was = float((b_high if up[i] else b_low)[i])
@@ -135,7 +155,7 @@ def _implausible(ctx: NodeContext, entry: RuleEntry, keys: tuple[str, ...]) -> I
             f"{'better' if up[i] else 'lower'} in every sample: no change does that, the evidence is broken",
             device=key,
             path=f"measurements[key={key}]",
-            expected=f"within {IMPLAUSIBLE:g}x of {was:.6g}",
+            expected=PLAUSIBLE,
             actual=now,
             evidence=merged_measurements(ctx.candidate)[0][key].source,
         )
