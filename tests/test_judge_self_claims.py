@@ -225,3 +225,15 @@ def test_a_sample_below_zero_is_broken_evidence_and_the_cause_of_its_curve() -> 
     first = report.nodes[0].causes[0]
     assert first.headline.startswith("intra-node all_reduce bus bandwidth: broken evidence, " + key), first.headline
     assert "bandwidth.regression" in first.rules or "bandwidth.not_comparable" in first.rules
+
+
+@pytest.mark.parametrize("vbios", ["N/A", "command not found", "bash: amd-smi: command not found"])
+def test_a_vbios_that_reads_as_an_error_text_is_unreadable_evidence_first(vbios: str) -> None:
+    """It read as "firmware moved outside the plan ... -> N/A": the version was never read."""
+    snap = _healthy()
+    snap = replace(snap, gpus=(replace(snap.gpus[0], vbios=vbios), *snap.gpus[1:]))
+    report = judge_one(snap, BASE)
+    assert report.verdict.value == "BLOCK"
+    first = report.nodes[0].causes[0]
+    assert first.headline.startswith("firmware unreadable on GPU") and repr(vbios) in first.headline, first.headline
+    assert first.category.value == "evidence/tooling"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from upgrade_gate.judge.cause_text import category_of, devices_text, drop_text, owner_of, plural, size_text
 from upgrade_gate.judge.identity import match_gpus
+from upgrade_gate.judge.plan import lost
 from upgrade_gate.judge.rules.bandwidth import PLAUSIBLE
 from upgrade_gate.model import (
     Cause,
@@ -312,6 +313,19 @@ def claim_firmware(pool: Pool) -> None:
     taken = pool.take(is_firmware)
     if not taken:
         return
+    unread = [i for i in taken if lost(pool.findings[i].actual)]  # "N/A", an error text, nothing: no version
+    if unread:
+        shown = sorted({_show(pool.findings[i].actual) for i in unread})
+        pool.add(
+            "firmware.unreadable",
+            unread,
+            f"firmware unreadable{pool.gpus_text(unread)}: the candidate holds {', '.join(map(repr, shown[:3]))} "
+            "where a version belongs; re-capture the node",
+            category=CauseCategory.EVIDENCE,
+        )
+        taken = [i for i in taken if i not in unread]
+        if not taken:
+            return
     blocks: dict[str, set[tuple[str, str]]] = {}
     for i in taken:
         f = pool.findings[i]

@@ -38,6 +38,8 @@ _ERROR_RE = re.compile(
 _PLACEHOLDERS = frozenset(
     {"n/a", "na", "none", "null", "unknown", "unsupported", "not supported", "not available", "-"}
 )
+_SHELL_RE = re.compile(r"\bcommand not found\b|\bno such file or directory\b", re.IGNORECASE)
+"""A shell's words for a tool it could not run, wherever they stand (`bash: amd-smi: command not found`)."""
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _PROC_VERSION_RE = re.compile(r"^Linux\s*version", re.IGNORECASE)
 _VERSION_RE = re.compile(r"^v?\d+(?:\.\d+)+(?:[-+~_.][0-9A-Za-z][0-9A-Za-z._+~-]*)?$")
@@ -71,7 +73,7 @@ def error_text(value: str | None) -> str | None:
         return f"{cause} (printed {text!r})"
     if _PERMISSION_RE.search(text):
         return f"permission banner instead of a value ({text!r})"
-    if _ERROR_RE.match(text):
+    if _ERROR_RE.match(text) or _SHELL_RE.search(text):
         return f"error message instead of a value ({text!r})"
     if text.lower() in _PLACEHOLDERS:
         return f"the tool printed {text!r}"
