@@ -237,3 +237,13 @@ def test_a_vbios_that_reads_as_an_error_text_is_unreadable_evidence_first(vbios:
     first = report.nodes[0].causes[0]
     assert first.headline.startswith("firmware unreadable on GPU") and repr(vbios) in first.headline, first.headline
     assert first.category.value == "evidence/tooling"
+
+
+def test_a_gpu_listed_twice_leads_as_a_duplicate_not_as_a_partition_change() -> None:
+    """It read "compute partition SPX -> SPX on 1 GPU (1 -> 2 logical GPUs)": the mode did not move."""
+    snap = _healthy()
+    snap = replace(snap, gpus=(*snap.gpus, replace(snap.gpus[3], index=len(snap.gpus))))
+    report = judge_one(snap, BASE)
+    first = report.nodes[0].causes[0]
+    assert "is printed by 2 GPUs that are not partitions of one device" in first.headline, first.headline
+    assert not [c for c in report.nodes[0].causes if c.headline.startswith("compute partition")]

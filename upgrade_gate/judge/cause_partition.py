@@ -39,7 +39,9 @@ def claim_partition_change(pool: Pool, baseline: Snapshot | None, candidate: Sna
     """One cause for a partition mode change and everything it explains (see the module docstring)."""
     if baseline is None or candidate is None or not any(pool.findings[i].rule in _FOLLOWERS for i in pool.free):
         return  # nothing a partition change could explain: no layouts to compute (a fleet's usual node)
-    changed = changed_slots(baseline, candidate)
+    # a mode that moved: the same mode with more logical GPUs at a slot is a GPU listed twice, not a partition
+    # change ("SPX -> SPX (1 -> 2 logical GPUs)" led a node whose GPU was duplicated; device.duplicate_id says it)
+    changed = {s: (b, a) for s, (b, a) in changed_slots(baseline, candidate).items() if _mode(b) != _mode(a)}
     if not changed:
         return
 
@@ -97,3 +99,8 @@ def _ranks_only(expected: object, actual: object) -> bool:
         return False
     differ = {k for k in expected.keys() | actual.keys() if expected.get(k) != actual.get(k)}
     return differ == {"ranks"}
+
+
+def _mode(layout: Layout) -> tuple[frozenset[str], frozenset[str]]:
+    """The compute and memory modes a device's logical GPUs report, whatever their number."""
+    return frozenset(layout.compute), frozenset(layout.memory)
