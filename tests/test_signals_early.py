@@ -157,3 +157,23 @@ def test_boot_handlers_are_not_installed_in_a_program_that_imports_the_cli() -> 
 
     assert not boot.launched_as_cli()  # pytest's __main__
     assert signal.getsignal(signal.SIGTERM) is not boot.exit_on_signal
+
+
+@pytest.mark.parametrize(("raised", "code"), [("Terminated", 143), ("Interrupted", 130)])
+def test_a_signal_wrapped_by_python_during_an_import_keeps_its_code(
+    monkeypatch: pytest.MonkeyPatch, raised: str, code: int
+) -> None:
+    """Python 3.11 wraps an exception raised in a class body's `__set_name__` (a dataclass field, while a module
+    is imported) in a RuntimeError: a SIGTERM landing there exited 70, "internal error" (CI, 2026-12-07)."""
+    from upgrade_gate.cli import main
+
+    def build() -> None:
+        class Field:
+            def __set_name__(self, owner: type, name: str) -> None:
+                raise getattr(main, raised)()
+
+        class _Node:
+            children = Field()
+
+    monkeypatch.setattr(main, "build_app", build)
+    assert main.run(["--version"]) == code

@@ -156,12 +156,32 @@ def _run(args: list[str], json_errors: bool) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(exc, f"{where}{exc.strerror or exc}", int(ExitCode.ENVIRONMENT), json_errors)
     except Exception as exc:  # a bug: never let it read as PASS (0) or BLOCK (1)
+        signalled = _signal_inside(exc)
+        if signalled is not None:  # a signal's exception wrapped by Python (a class body's __set_name__)
+            interrupted = not isinstance(signalled, Terminated)
+            code = ExitCode.INTERRUPTED if interrupted else ExitCode.TERMINATED
+            said = "interrupted (SIGINT)" if interrupted else "terminated (SIGTERM)"
+            return _fail(exc, said, int(code), json_errors, kind="Interrupted" if interrupted else "Terminated")
         detail = " ".join(str(exc).split())[:300]
         message = f"internal error: {type(exc).__name__}: {detail} (a bug; rerun with --traceback and report it)"
         return _fail(exc, message, int(ExitCode.INTERNAL), json_errors)
     if result is None:
         return int(ExitCode.PASS)
     return int(result)
+
+
+def _signal_inside(exc: BaseException) -> BaseException | None:
+    """The SIGINT/SIGTERM exception an exception was raised from, if any: Python 3.11 wraps one raised while
+    a class is created (`__set_name__` of a dataclass field, during an import) in a RuntimeError, which
+    read as an internal error, exit 70, instead of 143 (tests/test_signals_early.py, 2026-12-07)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, Terminated | Interrupted | KeyboardInterrupt):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _fail(exc: BaseException, message: str, code: int, json_errors: bool, *, kind: str | None = None) -> int:

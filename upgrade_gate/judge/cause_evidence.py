@@ -39,7 +39,15 @@ _NIC_PATH = re.compile(r"^nics\[name=(?P<name>[^\]]+)\]")
 _MEASUREMENT = re.compile(r"^measurements\[key=(?P<key>[^\]]+)\]")
 _PREFLIGHT = re.compile(r"preflight-failed:(?P<probe>[A-Za-z0-9_]+)=")
 _STOPPED = (PhaseStatus.NOT_RUN, PhaseStatus.ERROR, PhaseStatus.SKIPPED)
-ROOT_PREFIXES = ("evidence:", "evidence.baseline:", "probe.fallback:", "phase:", "partition:")
+ROOT_PREFIXES = (
+    "evidence:",
+    "evidence.baseline:",
+    "probe.fallback:",
+    "phase:",
+    "partition:",
+    "bandwidth.broken:",
+    "firmware.unreadable",
+)
 
 
 @dataclass(slots=True)

@@ -111,7 +111,17 @@ def node_causes(node: NodeReport, baseline: Snapshot | None, candidate: Snapshot
     claim_bandwidth(pool, candidate)
     claim_firmware(pool)
     claim_by_rule(pool, candidate)
-    return tuple(sorted(pool.causes, key=lambda c: (RANK[c.severity], not _is_root(c), -len(c.findings), c.key)))
+    return tuple(sorted(pool.causes, key=_rank))
+
+
+def _rank(cause: Cause) -> tuple[int, bool, bool, int, str]:
+    """Worst first; then the roots; then the node's own findings before a cause that only restates the node
+    against its class (`fleet.odd_one_out`: "class prevails with 0" led a node whose SR-IOV evidence
+    disagreed, 2026-12-07); then the cause that explains more; then by key."""
+    return (RANK[cause.severity], not _is_root(cause), cause.rules == _CLASS_ONLY, -len(cause.findings), cause.key)
+
+
+_CLASS_ONLY = ("fleet.odd_one_out",)
 
 
 def _is_root(cause: Cause) -> bool:
