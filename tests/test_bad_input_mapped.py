@@ -8,20 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests import test_cli_exit_codes
 from tests.judge_scenarios import mi300x_snapshot
 from tests.test_cli_exit_codes import one_error_line, ug
 from upgrade_gate.errors import ExitCode
 from upgrade_gate.model.snapshot import MAX_SAMPLES
 from upgrade_gate.snapshot.io import snapshot_to_dict, write_snapshot
-from upgrade_gate.store.gitstore import BaselineStore
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    path = tmp_path / "store"
-    with BaselineStore(path) as st:
-        st.save([mi300x_snapshot()], tag="v1")
-    return path
+store = test_cli_exit_codes.store  # the fixture: a store of one baseline, tagged v1
 
 
 @pytest.fixture
@@ -127,18 +121,20 @@ def test_a_fifo_whose_writer_holds_it_open_is_refused_after_the_deadline(
     fifo = tmp_path / "plan.yaml"
     os.mkfifo(fifo)
     monkeypatch.setattr(docio, "PIPE_DEADLINE_S", 0.5)
-    release = threading.Event()
+    release, written = threading.Event(), threading.Event()
 
     def writer() -> None:
-        with open(fifo, "wb") as w:  # opens once the reader has; writes a little, keeps it open
+        with open(fifo, "wb") as w:  # opens once a reader has; writes a little, keeps it open
             w.write(b"id: x\n")
             w.flush()
+            written.set()
             release.wait(10)
 
     thread = threading.Thread(target=writer)
     thread.start()
     try:
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # let the writer's open return before read_bytes opens
+        assert written.wait(10)
         with pytest.raises(InputError, match=r"still open but not finished after 0\.5 s"):
             docio.read_bytes(fifo)
         os.close(fd)
