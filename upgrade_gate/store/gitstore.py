@@ -112,7 +112,7 @@ def signals_deferred() -> Iterator[None]:
         yield
         return
     caught: list[int] = []
-    previous: dict[int, typing.Any] = {}
+    previous: dict[signal.Signals, typing.Any] = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         handler = signal.getsignal(sig)
         if handler is signal.SIG_IGN or handler is None:  # ignored stays ignored; None: not Python's to defer
@@ -122,10 +122,10 @@ def signals_deferred() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(caught):
-            signal.raise_signal(sig)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for received in dict.fromkeys(caught):
+            signal.raise_signal(received)
 
 
 class BaselineStore(StoreMigrating):
