@@ -177,9 +177,10 @@ def _latency_evidence(
 ) -> Iterable[Finding]:
     """Phase 2's all_reduce latencies: one the baseline measured that the candidate's phase 2 did not, or a
     time no run measures (not finite, zero or negative)."""
+    assert ctx.baseline is not None
     if _phase(ctx.candidate, 2) is None:
         return  # evidence.missing names a phase 2 that did not run
-    for key in sorted(k for k in base if k.startswith(LATENCY_PREFIX) and base[k].samples):
+    for key in (k for k in keys_under(ctx.baseline, LATENCY_PREFIX) if base[k].samples):  # per key layout, once
         m = cand.get(key)
         if m is not None and m.samples and all(math.isfinite(v) and v > 0 for v in m.samples):
             continue
