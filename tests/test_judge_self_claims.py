@@ -18,6 +18,7 @@ from tests.judge_scenarios import judge_one, mi300x_snapshot, upgraded
 from tests.workload_support import with_workload
 from upgrade_gate.model import (
     GateReport,
+    KernelEvent,
     Measurement,
     PhaseResult,
     PhaseStatus,
@@ -247,3 +248,19 @@ def test_a_gpu_listed_twice_leads_as_a_duplicate_not_as_a_partition_change() -> 
     first = report.nodes[0].causes[0]
     assert "is printed by 2 GPUs that are not partitions of one device" in first.headline, first.headline
     assert not [c for c in report.nodes[0].causes if c.headline.startswith("compute partition")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("other", "amdgpu 0000:15:00.0: amdgpu: GPU reset begin! ring gfx timeout"),
+        (
+            "amdgpu.ras_correctable",
+            "amdgpu 0000:15:00.0: amdgpu: 3 uncorrectable hardware errors detected in umc block",
+        ),
+    ],
+)
+def test_a_kernel_event_is_judged_by_its_line_not_by_the_kind_it_claims(kind: str, text: str) -> None:
+    event = KernelEvent(kind=kind, severity="warn", bdf=None, line_no=100, text=text)
+    blocks = _blocks(judge_one(replace(_healthy(), events=(event,)), BASE))
+    assert any(b.startswith("dmesg.fatal: dmesg: amdgpu.") and kind not in b.split(":")[2] for b in blocks), blocks

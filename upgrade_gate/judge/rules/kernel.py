@@ -1,7 +1,9 @@
 """The kernel-event rule (`dmesg.fatal`): the candidate's classified kernel events through the fatal-error map.
 
 Design decisions (the map itself is `judge.kernel_events`):
-- Events are grouped per (kind, BDF): one finding per group, with the count and the first line.
+- Events are grouped per (kind, BDF): one finding per group, with the count and the first line. The kind is
+  the policy's pattern table's for the event's own line (`_kind`), not the one the snapshot claims: a reset
+  line filed as `other` passed a hand-edited candidate (2026-12-07).
 - Each group is graded by the policy's map for the GPU family of its device (from the candidate's GPU at
   that BDF, else the node's only family): `fatal` blocks, `error` warns (the rule's `block_severities`
   / `warn_severities`), anything else is not reported. Fatal init, probe failure, ring timeouts and
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.model import Finding, KernelEvent, Severity, Snapshot
-from upgrade_gate.parse.dmesg import family_of
+from upgrade_gate.parse.dmesg import PatternTable, family_of
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -31,6 +33,16 @@ def _families(snap: Snapshot) -> tuple[dict[str, str], str | None]:
     by_bdf = {str(g.bdf): f for g in snap.gpus if g.bdf and (f := family_of(g.gfx_target))}
     found = {f for g in snap.gpus if (f := family_of(g.gfx_target))}
     return by_bdf, (found.pop() if len(found) == 1 else None)
+
+
+def _kind(event: KernelEvent, table: PatternTable, family: str | None) -> str:
+    """The kind the policy's pattern table gives the event's own line (its first match, as `parse.dmesg`
+    classifies), else the snapshot's: the line is the evidence, the kind a claim about it. A GPU reset
+    line filed as `other` passed (2026-12-07); a real snapshot's events get their own kind back."""
+    for pattern in table.patterns:
+        if pattern.applies_to(family) and pattern.regex.search(event.text):
+            return pattern.id
+    return event.kind
 
 
 def check_kernel_events(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -53,11 +65,14 @@ def check_kernel_events(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]
     block = set(entry.strings("block_severities"))
     warn = set(entry.strings("warn_severities"))
     by_bdf, node_family = _families(ctx.candidate)
+    table = events_map.table
     groups: dict[tuple[str, str], list[KernelEvent]] = {}
     for event in ctx.candidate.events:
-        groups.setdefault((event.kind, str(event.bdf) if event.bdf else ""), []).append(event)
+        bdf = str(event.bdf) if event.bdf else ""
+        groups.setdefault((_kind(event, table, by_bdf.get(bdf, node_family)), bdf), []).append(event)
     before = Counter(
-        (e.kind, str(e.bdf) if e.bdf else "") for e in (ctx.baseline.events if ctx.baseline is not None else ())
+        (_kind(e, table, by_bdf.get(str(e.bdf) if e.bdf else "", node_family)), str(e.bdf) if e.bdf else "")
+        for e in (ctx.baseline.events if ctx.baseline is not None else ())
     )
     for (kind, bdf), events in sorted(groups.items()):
         family = by_bdf.get(bdf, node_family)
