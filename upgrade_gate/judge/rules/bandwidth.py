@@ -118,19 +118,22 @@ def _implausible(ctx: NodeContext, entry: RuleEntry, keys: tuple[str, ...]) -> I
     if not keys:
         return
     base, cand = sample_table(ctx.baseline), sample_table(ctx.candidate)
-    brow = base.layout.rows(keys)
-    b, c = base.block(brow), cand.block(cand.layout.rows(keys))  # NaN pads a shorter row: fmin/fmax skip it
-    b_low, b_high, c_low, c_high = (
-        np.fmin.reduce(b, 1),
-        np.fmax.reduce(b, 1),
-        np.fmin.reduce(c, 1),
-        np.fmax.reduce(c, 1),
-    )
-    better = np.asarray(base.flags, dtype=bool)[brow]
+    brow, crow = base.layout.rows(keys), cand.layout.rows(keys)
+    (b_low, b_high, b_fin), (c_low, c_high, c_fin) = base.summary(), cand.summary()  # a batch's views: free
+    b_low, b_high, c_low, c_high = b_low[brow], b_high[brow], c_low[crow], c_high[crow]
+    whole = b_fin[brow] & c_fin[crow]
+    if not whole.all():  # a row shorter than its table (NaN-padded) or not finite: from its samples, NaN skipped
+        odd = np.flatnonzero(~whole)
+        b, c = base.block(brow[odd]), cand.block(crow[odd])
+        b_low[odd], b_high[odd] = np.fmin.reduce(b, 1), np.fmax.reduce(b, 1)
+        c_low[odd], c_high[odd] = np.fmin.reduce(c, 1), np.fmax.reduce(c, 1)
+    better = base.better[brow]
     with np.errstate(invalid="ignore", over="ignore"):
         negative = (c_low < 0) & (b_low >= 0)  # no rate, time or size is below zero
         up = better & (b_high > 0) & (c_low > IMPLAUSIBLE * b_high) & ~negative
         down = ~better & (b_low > 0) & (c_high * IMPLAUSIBLE < b_low) & ~negative
+        if not (negative.any() or up.any() or down.any()):
+            return
     for i in np.flatnonzero(negative).tolist():
         key = keys[i]
         yield finding(

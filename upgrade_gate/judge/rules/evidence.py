@@ -230,7 +230,9 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     nic_less = ctx.policy.nic_less(ctx.node_class)
     nic_probes = set(entry.strings("nic_probes")) if nic_less else set()
     for p in ctx.candidate.probes:
-        contradiction = _contradiction(p, known) if p.ok else None
+        contradiction = (
+            _contradiction(p, known) if p.ok and (p.timed_out or p.missing or p.exit_code or p.skipped) else None
+        )
         if contradiction is not None:
             said, expected = contradiction
             yield finding(
@@ -349,7 +351,9 @@ _FAILED_WORDS = frozenset({"failed", "fail", "error"})
 def check_phase_failed(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Every failed phase result, and every passed one whose own labels or annotations say it failed."""
     for result in sorted(ctx.candidate.phases, key=lambda r: r.phase):
-        if result.status is PhaseStatus.PASSED:
+        if result.status is PhaseStatus.PASSED and not _FAILED_WORDS.isdisjoint(
+            v.lower() for v in (*result.labels.values(), *result.annotations.values())
+        ):
             said = sorted(
                 k for k, v in (*result.labels.items(), *result.annotations.items()) if v.lower() in _FAILED_WORDS
             )

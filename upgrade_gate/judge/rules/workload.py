@@ -42,7 +42,13 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
-from upgrade_gate.judge.rules.measured import curve_params, keys_under, merged_measurements, settings_diff
+from upgrade_gate.judge.rules.measured import (
+    curve_params,
+    keys_under,
+    merged_measurements,
+    sample_table,
+    settings_diff,
+)
 from upgrade_gate.model import Finding, Measurement, PhaseResult, PhaseStatus, Snapshot
 
 if TYPE_CHECKING:
@@ -178,9 +184,15 @@ def _latency_evidence(
     """Phase 2's all_reduce latencies: one the baseline measured that the candidate's phase 2 did not, or a
     time no run measures (not finite, zero or negative)."""
     assert ctx.baseline is not None
-    if _phase(ctx.candidate, 2) is None:
+    keys = keys_under(ctx.baseline, LATENCY_PREFIX)  # per key layout, once
+    if not keys or _phase(ctx.candidate, 2) is None:
         return  # evidence.missing names a phase 2 that did not run
-    for key in (k for k in keys_under(ctx.baseline, LATENCY_PREFIX) if base[k].samples):  # per key layout, once
+    rows = sample_table(ctx.candidate).layout.rows(keys)
+    if (rows >= 0).all():  # the usual node: every one measured, each whole row finite and above 0
+        low, _, whole = sample_table(ctx.candidate).summary()
+        if whole[rows].all() and (low[rows] > 0).all():
+            return
+    for key in (k for k in keys if base[k].samples):
         m = cand.get(key)
         if m is not None and m.samples and all(math.isfinite(v) and v > 0 for v in m.samples):
             continue
