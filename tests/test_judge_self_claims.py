@@ -264,3 +264,14 @@ def test_a_kernel_event_is_judged_by_its_line_not_by_the_kind_it_claims(kind: st
     event = KernelEvent(kind=kind, severity="warn", bdf=None, line_no=100, text=text)
     blocks = _blocks(judge_one(replace(_healthy(), events=(event,)), BASE))
     assert any(b.startswith("dmesg.fatal: dmesg: amdgpu.") and kind not in b.split(":")[2] for b in blocks), blocks
+
+
+def test_a_metric_recorded_twice_in_one_phase_is_not_pooled() -> None:
+    """A -20% sweep with a second copy of each metric at x1.5 pooled to "-0%, inconclusive" and passed: a phase
+    merges its runs into one measurement a key (`validate.phases.sweeps.merge_samples`), so two are broken."""
+    snap = _healthy()
+    two = next(p for p in snap.phases if p.phase == 2)
+    first = next(m for m in two.measurements if m.key.startswith("mesh/"))
+    snap = _phase(snap, 2, lambda p: replace(p, measurements=(*p.measurements, replace(first, samples=first.samples))))
+    blocks = _blocks(judge_one(snap, BASE))
+    assert f"bandwidth.not_comparable: {first.key}: recorded twice in phase 2" in "\n".join(blocks), blocks

@@ -246,6 +246,16 @@ def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
             )
         else:
             broken[m.key] = f"measured twice with different settings ({have.settings} vs {m.settings})"
+    lists = [("the snapshot's measurements", snapshot.measurements)]
+    lists += [(f"phase {p.phase}", p.measurements) for p in snapshot.phases]
+    for where, measured in lists:  # a phase merges its runs into one measurement a key (`merge_samples`)
+        seen: set[str] = set()
+        for m in measured:
+            if m.key in seen:
+                broken.setdefault(
+                    m.key, f"recorded twice in {where}: a run's samples are one measurement, never pooled from two"
+                )
+            seen.add(m.key)
     return out, broken
 
 
