@@ -120,7 +120,10 @@ class _NoAliasLoader(UniqueKeys, yaml.SafeLoader):
 
 def load_yaml(text: str, *, source: str = "document") -> Any:
     """Parse YAML like `yaml.safe_load`, refusing aliases, oversized or too deep documents, NaN/inf."""
-    return _load_yaml(text, source=source, fast=_CSafeLoader is not None)
+    try:
+        return _load_yaml(text, source=source, fast=_CSafeLoader is not None)
+    except ValueError as exc:  # a scalar no Python value holds (an integer of over 4,300 digits), either loader
+        raise ConfigError(f"{source}: a value that cannot be read: {str(exc)[:160]}") from None
 
 
 def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
@@ -135,8 +138,6 @@ def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
             return _load_yaml(text, source=source, fast=False)
         except Refused as exc:
             raise ConfigError(f"{source}: {exc}") from None
-        except ValueError as exc:  # a scalar no Python value holds (an integer of over 4,300 digits)
-            raise ConfigError(f"{source}: a value that cannot be read: {str(exc)[:160]}") from None
         finally:
             loader.dispose()
         check_finite(data, source=source)
@@ -148,8 +149,6 @@ def _load_yaml(text: str, *, source: str, fast: bool) -> Any:
         raise yaml.YAMLError(f"{source}: nested too deep") from None
     except Refused as exc:
         raise ConfigError(f"{source}: {exc}") from None
-    except ValueError as exc:  # a scalar no Python value holds (an integer of over 4,300 digits)
-        raise ConfigError(f"{source}: a value that cannot be read: {str(exc)[:160]}") from None
     finally:
         loader.dispose()
     check_finite(data, source=source)
@@ -262,7 +261,7 @@ def read_bytes(path: Path, *, limit: int = MAX_DOCUMENT_BYTES, follow: bool = Tr
         if stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise InputError(f"{path}: {info.st_size} bytes, over the {_size(limit)} a document may have; refused")
         regular = stat.S_ISREG(info.st_mode)
-        os.set_blocking(fd, regular)  # a pipe is waited on with a deadline (`_pipe_read`), never forever
+        os.set_blocking(fd, regular)  # a pipe is waited on with a deadline (`_pipe_reader`), never forever
         chunks: list[bytes] = []
         total = 0
         # a regular file in one read of its size (+1 to see it grew), not into a 1 MiB buffer: ~100 ->

@@ -132,21 +132,20 @@ def refuse_overwriting_inputs(outputs: Sequence[tuple[ReportFormat, Path]], inpu
     report over the plan): the same path, or the same file by another name."""
     if not outputs:
         return
-    targets = {os.path.abspath(path): (fmt, path) for fmt, path in outputs}
-    existing = {}
-    for _, path in outputs:
+    by_path = {os.path.abspath(path): (fmt, path) for fmt, path in outputs}
+    by_file = {}  # the report files that exist already: an input may name one by another path (a link)
+    for fmt, path in outputs:
         with contextlib.suppress(OSError):
             st = os.stat(path)
-            existing[(st.st_dev, st.st_ino)] = path
+            by_file[(st.st_dev, st.st_ino)] = (fmt, path)
     for given in inputs:
         if given is None:
             continue
-        hit = targets.get(os.path.abspath(given))
-        if hit is None and existing:
+        hit = by_path.get(os.path.abspath(given))
+        if hit is None and by_file:
             with contextlib.suppress(OSError):
                 st = os.stat(given)
-                found = existing.get((st.st_dev, st.st_ino))
-                hit = (next(f for f, p in outputs if p == found), found) if found is not None else None
+                hit = by_file.get((st.st_dev, st.st_ino))
         if hit is not None:
             raise UsageError(
                 f"--report {hit[0].value}:{hit[1]}: that is the input {given}; the report would overwrite it"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from upgrade_gate.judge.cause_groups import Pool
 from upgrade_gate.judge.cause_text import owner_of, plural
+from upgrade_gate.judge.rules.evidence import stands_in
 from upgrade_gate.model import CauseCategory, Finding, PhaseResult, PhaseStatus, ProbeStatus, Snapshot
 from upgrade_gate.snapshot.provenance import sources_of, value_source
 
@@ -143,8 +144,6 @@ def _names(result: PhaseResult, device: str) -> bool:
 
 
 def _stand_in_for(probe: ProbeStatus, probes: Mapping[str, ProbeStatus]) -> str | None:
-    from upgrade_gate.judge.rules.evidence import stands_in
-
     user = next((p for p in probes.values() if stands_in(p, probe.name, probes)), None)
     return _tool(user) if user is not None else None
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -261,19 +261,23 @@ def parse_dmesg(text: str, patterns: PatternTable | None = None, *, family: str 
     events: list[KernelEvent] = []
     only: dict[str, Bdf | None] = {}  # driver -> its one device in the whole log, computed once a parse
     for at, (line_no, message) in enumerate(messages):
-        for pattern in active:
-            if pattern.regex.search(message):
-                events.append(
-                    KernelEvent(
-                        kind=pattern.id,
-                        severity=pattern.severity,
-                        bdf=devices[at] or _neighbour_device(messages, devices, at, pattern.driver, only),
-                        line_no=line_no,
-                        text=message,
-                    )
+        pattern = first_match(message, active)
+        if pattern is not None:
+            events.append(
+                KernelEvent(
+                    kind=pattern.id,
+                    severity=pattern.severity,
+                    bdf=devices[at] or _neighbour_device(messages, devices, at, pattern.driver, only),
+                    line_no=line_no,
+                    text=message,
                 )
-                break
+            )
     return DmesgResult(events=tuple(events), message_count=len(messages), timestamp_style=style)
+
+
+def first_match(message: str, patterns: Iterable[DmesgPattern]) -> DmesgPattern | None:
+    """The pattern that classifies a kernel-log message: the first of `patterns` whose regex finds it."""
+    return next((p for p in patterns if p.regex.search(message)), None)
 
 
 def _neighbour_device(

@@ -35,7 +35,8 @@ _LABEL_KEY_RE = re.compile(
 
 def bad(key: str, source: str, raw: object, what: str) -> ConfigError:
     """The one-line error for a malformed value."""
-    return ConfigError(f"{source}: {key}: {what}, got {raw!r}")
+    shown = repr(raw)
+    return ConfigError(f"{source}: {key}: {what}, got {shown if len(shown) <= 80 else shown[:77] + '...'}")
 
 
 def text(key: str, raw: object, source: str) -> str:
@@ -50,10 +51,10 @@ def text(key: str, raw: object, source: str) -> str:
 def integer(key: str, raw: object, source: str, *, minimum: int = 0, maximum: int | None = None) -> int:
     """A whole number >= minimum (and <= maximum, when given)."""
     value = text(key, raw, source)
-    if not re.fullmatch(r"[+-]?\d{1,18}", value) or isinstance(raw, float):
-        raise bad(
-            key, source, raw, "expected a whole number" + (" of at most 18 digits" if value[-19:].isdigit() else "")
-        )
+    if not re.fullmatch(r"[+-]?\d+", value) or isinstance(raw, float):
+        raise bad(key, source, raw, "expected a whole number")
+    if len(value.lstrip("+-")) > 18:  # int() of thousands of digits is refused by Python itself (ValueError)
+        raise bad(key, source, raw, "expected a whole number of at most 18 digits")
     number = int(value)
     if number < minimum or (maximum is not None and number > maximum):
         bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"

@@ -134,28 +134,17 @@ def _implausible(ctx: NodeContext, entry: RuleEntry, keys: tuple[str, ...]) -> I
         down = ~better & (b_low > 0) & (c_high * IMPLAUSIBLE < b_low) & ~negative
         if not (negative.any() or up.any() or down.any()):
             return
-    for i in np.flatnonzero(negative).tolist():
-        key = keys[i]
+    for i in np.flatnonzero(negative | up | down).tolist():
+        key, was, now = keys[i], float(b_high[i] if up[i] else b_low[i]), float(c_high[i] if down[i] else c_low[i])
+        if negative[i]:
+            said = f"a sample of {now:.6g}, below zero, where the baseline's are {was:.6g} or more"
+        else:
+            said = f"{now:.6g} against the baseline's {was:.6g}, over {IMPLAUSIBLE:g}x {'better' if up[i] else 'lower'}"
+            said += " in every sample"
         yield finding(
             ctx,
             entry,
-            f"{key}: a sample of {float(c_low[i]):.6g}, below zero, where the baseline's are {float(b_low[i]):.6g} "
-            "or more: no run measures that, the evidence is broken",
-            device=key,
-            path=f"measurements[key={key}]",
-            expected=PLAUSIBLE,
-            actual=float(c_low[i]),
-            evidence=merged_measurements(ctx.candidate)[0][key].source,
-        )
-    for i in np.flatnonzero(up | down).tolist():
-        key = keys[i]
-        was = float((b_high if up[i] else b_low)[i])
-        now = float((c_low if up[i] else c_high)[i])
-        yield finding(
-            ctx,
-            entry,
-            f"{key}: {now:.6g} against the baseline's {was:.6g}, over {IMPLAUSIBLE:g}x "
-            f"{'better' if up[i] else 'lower'} in every sample: no change does that, the evidence is broken",
+            f"{key}: {said}: no run measures that, the evidence is broken",
             device=key,
             path=f"measurements[key={key}]",
             expected=PLAUSIBLE,

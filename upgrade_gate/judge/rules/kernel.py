@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.model import Finding, KernelEvent, Severity, Snapshot
-from upgrade_gate.parse.dmesg import PatternTable, family_of
+from upgrade_gate.parse.dmesg import PatternTable, family_of, first_match
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -39,10 +39,8 @@ def _kind(event: KernelEvent, table: PatternTable, family: str | None) -> str:
     """The kind the policy's pattern table gives the event's own line (its first match, as `parse.dmesg`
     classifies), else the snapshot's: the line is the evidence, the kind a claim about it. A GPU reset
     line filed as `other` passed (2026-12-07); a real snapshot's events get their own kind back."""
-    for pattern in table.patterns:
-        if pattern.applies_to(family) and pattern.regex.search(event.text):
-            return pattern.id
-    return event.kind
+    found = first_match(event.text, (p for p in table.patterns if p.applies_to(family)))
+    return found.id if found is not None else event.kind
 
 
 def check_kernel_events(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
