@@ -230,9 +230,7 @@ def _probes(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     nic_less = ctx.policy.nic_less(ctx.node_class)
     nic_probes = set(entry.strings("nic_probes")) if nic_less else set()
     for p in ctx.candidate.probes:
-        contradiction = (
-            _contradiction(p, known) if p.ok and (p.timed_out or p.missing or p.exit_code or p.skipped) else None
-        )
+        contradiction = _contradiction(p, known) if p.ok else None
         if contradiction is not None:
             said, expected = contradiction
             yield finding(

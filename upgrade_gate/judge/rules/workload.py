@@ -187,9 +187,10 @@ def _latency_evidence(
     keys = keys_under(ctx.baseline, LATENCY_PREFIX)  # per key layout, once
     if not keys or _phase(ctx.candidate, 2) is None:
         return  # evidence.missing names a phase 2 that did not run
-    rows = sample_table(ctx.candidate).layout.rows(keys)
+    measured = sample_table(ctx.candidate)
+    rows = measured.layout.rows(keys)
     if (rows >= 0).all():  # the usual node: every one measured, each whole row finite and above 0
-        low, _, whole = sample_table(ctx.candidate).summary()
+        low, _, whole = measured.summary()
         if whole[rows].all() and (low[rows] > 0).all():
             return
     for key in (k for k in keys if base[k].samples):
