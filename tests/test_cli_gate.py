@@ -53,6 +53,26 @@ def test_cli_gate_incident_exits_1_and_prints_the_permutation(
     assert f"index 0 was 0000:05:00.0 (serial {SERIALS[0]}), now 0000:f5:00.0" in verbose.replace("\n", " ")
 
 
+def test_cli_gate_names_the_rules_a_policy_switches_off_and_refuses_an_empty_solo_policy(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Break test, 2026-12-07: a policy `inherit_default: false` with `rules: []` passed a reversed GPU order,
+    and one switching device.order_changed off passed it with "nothing to report". The first is refused
+    (exit 3, naming the policy and what it leaves out); the second is the operator's decision, said on
+    stderr beside the verdict."""
+    cand = _write(tmp_path, "cand.json", reverse_order(upgraded()))
+    solo, off = tmp_path / "solo.yaml", tmp_path / "off.yaml"
+    solo.write_text("name: solo\ninherit_default: false\nrules: []\n", encoding="utf-8")
+    off.write_text("name: site\nrules:\n  - {id: device.order_changed, enabled: false}\n", encoding="utf-8")
+    args = ("--ref", "rocm-6.1.3", "--candidate", str(cand), "--plan", str(PLAN), "--policy")
+    assert run(_gate(store, *args, str(solo))) == ExitCode.BAD_INPUT
+    assert f"{solo}: policy: $.inherit_default: false leaves " in capsys.readouterr().err
+    code = run(_gate(store, *args, str(off)))
+    err = capsys.readouterr().err
+    assert f"warning: policy site ({off}) switches off 1 rule(s): device.order_changed; " in err
+    assert code in (ExitCode.PASS, ExitCode.BLOCK)  # what the other rules make of it: the notice is the point
+
+
 def test_cli_gate_order_intact_exits_0_and_writes_reports(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

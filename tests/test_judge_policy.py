@@ -47,12 +47,45 @@ def test_policy_overlay_merges_params_and_adds_class_entries() -> None:
     assert policy.ignore_paths == ("node.labels.*",)
 
 
-def test_policy_without_inherit_runs_only_its_rules(tmp_path: Path) -> None:
+def test_policy_without_inherit_runs_only_its_rules_and_names_every_other_off(tmp_path: Path) -> None:
     path = tmp_path / "solo.yaml"
-    path.write_text("name: solo\ninherit_default: false\nrules: [{id: device.order_changed}]\n", encoding="utf-8")
+    others = "".join(f"  - {{id: {r}, enabled: false}}\n" for r in sorted(REGISTRY) if r != "device.order_changed")
+    path.write_text(f"name: solo\ninherit_default: false\nrules:\n  - {{id: device.order_changed}}\n{others}", "utf-8")
     policy = load_policy(path)
-    assert [e.id for e in policy.rules] == ["device.order_changed"]
-    assert policy.rule_for("bandwidth.regression", None) is None
+    assert [e.id for e in policy.rules if e.enabled] == ["device.order_changed"]
+    entry = policy.rule_for("bandwidth.regression", None)
+    assert entry is not None and not entry.enabled
+    notice = policy.switched_off()
+    assert notice is not None and f"switches off {len(REGISTRY) - 1} rule(s)" in notice
+    assert "bandwidth.regression" in notice and "device.order_changed," not in notice
+
+
+@pytest.mark.parametrize("rules", ["rules: []\n", "rules: [{id: device.order_changed}]\n", ""])
+def test_policy_without_inherit_that_leaves_a_rule_out_is_refused(tmp_path: Path, rules: str) -> None:
+    """A self-contained policy that forgot rules switched them off without a word: `rules: []` passed a
+    reversed GPU order (break test, 2026-12-07). It is refused, naming what it leaves out."""
+    path = tmp_path / "solo.yaml"
+    path.write_text("name: solo\ninherit_default: false\n" + rules, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_policy(path)
+    assert str(err.value).startswith(f"{path}: policy: $.inherit_default: false leaves ")
+    assert "bandwidth.regression" in str(err.value) or "and " in str(err.value)
+    assert "`enabled: false` switches one off" in str(err.value)
+
+
+def test_policy_that_switches_rules_off_says_so_and_the_default_does_not(tmp_path: Path) -> None:
+    assert load_policy(None).switched_off() is None
+    path = tmp_path / "off.yaml"
+    path.write_text(
+        "name: site\nrules:\n  - {id: device.order_changed, enabled: false}\n"
+        "  - {id: pcie.downgrade, enabled: false, applies_to: [lab]}\n",
+        encoding="utf-8",
+    )
+    notice = load_policy(path).switched_off()
+    assert notice == (
+        f"policy site ({path}) switches off 2 rule(s): device.order_changed, pcie.downgrade for lab; "
+        "what they judge is not judged in this verdict"
+    )
 
 
 @pytest.mark.parametrize(

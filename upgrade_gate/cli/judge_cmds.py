@@ -278,6 +278,7 @@ def gate_cmd(
     paths = candidate_paths(candidates, candidate_sources)
     refuse_overwriting_inputs(outputs, paths[len(candidates) :])  # what the --candidates folders and lists name
     _warn_if_caches_off()
+    _warn_if_rules_off(loaded_policy)
     patterns = loaded_policy.kernel_events.table
     baselines: Mapping[NodeName, Snapshot] = {}
     by_name: Mapping[NodeName, Snapshot] = {}
@@ -321,6 +322,13 @@ def gate_cmd(
         typer.echo(render(ReportFormat.CONSOLE, replace(ctx, detail=detail, width=console_width())), nl=False)
     write_reports(outputs, report, baselines=baselines, candidates=by_name)
     return _exit(report)
+
+
+def _warn_if_rules_off(policy: Policy) -> None:
+    """Say on stderr which rules the policy switches off: a PASS without them is not the default's PASS."""
+    notice = policy.switched_off()
+    if notice is not None:
+        typer.echo(f"warning: {one_line(notice)}", err=True)
 
 
 def _warn_if_caches_off() -> None:

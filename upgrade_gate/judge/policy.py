@@ -18,6 +18,8 @@ Design decisions:
   `inherit_default: false`: an entry replaces the default entry with the same id and `applies_to`,
   taking unspecified fields (and parameters, one by one) from the rule's general entry. So forgetting
   a rule in a site policy never silently switches it off; switching it off takes `enabled: false`.
+  A policy with `inherit_default: false` must therefore list every rule (ConfigError naming the ones
+  it leaves out), and `gate` says on stderr which rules a policy switches off.
 - For a node of class C a rule uses the entry whose `applies_to` names C (the last such), else the
   entry with an empty `applies_to`, else it does not run for that node.
 - Thresholds, lowest precedence first: CVF's defaults, then the CVF ConfigMap (`cvf_config`:
@@ -180,6 +182,17 @@ class Policy:
                 specific = entry
         return specific or general
 
+    def switched_off(self) -> str | None:
+        """One line naming the rules this policy switches off (`enabled: false`), for stderr; None: none.
+        Switching a rule off is the operator's decision, but a PASS that judged without it should say so."""
+        off = [e.id + (f" for {', '.join(e.applies_to)}" if e.applies_to else "") for e in self.rules if not e.enabled]
+        if not off:
+            return None
+        return (
+            f"policy {self.name} ({self.source}) switches off {len(off)} rule(s): {', '.join(off)}; "
+            "what they judge is not judged in this verdict"
+        )
+
     def phase_applies(self, phase: int, node_class: str | None) -> bool:
         """False when the policy declares `phase` not applicable to `node_class` (or to every class, `*`)."""
         if phase in self.phases_not_applicable.get("*", ()):
@@ -236,6 +249,19 @@ def _validate(doc: Any, source: str) -> None:
         raise ConfigError(str(exc)) from None
 
 
+def _every_rule_listed(source: str, listed: set[str], registry: Mapping[RuleId, Any]) -> None:
+    """A self-contained policy (`inherit_default: false`) names every rule: one left out would run for no
+    node, without a word (a break test's `rules: []` passed a reversed GPU order). Switching a rule off
+    is `enabled: false`, on purpose."""
+    missing = sorted(str(r) for r in registry if str(r) not in listed)
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ConfigError(
+            f"{source}: policy: $.inherit_default: false leaves {len(missing)} rule(s) unlisted ({shown}): a "
+            "policy that does not inherit the default lists every rule (`enabled: false` switches one off)"
+        )
+
+
 def build_policy(
     default: Mapping[str, Any],
     user: Mapping[str, Any] | None,
@@ -268,6 +294,8 @@ def build_policy(
             combined.update(raw)
             combined["params"] = params
             merged[key] = (where, i, combined)
+    if not inherit:
+        _every_rule_listed(source, {rule_id for rule_id, _ in merged}, REGISTRY)
     entries: list[RuleEntry] = []
     for (rule_id, applies_to), (where, i, raw) in merged.items():
         rule = REGISTRY[RuleId(rule_id)]
