@@ -20,6 +20,7 @@ from tests.judge_scenarios import (
     upgrade_plan,
     upgraded,
 )
+from upgrade_gate.errors import ConfigError
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.plan import ChangePlan
 from upgrade_gate.judge.policy import Policy, load_policy
@@ -378,6 +379,26 @@ def test_rules_plan_accept_path_downgrades_to_info() -> None:
     findings = only(report, "firmware.unplanned")
     assert {f.severity for f in findings} == {Severity.INFO}
     assert findings[0].message.endswith("(accepted by plan rocm-6.2.0 accept[0]: driver-loaded)")
+
+
+@pytest.mark.parametrize("glob", ["**", "measurements[*]", "measurements[key=cluster/all_gather/**]"])
+def test_rules_a_path_accept_never_accepts_a_measured_cost(glob: str) -> None:
+    # break test 2026-12-07: `accept: [{path: "**"}]` passed a node 20% down on bandwidth; a measured cost is
+    # accepted only by a metric entry, with its shift and tolerance
+    cand = scale_metrics(upgraded(), 0.80, lambda k: k.startswith("cluster/all_gather/"))
+    report = run(cand, plan=upgrade_plan(accept=[{"path": glob, "reason": "anything goes"}]))
+    assert report.verdict is Verdict.BLOCK
+    blocked = [f for f in only(report, "bandwidth.regression") if f.severity is Severity.BLOCK]
+    assert blocked and all(f.path is not None and f.path.startswith("measurements[") for f in blocked)
+    # the same `**` still accepts a changed field
+    firmware = replace(cand, gpus=tuple(replace(g, firmware={**g.firmware, "RLC": "105"}) for g in cand.gpus))
+    both = run(firmware, plan=upgrade_plan(accept=[{"path": "**"}]))
+    assert {f.severity for f in only(both, "firmware.unplanned")} == {Severity.INFO}
+
+
+def test_rules_a_metric_shift_of_minus_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"accept.*shift|shift"):
+        upgrade_plan(accept=[{"metric": "**", "shift": -1, "tolerance": 0}])
 
 
 def test_rules_a_crashing_rule_blocks(monkeypatch: pytest.MonkeyPatch) -> None:

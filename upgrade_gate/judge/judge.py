@@ -11,7 +11,9 @@ Design decisions:
 - A rule that raises is not a pass: its exception becomes a BLOCK finding of that rule.
 - A finding whose path a plan `accept` entry covers (path glob, optional from/to) is downgraded to
   info and says which entry accepted it, for rules that allow it (`RuleSpec.plan_can_accept`;
-  device order, evidence, dmesg, denylist and checklists cannot be accepted away).
+  device order, evidence, dmesg, denylist and checklists cannot be accepted away). A measured value
+  (a path under `measurements[...]`) is never accepted by a path entry: only a `metric` entry, with its
+  shift and tolerance, declares a measured cost.
 - A baseline or a plan canary with no candidate (a node meant to be judged that did not report) blocks with
   `evidence.missing`; so does a gate with no candidates at all (both block even when the policy
   switched `evidence.missing` off: nothing judged is never a pass).
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -398,12 +401,18 @@ def _accept(plan: ChangePlan | None, f: Finding) -> Finding:
     if plan is None or f.path is None or f.severity is Severity.INFO:
         return f
     why = accepted(plan, f.path, f.expected, f.actual)
-    if why is None:
+    if why is None or _MEASURED.match(f.path) is not None:
         return f
     index = int(why.removeprefix("accept[").removesuffix("]"))
     reason = plan.accept_paths[index].reason
     note = f" (accepted by plan {plan.id} {why}{': ' + reason if reason else ''})"
     return replace(f, severity=Severity.INFO, message=f.message + note)
+
+
+_MEASURED = re.compile(r"(?:phases\[[^\]]*\]\.)?measurements\[")
+"""A measurement's path (`measurements[key=K]`, the diff's `...].median`): a path entry accepts a changed
+field, never a measured cost, which only a `metric` entry accepts, with its shift and tolerance
+(`plan.metric_expectation`). A plan's `{path: "**"}` passed a -20% bus bandwidth (break test, 2026-12-07)."""
 
 
 def _absent(name: NodeName, baseline: Snapshot | None, plan: ChangePlan | None, policy: Policy) -> NodeReport:
