@@ -14,7 +14,7 @@ import pytest
 
 from tests.test_cli_exit_codes import env_with, one_error_line
 from tests.test_store_gitstore import assert_fsck_clean, git, snapshot_for
-from upgrade_gate.errors import ExitCode
+from upgrade_gate.errors import ExitCode, NotFoundError
 from upgrade_gate.snapshot.io import write_snapshot
 from upgrade_gate.store.gitstore import ALLOW_MOVED_TAG_ENV, BaselineStore, MovedTagError, TagExistsError
 
@@ -95,6 +95,55 @@ def test_a_tag_moved_by_hand_is_refused_on_read(moved: Path, monkeypatch: pytest
             st.nodes("v1")
     with BaselineStore(moved, allow_moved_tag=True) as st:
         assert st.load("node-a", "v1").software.rocm_version == "6.2.0"
+
+
+@pytest.mark.parametrize("ref", ["v1", "refs/tags/v1", "tags/v1", "v1~0", "v1^{commit}", "v1^0", "tags/v1@{0}"])
+def test_every_way_of_naming_a_moved_tag_is_refused(moved: Path, monkeypatch: pytest.MonkeyPatch, ref: str) -> None:
+    # break test 2026-12-07: `--ref tags/v1`, `v1~0` and `v1^{commit}` read the moved tag unchecked
+    monkeypatch.delenv(ALLOW_MOVED_TAG_ENV, raising=False)
+    with BaselineStore(moved) as st:
+        try:
+            st.nodes(ref)
+        except MovedTagError as exc:
+            assert "tag 'v1' points at" in str(exc)
+        except NotFoundError:
+            assert "@{" in ref  # a reflog the reader does not resolve: refused all the same, never read
+        else:
+            pytest.fail(f"{ref!r} read a moved tag")
+        assert st.nodes("tags/v2~0") == ("node-a",)  # an untouched tag reads however it is named
+
+
+def test_a_branch_beside_a_moved_tag_still_reads(moved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ALLOW_MOVED_TAG_ENV, raising=False)
+    git(moved, "branch", "audit", "v2")
+    with BaselineStore(moved) as st:
+        assert st.nodes("audit") == ("node-a",)  # nothing was promised about a branch
+        assert st.nodes("heads/audit~0") == ("node-a",)
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("1", True), ("yes", True), ("TRUE", True), ("0", False),
+                                                ("false", False), ("no", False), ("", False)])  # fmt: skip
+def test_allow_moved_tag_env_reads_yes_and_no(
+    moved: Path, monkeypatch: pytest.MonkeyPatch, value: str, allowed: bool
+) -> None:
+    # break test 2026-12-07: UPGRADE_GATE_ALLOW_MOVED_TAG=false allowed the moved tag (any value but "0" did)
+    monkeypatch.setenv(ALLOW_MOVED_TAG_ENV, value)
+    with BaselineStore(moved) as st:
+        if allowed:
+            assert st.load("node-a", "v1").software.rocm_version == "6.2.0"
+        else:
+            with pytest.raises(MovedTagError):
+                st.load("node-a", "v1")
+
+
+def test_allow_moved_tag_env_refuses_a_value_that_is_neither(moved: Path, tmp_path: Path) -> None:
+    cand = tmp_path / "cand.json"
+    write_snapshot(snapshot_for("node-a"), cand)
+    env = env_with(**{ALLOW_MOVED_TAG_ENV: "maybe"})
+    args = ["gate", "--store", str(moved), "--ref", "v2", "--candidate", str(cand)]
+    proc = subprocess.run([sys.executable, "-m", "upgrade_gate", *args], capture_output=True, text=True, env=env)
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
+    assert f"{ALLOW_MOVED_TAG_ENV}='maybe': expected 1, true or yes" in one_error_line(proc.stderr)
 
 
 def test_a_moved_tag_exits_3_through_the_cli_unless_allowed(moved: Path, tmp_path: Path) -> None:

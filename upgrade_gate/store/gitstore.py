@@ -135,7 +135,7 @@ class BaselineStore(StoreMigrating):
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
         if allow_moved_tag is None:
-            allow_moved_tag = os.environ.get(ALLOW_MOVED_TAG_ENV, "") not in ("", "0")
+            allow_moved_tag = gittags.moved_tag_allowed(os.environ.get(ALLOW_MOVED_TAG_ENV))
         self.allow_moved_tag = allow_moved_tag
         self._trailers: bool | None = None
         self.warnings: list[str] = []  # what a write could not do although it landed (see the docstring)
@@ -229,7 +229,7 @@ class BaselineStore(StoreMigrating):
         if len(ref) == 40 and obj.hexsha == ref:
             self._pinned[ref] = obj
         elif not self.allow_moved_tag:
-            gittags.check_tag(repo, ref, obj, store=self.path, trailers_written=self._writes_trailers(repo))
+            gittags.check_tag(repo, ref, store=self.path, trailers_written=self._writes_trailers(repo))
         return obj
 
     def _writes_trailers(self, repo: git.Repo) -> bool:

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first
+from git.repo.fun import name_to_object
+from gitdb.exc import BadName, BadObject
 
-from upgrade_gate.errors import InputError
+from upgrade_gate.errors import ConfigError, InputError
 from upgrade_gate.store.documents import iso_utc
 
 TAG_TRAILER = "Upgrade-Gate-Tag"
@@ -93,11 +95,39 @@ def tagged_message(repo: git.Repo, message: str, tag: str, *, trailers_written: 
     return message
 
 
-def check_tag(repo: git.Repo, ref: str, commit: git.Commit, *, store: Path, trailers_written: bool) -> None:
-    """Refuse a tag whose commit was not saved under it (see the module docstring)."""
-    name = ref.removeprefix("refs/tags/")
-    if f"refs/tags/{name}" not in {t.path for t in repo.tags}:
-        return  # a branch or a commit sha: nothing was promised about it (a tag wins in rev-parse's order)
+def tag_named(repo: git.Repo, ref: str) -> git.TagReference | None:
+    """The tag a ref expression reads, or None (a branch, a commit sha).
+
+    Resolved as the store's reader resolves it (gitpython's `rev_parse`): the name before the first
+    operator (`~`, `^`, `:`, `@`) is looked up in git's order (`NAME`, `refs/NAME`, `refs/tags/NAME`,
+    `refs/heads/NAME`, ...). So `rocm-6.1.3`, `tags/rocm-6.1.3`, `refs/tags/rocm-6.1.3`, `rocm-6.1.3~0` and
+    `rocm-6.1.3^{commit}` all name the tag: only the bare name and `refs/tags/NAME` were checked, and a
+    moved tag read as `tags/NAME` passed (break test, 2026-12-07).
+    """
+    cut = min((i for i in (ref.find(c) for c in "~^:@") if i >= 0), default=len(ref))
+    base = ref[:cut]
+    if not base:
+        return None
+    try:
+        found = name_to_object(repo, base, return_ref=True)
+    except (ValueError, BadName, BadObject):
+        return None  # a commit sha (or nothing: the read itself says so)
+    path = str(found.path) if isinstance(found, git.SymbolicReference) else ""
+    if not path.startswith("refs/tags/"):
+        return None  # a branch or HEAD: nothing was promised about it (a tag wins in rev-parse's order)
+    return git.TagReference(repo, path)
+
+
+def check_tag(repo: git.Repo, ref: str, *, store: Path, trailers_written: bool) -> None:
+    """Refuse a ref that reads a tag whose commit was not saved under it (see the module docstring)."""
+    tag = tag_named(repo, ref)
+    if tag is None:
+        return
+    name = str(tag.path).removeprefix("refs/tags/")
+    try:
+        commit = tag.commit
+    except ValueError:  # a tag on a tree or blob: no baseline was ever saved under it
+        raise MovedTagError(f"{store}: tag {name!r} does not name a commit; baselines are saved on commits") from None
     if saved_under(commit, name):
         return
     if not trailers_written:
@@ -109,6 +139,19 @@ def check_tag(repo: git.Repo, ref: str, commit: git.Commit, *, store: Path, trai
         f"that tag (moved with `git tag -f`, or made by hand); baselines are immutable. Restore the tag, or "
         f"pass --allow-moved-tag ({ALLOW_MOVED_TAG_ENV}=1) to read it anyway"
     )
+
+
+def moved_tag_allowed(value: str | None) -> bool:
+    """UPGRADE_GATE_ALLOW_MOVED_TAG read strictly: `false` or `no` allowed a moved tag (any non-empty value
+    but "0" did); a value that is neither yes nor no is refused (ConfigError, exit 3), not guessed."""
+    if value is None:
+        return False
+    word = value.strip().lower()
+    if word in ("", "0", "false", "no", "off"):
+        return False
+    if word in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{ALLOW_MOVED_TAG_ENV}={value[:40]!r}: expected 1, true or yes (allow) or 0, false or no")
 
 
 def history(repo: git.Repo, commits: Sequence[git.Commit]) -> tuple[LogEntry, ...]:
