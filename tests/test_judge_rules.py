@@ -396,6 +396,19 @@ def test_rules_a_path_accept_never_accepts_a_measured_cost(glob: str) -> None:
     assert {f.severity for f in only(both, "firmware.unplanned")} == {Severity.INFO}
 
 
+@pytest.mark.parametrize("globs", ["[]", "['nothing/**']"])
+def test_rules_metric_globs_that_select_nothing_are_said(tmp_path: Path, globs: str) -> None:
+    # break test 2026-12-07: globs that match no metric judged nothing, and the console said "nothing to report"
+    path = tmp_path / "p.yaml"
+    path.write_text(f"rules: [{{id: bandwidth.regression, params: {{metrics: {globs}}}}}]\n", encoding="utf-8")
+    cand = scale_metrics(upgraded(), 0.80, lambda k: k.startswith("cluster/all_gather/"))
+    (f,) = only(run(cand, policy=load_policy(path)), "bandwidth.regression")
+    assert f.severity is Severity.WARN
+    assert "select none of the node's" in f.message and "no bandwidth regression is judged" in f.message
+    default = only(run(upgraded()), "bandwidth.regression")  # the default (`**`) selects every metric
+    assert not [f for f in default if "select none" in f.message]
+
+
 def test_rules_a_metric_shift_of_minus_one_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"accept.*shift|shift"):
         upgrade_plan(accept=[{"metric": "**", "shift": -1, "tolerance": 0}])

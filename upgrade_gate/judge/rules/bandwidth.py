@@ -338,6 +338,7 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     params = curve_params(entry)
     columns, assessment = _assessed(ctx, entry, params)
     if not columns.key:
+        yield from _none_selected(ctx, entry)
         return
     base = merged_measurements(ctx.baseline)[0]
     cand_m = merged_measurements(ctx.candidate)[0]
@@ -393,6 +394,27 @@ def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             evidence=metric.source if metric is not None else None,
             severity=severity,
         )
+
+
+def _none_selected(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """A warning when the policy's `metrics` globs select none of the node's comparable metrics: the rule
+    then judges nothing there, which is said, not left silent (break test 2026-12-07: `metrics: []` with
+    the class check off printed "PASS with nothing to report")."""
+    globs = entry.strings("metrics")
+    if "**" in globs:
+        return
+    assert ctx.baseline is not None
+    comparable = comparable_keys(ctx.baseline, ctx.candidate, entry.strings("ignore_settings"))
+    if not comparable:
+        return
+    shown = ", ".join(globs[:4]) + (", ..." if len(globs) > 4 else "") if globs else "none"
+    yield finding(
+        ctx,
+        entry,
+        f"the policy's metrics globs ({shown}) select none of the node's {len(comparable)} comparable "
+        "bandwidth metric(s): no bandwidth regression is judged on this node",
+        severity=softer(entry.severity),
+    )
 
 
 SPECS = (
