@@ -108,6 +108,20 @@ def test_a_report_over_an_input_or_over_another_report_is_refused(tmp_path: Path
     assert not out.exists()
 
 
+def test_a_report_inside_the_baseline_store_is_refused(tmp_path: Path, store: Path, candidate: Path) -> None:
+    # break test 2026-12-07: `--report json:store/nodes/N.json` wrote over the store's checkout (the verdict
+    # was right, reads come from git objects, but the store was left dirty)
+    mirror = next(store.rglob("*.json"))
+    before = mirror.read_bytes()
+    got = ug("gate", "--store", str(store), "--candidate", str(candidate), "--report", f"json:{mirror}")
+    assert got.returncode == ExitCode.USAGE, got.stderr
+    assert f"inside the baseline store {store}" in one_error_line(got.stderr)
+    assert mirror.read_bytes() == before
+    beside = tmp_path / "beside-the-store.json"
+    got = ug("gate", "--store", str(store), "--candidate", str(candidate), "--report", f"json:{beside}")
+    assert got.returncode in (ExitCode.PASS, ExitCode.BLOCK), got.stderr
+
+
 def test_a_fifo_whose_writer_holds_it_open_is_refused_after_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

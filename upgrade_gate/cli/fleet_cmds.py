@@ -255,7 +255,7 @@ def window_validate_cmd(
     gpu_vendor = vendor_named(vendor) if vendor is not None else None  # exit 2 naming the choices
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
-    refuse_overwriting_inputs(outputs, map(Path, checklists))
+    refuse_overwriting_inputs(outputs, map(Path, checklists), store=store)
     selected = parse_phases(phases) if phases is not None else None
     loaded_checklists = load_checklists(checklists)
     attested_against(attestations, loaded_checklists)

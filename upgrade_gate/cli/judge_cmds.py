@@ -127,11 +127,22 @@ def parse_reports(values: Sequence[str]) -> list[tuple[ReportFormat, Path]]:
     return out
 
 
-def refuse_overwriting_inputs(outputs: Sequence[tuple[ReportFormat, Path]], inputs: Iterable[Path | None]) -> None:
+def refuse_overwriting_inputs(
+    outputs: Sequence[tuple[ReportFormat, Path]], inputs: Iterable[Path | None], *, store: Path | None = None
+) -> None:
     """UsageError when a `--report` path is one of the command's inputs (`--report json:plan.yaml` wrote the
-    report over the plan): the same path, or the same file by another name."""
+    report over the plan): the same path, or the same file by another name; or lies in the baseline store's
+    folder, which only the store writes (`--report json:store/nodes/N.json` dirtied its checkout)."""
     if not outputs:
         return
+    if store is not None:
+        inside = os.path.realpath(store)
+        for fmt, path in outputs:
+            where = os.path.realpath(path)
+            if os.path.commonpath([inside, where]) == inside:
+                raise UsageError(
+                    f"--report {fmt.value}:{path}: inside the baseline store {store}; only baseline save writes there"
+                )
     by_path = {os.path.abspath(path): (fmt, path) for fmt, path in outputs}
     by_file = {}  # the report files that exist already: an input may name one by another path (a link)
     for fmt, path in outputs:
@@ -265,7 +276,7 @@ def gate_cmd(
     attestations = parse_attestations(attest)
     outputs = parse_reports(reports)
     named = (plan, policy, cvf_config, *candidates, *candidate_sources, *map(Path, checklists))
-    refuse_overwriting_inputs(outputs, named)  # before anything is read
+    refuse_overwriting_inputs(outputs, named, store=store)  # before anything is read
     detail = console_detail(verbose=verbose, summary=summary)
     timestamp = _timestamp(now)
     loaded_plan = load_plan(plan) if plan is not None else None
