@@ -96,3 +96,79 @@ def test_workload_rules_allreduce_latency_above_500us_blocks() -> None:
     report = judge_one(latency(with_workload(upgraded()), 640.0), latency(_base(), 41.0))
     (message,) = _workload_blocks(report)["workload.allreduce_latency"]
     assert message == "latency/all_reduce/time_us/1024: baseline 41.0 µs, candidate 640.0 µs (above 500 µs)"
+
+
+# --------------------------------------------------------------------------- break test 2026-12-07
+
+
+def _perturbed_map(cand: Snapshot, edit: object) -> Snapshot:
+    """`cand` with phase 7's device map replaced by `edit(map)`."""
+    assert callable(edit)
+    seven = next(p for p in cand.phases if p.phase == 7)
+    new = replace(seven, device_map=tuple(edit(seven.device_map)))
+    return replace(cand, phases=tuple(new if p.phase == 7 else p for p in cand.phases))
+
+
+def _index_dependent(report: GateReport) -> list[str]:
+    return [f.message for f in report.findings if f.rule == "workload.index_dependent" and f.severity is Severity.BLOCK]
+
+
+def test_workload_rules_index_bound_run_without_uuids_is_judged_by_bus_id() -> None:
+    # a runtime that names no UUID (`uuid: null`, which the contract allows): comparing UUIDs alone passed
+    def no_uuid(snap: Snapshot) -> Snapshot:
+        phases = tuple(
+            replace(p, device_map=tuple(replace(d, uuid=None) for d in p.device_map)) if p.phase in (6, 7) else p
+            for p in snap.phases
+        )
+        return replace(snap, phases=phases)
+
+    bound = no_uuid(with_workload(upgraded(), perturbed_order=[7, 6, 5, 4, 3, 2, 1, 0]))
+    found = _index_dependent(judge_one(bound, _base()))
+    assert found and "8 of 8 ranks moved" in found[0] and "0000:" in found[0]
+    pinned = no_uuid(with_workload(upgraded()))  # every rank on the same bus id under each order: passes
+    assert not _index_dependent(judge_one(pinned, _base()))
+
+
+def test_workload_rules_a_device_map_that_cannot_be_judged_blocks() -> None:
+    bound = with_workload(upgraded(), perturbed_order=[7, 6, 5, 4, 3, 2, 1, 0])
+    cases = {
+        "one UUID for every GPU": (
+            lambda m: [replace(d, uuid="GPU-00000000") for d in m],
+            "8 ranks on one GPU (UUID GPU-00000000)",
+        ),
+        "a rank listed twice, the last one unmoved": (lambda m: [*m, replace(m[0], bdf=None)], "rank 0 listed 2 times"),
+        "a rank that names no GPU": (lambda m: [replace(d, bdf=None, uuid=None) for d in m], "names no GPU"),
+        "a run of one rank": (lambda m: [d for d in m if d.rank == 0], "not a permutation of its GPUs"),
+    }
+    for what, (edit, said) in cases.items():
+        found = _index_dependent(judge_one(_perturbed_map(bound, edit), _base()))
+        assert any(said in m and "cannot be judged" in m for m in found), (what, found)
+
+
+def test_workload_rules_a_plan_cannot_accept_ranks_that_moved() -> None:
+    from tests.judge_scenarios import NOW, upgrade_plan
+    from upgrade_gate.judge.judge import judge
+    from upgrade_gate.judge.policy import load_policy
+
+    bound = with_workload(upgraded(), perturbed_order=[7, 6, 5, 4, 3, 2, 1, 0])
+    base = _base()
+    report = judge(
+        baselines={base.node.name: base},
+        candidates=[bound],
+        plan=upgrade_plan(accept=[{"path": "phases[phase=7].**"}, {"path": "**"}]),
+        policy=load_policy(),
+        now=NOW,
+    )
+    assert _index_dependent(report)
+
+
+def test_workload_rules_samples_outside_the_phase_are_not_pooled_with_it() -> None:
+    # 60 good samples at the snapshot's top level outvoted phase 6's -60%; a top-level -4 cancelled 4 timeouts
+    slow = with_workload(upgraded(), rate=610.0, timeouts=4)
+    six = next(p for p in slow.phases if p.phase == 6)
+    rate = next(m for m in six.measurements if m.key == "workload/samples_per_s")
+    padded = replace(slow, measurements=(*slow.measurements, replace(rate, samples=(1528.0,) * 60)))
+    report = judge_one(padded, _base())
+    said = "recorded in the snapshot's measurements and in phase 6"
+    blocked = {f.rule for f in report.findings if f.severity is Severity.BLOCK and said in f.message}
+    assert blocked == {"bandwidth.not_comparable", "workload.evidence"}, [f.message for f in report.findings]

@@ -142,7 +142,8 @@ _UNIT, _SETTINGS = operator.attrgetter("unit"), operator.attrgetter("settings")
 
 
 def merged_measurements(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
-    """Measurements by key (duplicates pooled), and keys that could not be merged -> why (do not mutate)."""
+    """Measurements by key, and keys that could not be merged -> why (do not mutate): a key recorded twice, in
+    one list or in two (the snapshot's and a phase's, or two phases'), is broken evidence, never pooled."""
     return _merged_entry(snapshot)[0]
 
 
@@ -248,6 +249,7 @@ def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
             broken[m.key] = f"measured twice with different settings ({have.settings} vs {m.settings})"
     lists = [("the snapshot's measurements", snapshot.measurements)]
     lists += [(f"phase {p.phase}", p.measurements) for p in snapshot.phases]
+    first: dict[str, str] = {}
     for where, measured in lists:  # a phase merges its runs into one measurement a key (`merge_samples`)
         seen: set[str] = set()
         for m in measured:
@@ -255,7 +257,13 @@ def _merge(snapshot: Snapshot) -> tuple[dict[str, Measurement], dict[str, str]]:
                 broken.setdefault(
                     m.key, f"recorded twice in {where}: a run's samples are one measurement, never pooled from two"
                 )
+            elif m.key in first:  # break test 2026-12-07: samples added in another list outvoted phase 2's -20%
+                broken.setdefault(
+                    m.key, f"recorded in {first[m.key]} and in {where}: one measurement has one source, never pooled"
+                )
             seen.add(m.key)
+        for key in seen:
+            first.setdefault(key, where)
     return out, broken
 
 

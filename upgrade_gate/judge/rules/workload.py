@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.measured import (
+    WORKLOAD_PREFIXES,
     curve_params,
     keys_under,
     merged_measurements,
@@ -108,6 +109,21 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                     expected="the measurements and device map a passed run records",
                     actual=why,
                     evidence=f"phase {number}",
+                )
+    for side, snap in (("candidate", ctx.candidate), ("baseline", ctx.baseline)):
+        if snap is None:
+            continue
+        for key, why in sorted(merged_measurements(snap)[1].items()):
+            if key.startswith(WORKLOAD_PREFIXES):  # pooled samples outvoted a -60% phase 6 (break test 2026-12-07)
+                yield finding(
+                    ctx,
+                    entry,
+                    f"{key} in the {side}: {why}: the run's evidence cannot be read",
+                    device=key,
+                    path=_path(key),
+                    expected="one measurement, in its phase",
+                    actual=why,
+                    evidence=side if side == "candidate" else "baseline store",
                 )
     if ctx.baseline is None:
         return

@@ -5,7 +5,7 @@ says what it judges and why its throughput check has its own tolerance.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
@@ -20,7 +20,7 @@ from upgrade_gate.judge.rules.workload import (
     _phase,
     throughput_decision,
 )
-from upgrade_gate.model import Finding, PhaseStatus
+from upgrade_gate.model import Finding, PhaseStatus, RankDevice
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -49,27 +49,89 @@ def check_index_dependent(ctx: NodeContext, entry: RuleEntry) -> Iterable[Findin
             evidence="phase 7",
         )
         return
-    reference = {d.rank: d.uuid for d in first.device_map}
-    runs: dict[str, dict[int, str | None]] = {}
+    broken = _map_broken("phase 6", None, first.device_map, None)
+    if broken is not None:
+        yield _broken_map(ctx, entry, broken, 6)
+        return
+    reference = {d.rank: _identity(d) for d in first.device_map}
+    runs: dict[str, list[RankDevice]] = {}
     for d in perturbed.device_map:
-        runs.setdefault(d.visible or "?", {})[d.rank] = d.uuid
-    for visible, mapping in runs.items():
-        moved = sorted(r for r, u in mapping.items() if reference.get(r) != u)
+        runs.setdefault(d.visible or "?", []).append(d)
+    for visible, devices in runs.items():
+        broken = _map_broken("phase 7", visible, devices, set(reference))
+        if broken is not None:
+            yield _broken_map(ctx, entry, broken, 7)
+            continue
+        mapping = {d.rank: _identity(d) for d in devices}
+        moved = sorted(r for r, ident in mapping.items() if not _same(reference[r], ident))
         if moved:
             r = moved[0]
             yield finding(
                 ctx,
                 entry,
-                f"rank -> GPU map under {visible}: rank {r} baseline-order GPU {reference.get(r)}, now {mapping[r]} "
-                f"({len(moved)} of {len(mapping)} ranks moved): the workload binds GPUs by index",
+                f"rank -> GPU map under {visible}: rank {r} baseline-order GPU {_show(reference[r])}, now "
+                f"{_show(mapping[r])} ({len(moved)} of {len(mapping)} ranks moved): the workload binds GPUs by index",
                 device=f"rank {r}",
                 path=f"phases[phase=7].device_map[rank={r}]",
-                expected={k: reference.get(k) for k in sorted(mapping)},
-                actual=dict(sorted(mapping.items())),
+                expected={k: _show(reference[k]) for k in sorted(mapping)},
+                actual={k: _show(v) for k, v in sorted(mapping.items())},
                 evidence="phase 7",
                 hint=UUID_PIN,
             )
     yield from _perturbed_numbers(ctx, entry)
+
+
+Identity = tuple[str | None, str | None]
+"""A rank's GPU as the workload saw it: (PCIe bus id, lower case; UUID as printed)."""
+
+
+def _identity(d: RankDevice) -> Identity:
+    return (str(d.bdf).lower() if d.bdf else None, d.uuid or None)
+
+
+def _same(a: Identity, b: Identity) -> bool:
+    """The same GPU: every part both sides name agrees (a runtime that names no UUID is judged by bus id:
+    comparing UUIDs alone passed a run bound by index whose UUIDs were null, break test 2026-12-07)."""
+    named = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    return bool(named) and all(x == y for x, y in named)
+
+
+def _show(ident: Identity) -> str:
+    return " / ".join(part for part in ident if part) or "unnamed"
+
+
+def _map_broken(what: str, visible: str | None, devices: Sequence[RankDevice], ranks: set[int] | None) -> str | None:
+    """Why a run's rank -> GPU map cannot be judged, or None: a rank listed twice, a rank that names no GPU,
+    two ranks on one GPU (one bus id, or one UUID: a runtime that prints one UUID for all), or (phase 7)
+    other ranks than phase 6's."""
+    run = f"{what}{f' under {visible}' if visible else ''}"
+    seen = [d.rank for d in devices]
+    twice = sorted({r for r in seen if seen.count(r) > 1})
+    if twice:
+        return f"{run}: rank {twice[0]} listed {seen.count(twice[0])} times"
+    unnamed = sorted(d.rank for d in devices if _identity(d) == (None, None))
+    if unnamed:
+        return f"{run}: rank {unnamed[0]} names no GPU (no bus id, no UUID)"
+    for part, label in ((0, "bus id"), (1, "UUID")):
+        values = [_identity(d)[part] for d in devices if _identity(d)[part] is not None]
+        shared = sorted({v for v in values if values.count(v) > 1 and v is not None})
+        if shared:
+            return f"{run}: {values.count(shared[0])} ranks on one GPU ({label} {shared[0]})"
+    if ranks is not None and set(seen) != ranks:
+        ran, first = sorted(set(seen))[:8], sorted(ranks)[:8]
+        return f"{run}: ranks {ran}, phase 6 ran ranks {first} (not a permutation of its GPUs)"
+    return None
+
+
+def _broken_map(ctx: NodeContext, entry: RuleEntry, why: str, phase: int) -> Finding:
+    return finding(
+        ctx,
+        entry,
+        f"{why}: the device order's effect cannot be judged",
+        device="perturbation",
+        path=f"phases[phase={phase}].device_map",
+        evidence=f"phase {phase}",
+    )
 
 
 def _perturbed_numbers(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -123,6 +185,7 @@ SPECS = (
         "workload.index_dependent",
         "the perturbation run moved ranks to other GPUs or changed the numbers: the workload binds by index",
         check_index_dependent,
+        plan_can_accept=False,  # accepting "ranks moved" accepts the incident (break test 2026-12-07)
         params={
             "throughput_tolerance": ParamSpec(
                 kind="number", default=0.15, doc="a permuted run slower than phase 6's by more blocks", minimum=0
