@@ -32,6 +32,7 @@ from upgrade_gate.model import (
     GpuSerial,
     KernelEvent,
     LinkType,
+    Measurement,
     MetricSummary,
     NodeName,
     PhaseStatus,
@@ -363,6 +364,41 @@ def test_rules_odd_one_out_without_a_baseline() -> None:
         "below class mi300x-8gpu (160.00 over 3 nodes"
         in findings["measurements[key=mesh/all_reduce/avg_busbw]"].message
     )
+
+
+def test_rules_odd_one_out_takes_the_direction_from_the_class_not_the_candidate() -> None:
+    # break test 2026-12-07: a node without a baseline, -20% on bandwidth, passed its class once its document
+    # said `higher_is_better: false`
+    key = "mesh/all_reduce/avg_busbw"
+
+    def flipped(snap: Snapshot) -> Snapshot:
+        def flip(ms: tuple[Measurement, ...]) -> tuple[Measurement, ...]:
+            return tuple(replace(m, higher_is_better=False) if m.key == key else m for m in ms)
+
+        return replace(
+            snap,
+            measurements=flip(snap.measurements),
+            phases=tuple(replace(p, measurements=flip(p.measurements)) for p in snap.phases),
+        )
+
+    summary = MetricSummary(key=key, unit="GB/s", median=160.0, spread=2.0, n_nodes=3, settings=SWEEP_SETTINGS)
+    reference = ClassReference(
+        node_class=NODE_CLASS,
+        nodes=(NodeName("mi300x-node-02"), NodeName("mi300x-node-03"), NodeName("mi300x-node-04")),
+        gpu_order=tuple(str(g.bdf) for g in mi300x_snapshot().gpus),
+        metrics=(replace(summary, higher_is_better=True),),
+    )
+    cand = flipped(upgraded())
+    (f,) = [f for f in only(run(cand, baseline=None, references={NODE_CLASS: reference}), "fleet.odd_one_out")
+            if f.path == f"measurements[key={key}]"]  # fmt: skip
+    assert f.severity is Severity.BLOCK
+    assert "the candidate says lower is better, class mi300x-8gpu's baselines say higher" in f.message
+    assert not [  # the candidate's own direction, as before, only where the reference has none (written before)
+        f
+        for f in only(run(cand, baseline=None, references={NODE_CLASS: replace(reference, metrics=(summary,))}),
+                      "fleet.odd_one_out")
+        if f.path == f"measurements[key={key}]"
+    ]  # fmt: skip
 
 
 def test_rules_nothing_to_compare_with_blocks() -> None:

@@ -53,7 +53,17 @@ def test_aggregate_metric_is_median_and_mad_of_node_medians() -> None:
         spread=10.5,
         n_nodes=4,
         settings={"max_bytes": "2147483648", "min_bytes": "1024", "step_factor": "2"},
+        higher_is_better=True,
     )
+
+
+def test_aggregate_metric_records_the_prevailing_direction() -> None:
+    fleet = _fleet()
+    fleet[3] = replace(fleet[3], measurements=tuple(replace(m, higher_is_better=False) for m in fleet[3].measurements))
+    (metric,) = aggregate_class("mi300x-4gpu", fleet).metrics
+    assert metric.higher_is_better is True and metric.n_nodes == 3  # one node's flipped flag is not the class's
+    document = class_reference_to_document(aggregate_class("mi300x-4gpu", fleet))
+    assert class_reference_from_document(document, source="ref.json").metrics[0].higher_is_better is True
 
 
 def test_aggregate_metric_uses_only_the_prevailing_settings() -> None:

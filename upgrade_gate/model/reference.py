@@ -22,6 +22,13 @@ class MetricSummary(Record, frozen=True, kw_only=True):
     spread: Annotated[float, Meta(ge=0, description="median absolute deviation of the per-node medians")]
     n_nodes: Annotated[int, Meta(ge=1)]
     settings: Annotated[dict[str, str], ALWAYS] = field(default_factory=dict)
+    higher_is_better: Annotated[
+        bool | None,
+        Meta(
+            description="the direction of the metric in the class's baselines; a candidate that reverses it is "
+            "not comparable and blocks (null: a reference written before the field, the candidate's is used)"
+        ),
+    ] = None
 
 
 class ClassReference(Record, frozen=True, kw_only=True):

@@ -35,7 +35,7 @@ from upgrade_gate.model import ClassReference, MetricSummary, Nic, NodeName, Sna
 
 T = TypeVar("T")
 _SOFTWARE_FIELDS = ("kernel", "driver_version", "rocm_version", "amdsmi_version")
-Settings = tuple[str, tuple[tuple[str, str], ...]]  # (unit, sorted settings items)
+Settings = tuple[str, tuple[tuple[str, str], ...], bool]  # (unit, sorted settings items, higher_is_better)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,7 +143,7 @@ class ClassAccumulator:
             if not m.samples:
                 continue
             kept = tuple(sorted((k, v) for k, v in m.settings.items() if k not in PER_RUN_SETTINGS))
-            pooled.setdefault(m.key, {}).setdefault((m.unit, kept), []).extend(m.samples)
+            pooled.setdefault(m.key, {}).setdefault((m.unit, kept, m.higher_is_better), []).extend(m.samples)
         for key, per_settings in pooled.items():
             slot = self._metrics[key]
             for settings, samples in per_settings.items():
@@ -190,6 +190,7 @@ class ClassAccumulator:
                     spread=float(statistics.median(abs(m - centre) for m in medians)),
                     n_nodes=len(medians),
                     settings=dict(chosen[1]),
+                    higher_is_better=chosen[2],
                 )
             )
         return tuple(out)

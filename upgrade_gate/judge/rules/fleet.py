@@ -227,6 +227,7 @@ class _Bounds(NamedTuple):
     keys: tuple[str, ...]
     low: np.ndarray
     high: np.ndarray
+    direction: np.ndarray  # the class's higher_is_better per item: 1, 0, or -1 where the reference has none
 
 
 _BOUNDS: IdCache[tuple[_Item, ...], _Bounds] = IdCache(16)
@@ -237,6 +238,7 @@ def _bounds(items: tuple[_Item, ...]) -> _Bounds:
         tuple(i.summary.key for i in items),
         np.array([i.low for i in items], dtype=float),
         np.array([i.high for i in items], dtype=float),
+        np.array([-1 if i.summary.higher_is_better is None else int(i.summary.higher_is_better) for i in items]),
     )
 
 
@@ -275,7 +277,8 @@ def _unsure_rows(
     at = np.where(present, rows, 0)
     with np.errstate(invalid="ignore"):
         within = np.where(better[:, at], low[:, at] >= bounds.low, high[:, at] <= bounds.high)
-    out: np.ndarray = present & ~(finite[:, at] & within)
+    reversed_ = (bounds.direction >= 0) & (better[:, at] != (bounds.direction == 1))
+    out: np.ndarray = present & (~(finite[:, at] & within) | reversed_)
     return out
 
 
@@ -289,6 +292,11 @@ def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         m = get(item.summary.key)
         if m is None or not m.samples:
             continue
+        direction = item.summary.higher_is_better
+        if direction is not None and m.higher_is_better is not direction:
+            # the class's direction, not the candidate's claim: a flipped flag hid a -20% (break test 2026-12-07)
+            yield _reversed(ctx, entry, item.summary, m)
+            continue
         if (min(m.samples) >= item.low) if m.higher_is_better else (max(m.samples) <= item.high):
             continue  # the usual metric: even the worst sample is within the tolerance, beyond rounding
         if m.unit != item.summary.unit:
@@ -296,6 +304,23 @@ def _metrics(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         found = _metric(ctx, entry, item.summary, m, item.centre, item.tolerance, ignore, spread_k)
         if found is not None:
             yield found
+
+
+def _reversed(ctx: NodeContext, entry: RuleEntry, summary: MetricSummary, m: Measurement) -> Finding:
+    assert ctx.reference is not None
+    said = "higher" if m.higher_is_better else "lower"
+    meant = "higher" if summary.higher_is_better else "lower"
+    return finding(
+        ctx,
+        entry,
+        f"{summary.key}: the candidate says {said} is better, class {ctx.reference.node_class}'s baselines say "
+        f"{meant}: not comparable with the class",
+        device=summary.key,
+        path=f"measurements[key={summary.key}]",
+        expected=summary.higher_is_better,
+        actual=m.higher_is_better,
+        evidence="class reference",
+    )
 
 
 def _metric(
