@@ -243,3 +243,33 @@ def test_checklist_an_unverified_item_may_be_attested_a_failing_one_never() -> N
     assert row.status == "fail" and "an attestation does not override failing evidence" in row.actual
     assert "canary.device-order-perturbation" in {f.device for f in report.fleet_findings}
     assert report.verdict is Verdict.BLOCK
+
+
+def test_checklist_an_item_whose_rule_the_policy_lowered_and_that_spoke_is_unverified(tmp_path: Path) -> None:
+    # break test 2026-12-07: `severity: info` on workload.throughput made a -58% run read `pass` under
+    # "throughput ... as in the baseline"
+    path = tmp_path / "p.yaml"
+    path.write_text("name: site\nrules:\n  - {id: workload.throughput, severity: info}\n", encoding="utf-8")
+    lists = [load_checklist("canary")]
+    base = with_workload(mi300x_snapshot())
+    slow = with_workload(upgraded(), seed=2, rate=641.0)
+    items = [it.id for cl in lists for it in cl.items if "workload.throughput" in it.rules]
+    assert items
+    for policy, status in ((load_policy(path), "unverified"), (load_policy(), "fail")):
+        report = judge(
+            baselines={base.node.name: base},
+            candidates=[slow],
+            plan=upgrade_plan(),
+            policy=policy,
+            checklists=lists,
+            attestations=_attest_all(lists),
+            now=NOW,
+        )
+        rows = {r.item_id: r for r in report.checklist}
+        for item in items:
+            assert rows[item].status == status, rows[item].actual
+        if status == "unverified":
+            assert (
+                "rule workload.throughput found something, but the policy lowered it to info" in rows[items[0]].actual
+            )
+            assert report.verdict is Verdict.BLOCK

@@ -146,3 +146,27 @@ def test_policy_cvf_reader_rejects_other_kinds(tmp_path: Path) -> None:
     path.write_text("apiVersion: v1\nkind: Secret\ndata: {}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="expected ConfigMap"):
         read_cvf_config(path)
+
+
+def test_policy_says_which_rules_it_lowers_so_that_they_cannot_block(tmp_path: Path) -> None:
+    # break test 2026-12-07: `severity: info` switched a rule off as surely as `enabled: false`, without a word
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "name: site\nrules:\n  - {id: workload.throughput, severity: info}\n"
+        "  - {id: identity.unverified, severity: info}\n",  # warns by default: lowering it is no news
+        encoding="utf-8",
+    )
+    policy = load_policy(path)
+    assert policy.switched_off() == (
+        f"policy site ({path}) lowers 1 rule(s) that block by default, so that they cannot block: "
+        "workload.throughput (info)"
+    )
+    assert policy.lowered("workload.throughput", None) and not policy.lowered("identity.unverified", None)
+    assert load_policy().switched_off() is None
+
+
+def test_policy_refuses_a_workload_tolerance_above_one(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("rules: [{id: workload.throughput, params: {tolerance: 5}}]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="tolerance"):
+        load_policy(path)

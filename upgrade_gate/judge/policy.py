@@ -42,6 +42,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -183,15 +184,31 @@ class Policy:
         return specific or general
 
     def switched_off(self) -> str | None:
-        """One line naming the rules this policy switches off (`enabled: false`), for stderr; None: none.
-        Switching a rule off is the operator's decision, but a PASS that judged without it should say so."""
+        """One line naming the rules this policy switches off (`enabled: false`) or lowers so that they cannot
+        block where the shipped default blocks (`severity: warn|info`), for stderr; None: neither. Either is the
+        operator's decision, but a PASS that judged without them should say so (`severity: info` was the
+        quiet way: break test 2026-12-07)."""
         off = [e.id + (f" for {', '.join(e.applies_to)}" if e.applies_to else "") for e in self.rules if not e.enabled]
-        if not off:
+        low = [
+            e.id + (f" for {', '.join(e.applies_to)}" if e.applies_to else "") + f" ({e.severity.value})"
+            for e in self.rules
+            if e.enabled and lowered(e)
+        ]
+        if not off and not low:
             return None
-        return (
-            f"policy {self.name} ({self.source}) switches off {len(off)} rule(s): {', '.join(off)}; "
-            "what they judge is not judged in this verdict"
-        )
+        said = []
+        if off:
+            said.append(
+                f"switches off {len(off)} rule(s): {', '.join(off)}; what they judge is not judged in this verdict"
+            )
+        if low:
+            said.append(f"lowers {len(low)} rule(s) that block by default, so that they cannot block: {', '.join(low)}")
+        return f"policy {self.name} ({self.source}) " + "; and ".join(said)
+
+    def lowered(self, rule_id: str, node_class: str | None) -> bool:
+        """True when the entry governing `rule_id` for `node_class` cannot block where the shipped default's does."""
+        entry = self.rule_for(rule_id, node_class)
+        return entry is not None and entry.enabled and lowered(entry)
 
     def phase_applies(self, phase: int, node_class: str | None) -> bool:
         """False when the policy declares `phase` not applicable to `node_class` (or to every class, `*`)."""
@@ -213,6 +230,20 @@ _CVF_FIELDS = {
     "UPGRADE_GATE_NIC_FIRMWARE": ("nic_firmware", "nic_firmware"),
     "UPGRADE_GATE_NIC_VF_COUNT": ("nic_vf_count", "nic_vf_count"),
 }
+
+
+def lowered(entry: RuleEntry) -> bool:
+    """True when `entry` cannot block (warn, info) and the shipped default policy's entry for its rule blocks."""
+    return entry.severity is not Severity.BLOCK and _shipped_severity(entry.id) is Severity.BLOCK
+
+
+@functools.cache
+def _shipped_severity(rule_id: str) -> Severity | None:
+    """The severity the shipped default policy gives `rule_id` (its general entry)."""
+    for e in load_policy().rules:
+        if e.id == rule_id and not e.applies_to:
+            return e.severity
+    return None
 
 
 def load_policy(

@@ -418,6 +418,7 @@ SPECS = (
                 default=0.06,
                 doc="drop allowed (bench/RESULTS-workload.md: 6% catches 10% at >= 99% with 1% run noise)",
                 minimum=0,
+                maximum=1,  # a relative drop: 5 (500%) switched the rule off without a word (break test 2026-12-07)
             ),
         },
     ),

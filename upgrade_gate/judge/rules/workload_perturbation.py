@@ -188,7 +188,11 @@ SPECS = (
         plan_can_accept=False,  # accepting "ranks moved" accepts the incident (break test 2026-12-07)
         params={
             "throughput_tolerance": ParamSpec(
-                kind="number", default=0.15, doc="a permuted run slower than phase 6's by more blocks", minimum=0
+                kind="number",
+                default=0.15,
+                doc="a permuted run slower than phase 6's by more blocks",
+                minimum=0,
+                maximum=1,
             ),
         },
     ),
