@@ -172,3 +172,11 @@ def test_workload_rules_samples_outside_the_phase_are_not_pooled_with_it() -> No
     said = "recorded in the snapshot's measurements and in phase 6"
     blocked = {f.rule for f in report.findings if f.severity is Severity.BLOCK and said in f.message}
     assert blocked == {"bandwidth.not_comparable", "workload.evidence"}, [f.message for f in report.findings]
+
+
+def test_workload_rules_a_run_without_a_baseline_run_blocks() -> None:
+    # break test 2026-12-07: the README's workflow (a baseline of phases 0-3, phases 6-7 after the bump) left a
+    # -60% run unjudged
+    slow = with_workload(upgraded(), seed=2, rate=610.0, init_s=12.0)
+    found = _workload_blocks(judge_one(slow, mi300x_snapshot()))
+    assert any("the baseline has no workload run" in m for m in found["workload.evidence"]), found

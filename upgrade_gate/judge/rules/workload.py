@@ -50,7 +50,7 @@ from upgrade_gate.judge.rules.measured import (
     sample_table,
     settings_diff,
 )
-from upgrade_gate.model import Finding, Measurement, PhaseResult, PhaseStatus, Snapshot
+from upgrade_gate.model import Finding, Measurement, PhaseResult, PhaseStatus, Severity, Snapshot
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -142,6 +142,23 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                 actual=None,
                 evidence="baseline store",
             )
+    six = _phase(ctx.candidate, 6)
+    if six is not None and six.status is PhaseStatus.PASSED and THROUGHPUT in cand and THROUGHPUT not in base:
+        # break test 2026-12-07: a baseline saved before phases 6-7 ran left a -60% run, init x10 and a doubled
+        # loss unjudged, and the checklist read "as in the baseline: pass"
+        yield finding(
+            ctx,
+            entry,
+            f"phase 6 ran, but the baseline has no workload run ({THROUGHPUT} {_median(cand[THROUGHPUT]):.1f} now): "
+            "throughput, init time, loss and timeouts are not compared with the node's own; save a baseline "
+            "with phases 6-7 before the change",
+            device=THROUGHPUT,
+            path="phases[phase=6]",
+            expected="a baseline workload run",
+            actual=None,
+            evidence="baseline store",
+            severity=_SEVERITIES.get(entry.string("without_baseline"), Severity.BLOCK),  # unknown: fail closed
+        )
     b, c = base.get(THROUGHPUT), cand.get(THROUGHPUT)
     if b is not None and c is not None and b.settings != c.settings:
         diffs = settings_diff(b.settings, c.settings, ())
@@ -155,6 +172,9 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             actual=dict(c.settings),
             evidence="phase 6",
         )
+
+
+_SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
 
 
 COUNTS = (TIMEOUTS, ERRORS, WARNINGS)
@@ -406,6 +426,14 @@ SPECS = (
         "runs whose settings differ",
         check_evidence,
         plan_can_accept=False,
+        params={
+            "without_baseline": ParamSpec(
+                kind="string",
+                default="block",
+                doc="severity when phase 6 ran but the baseline has no workload run to compare it with: block, "
+                "warn or info (anything else blocks)",
+            ),
+        },
     ),
     spec(
         "workload.throughput",
