@@ -180,3 +180,31 @@ def test_workload_rules_a_run_without_a_baseline_run_blocks() -> None:
     slow = with_workload(upgraded(), seed=2, rate=610.0, init_s=12.0)
     found = _workload_blocks(judge_one(slow, mi300x_snapshot()))
     assert any("the baseline has no workload run" in m for m in found["workload.evidence"]), found
+
+
+def test_workload_rules_one_measurement_with_other_settings_or_unit_is_not_comparable() -> None:
+    # break test 2026-12-07: only the throughput's settings were compared; an init time x11 with one extra
+    # setting on its measurement, or a latency given in ms, passed
+    def edited(snap: Snapshot, key: str, **change: object) -> Snapshot:
+        def edit(ms: tuple[Measurement, ...]) -> tuple[Measurement, ...]:
+            return tuple(replace(m, **change) if m.key == key else m for m in ms)  # type: ignore[arg-type]
+
+        return replace(snap, phases=tuple(replace(p, measurements=edit(p.measurements)) for p in snap.phases))
+
+    slow_init = with_workload(upgraded(), seed=2, init_s=13.0)
+    init = next(m for p in slow_init.phases for m in p.measurements if m.key == "workload/init_s")
+    cand = edited(slow_init, "workload/init_s", settings={**init.settings, "warm": "1"})
+    (message,) = _workload_blocks(judge_one(cand, _base()))["workload.evidence"]
+    assert message == "workload/init_s: not comparable with the baseline's run, settings differ: warm unset -> 1"
+
+    def latency(snap: Snapshot, us: float, unit: str) -> Snapshot:
+        m = Measurement(key="latency/all_reduce/time_us/1024", unit=unit, samples=(us, us, us), settings=dict(SETTINGS),
+                        higher_is_better=False)  # fmt: skip
+        two = PhaseResult(phase=2, name="gpu-mesh-validation", status=PhaseStatus.PASSED, measurements=(m,))
+        return replace(snap, phases=(*(p for p in snap.phases if p.phase != 2), two))
+
+    found = _workload_blocks(judge_one(latency(upgraded(), 0.9, "ms"), latency(mi300x_snapshot(), 13.6, "us")))
+    assert (
+        "latency/all_reduce/time_us/1024: not comparable with the baseline's run, unit us in the baseline, ms now"
+        in (found["workload.evidence"])
+    )
