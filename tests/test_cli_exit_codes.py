@@ -128,6 +128,30 @@ def test_entry_point_4_environment(snapshots: tuple[Path, Path], tmp_path: Path)
     assert "no baseline store" in one_error_line(proc.stderr)
 
 
+@pytest.mark.parametrize("args", [("baseline", "list"), ("gate", "--report", "json:-", "--candidate", "SNAP")])
+def test_a_stdout_closed_early_is_exit_4_not_a_verdict(store: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
+    # break test 2026-12-07: `--report json:- | head` and `baseline list | head` exited 1 (BLOCK's code) without
+    # a word, even for a PASS: click turned the broken pipe into sys.exit(1)
+    snap = tmp_path / "snap.json"
+    write_snapshot(mi300x_snapshot(), snap)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        argv = [str(snap) if a == "SNAP" else a for a in args]
+        proc = subprocess.run(
+            [sys.executable, "-m", "upgrade_gate", *argv, "--store", str(store)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_with(),
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == ExitCode.ENVIRONMENT, proc.stderr
+    assert "standard output was closed" in one_error_line(proc.stderr)
+
+
 @pytest.mark.parametrize("report", ["html", "junit", "markdown", "json"])
 def test_unwritable_report_exits_4_not_1(
     report: str, store: Path, snapshots: tuple[Path, Path], tmp_path: Path

@@ -16,6 +16,7 @@ from upgrade_gate.cli import boot  # first, before typer: a signal from here on 
 # isort: split
 
 import contextlib
+import errno
 import importlib
 import json
 import os
@@ -152,6 +153,19 @@ def _run(args: list[str], json_errors: bool) -> int:
         else:
             print(f"upgrade-gate: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
+    except SystemExit as exc:  # click's answer to a broken pipe is sys.exit(1): BLOCK's code, without a word
+        if _broken_pipe(exc):
+            return _stdout_gone(exc)
+        if exc.code in (0, 1, None):  # nothing of ours exits so: a verdict is returned, never raised
+            return _fail(
+                exc,
+                f"internal error: SystemExit({exc.code}) inside a command (a bug)",
+                int(ExitCode.INTERNAL),
+                json_errors,
+            )
+        raise
+    except BrokenPipeError as exc:
+        return _stdout_gone(exc)
     except OSError as exc:  # a report, snapshot or bundle that cannot be written; a full disk
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(exc, f"{where}{exc.strerror or exc}", int(ExitCode.ENVIRONMENT), json_errors)
@@ -168,6 +182,30 @@ def _run(args: list[str], json_errors: bool) -> int:
     if result is None:
         return int(ExitCode.PASS)
     return int(result)
+
+
+_EPIPE = "standard output was closed before everything was written to it (a pipe's reader exited: EPIPE)"
+
+
+def _stdout_gone(exc: BaseException) -> int:
+    """Exit 4 for a closed standard output, said on stderr; what is left to flush goes to /dev/null (the
+    interpreter's own flush at exit would fail again, and exit 120)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return _fail(exc, _EPIPE, int(ExitCode.ENVIRONMENT), False)
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    """True when `exc` was raised while handling a write to a closed pipe."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, BrokenPipeError) or (isinstance(cause, OSError) and cause.errno == errno.EPIPE):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _signal_inside(exc: BaseException) -> BaseException | None:
