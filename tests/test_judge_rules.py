@@ -401,6 +401,21 @@ def test_rules_odd_one_out_takes_the_direction_from_the_class_not_the_candidate(
     ]  # fmt: skip
 
 
+def test_rules_a_named_canary_without_a_baseline_blocks() -> None:
+    # break test 2026-12-07: the plan's own canary, with no baseline, passed its class with a warning
+    reference = ClassReference(
+        node_class=NODE_CLASS,
+        nodes=(NodeName("mi300x-node-02"), NodeName("mi300x-node-03"), NodeName("mi300x-node-04")),
+        gpu_order=tuple(str(g.bdf) for g in mi300x_snapshot().gpus),
+    )
+    refs = {NODE_CLASS: reference}
+    named = upgrade_plan(canaries={"nodes": [NODE], "max_fraction": 0.1})
+    (f,) = only(run(upgraded(), baseline=None, references=refs, plan=named), "evidence.missing")
+    assert f.severity is Severity.BLOCK and "the plan names it as a canary" in f.message
+    (g,) = only(run(upgraded(), baseline=None, references=refs), "evidence.missing")
+    assert g.severity is Severity.WARN  # a node the plan does not name: the class stands in, as documented
+
+
 def test_rules_nothing_to_compare_with_blocks() -> None:
     (f,) = only(run(upgraded(), baseline=None), "evidence.missing")
     assert "no baseline" in f.message and "no reference" in f.message
