@@ -208,3 +208,35 @@ def test_workload_rules_one_measurement_with_other_settings_or_unit_is_not_compa
         "latency/all_reduce/time_us/1024: not comparable with the baseline's run, unit us in the baseline, ms now"
         in (found["workload.evidence"])
     )
+
+
+def test_workload_rules_a_perturbed_loss_curve_of_another_length_blocks() -> None:
+    cand = with_workload(upgraded(), seed=2)
+
+    def short(ms: tuple[Measurement, ...]) -> tuple[Measurement, ...]:
+        return tuple(replace(m, samples=m.samples[:-1]) if m.key == "perturbation/reversed/loss" else m for m in ms)
+
+    cut = replace(cand, phases=tuple(replace(p, measurements=short(p.measurements)) for p in cand.phases))
+    found = _index_dependent(judge_one(cut, _base()))
+    assert any(m.startswith("perturbation/reversed/loss: unpermuted 30 steps, reversed 29") for m in found), found
+
+
+def test_workload_rules_values_no_run_gives_block() -> None:
+    # break test 2026-12-07: a spread of -50, a spread of three values, and 1e308 samples/s passed
+    cand = with_workload(upgraded(), seed=2)
+
+    def spread(snap: Snapshot, samples: tuple[float, ...]) -> Snapshot:
+        m = Measurement(key="workload/gfx_util_spread_pct", unit="%", samples=samples, settings={},
+                        higher_is_better=False)  # fmt: skip
+        six = next(p for p in snap.phases if p.phase == 6)
+        kept = tuple(x for x in six.measurements if x.key != m.key)
+        return replace(
+            snap, phases=tuple(replace(p, measurements=(*kept, m)) if p.phase == 6 else p for p in snap.phases)
+        )
+
+    for samples, said in (((-50.0,), "-50.0 points, outside 0-100"), ((0.5, 0.5, 40.0), "3 values")):
+        found = _workload_blocks(judge_one(spread(cand, samples), spread(_base(), (4.0,))))
+        assert any(said in m for m in found["workload.utilisation_spread"]), found
+    fast = with_workload(upgraded(), seed=2, rate=1e308)
+    found = _workload_blocks(judge_one(fast, _base()))
+    assert any("no run gives that" in m for m in found["workload.evidence"]), found

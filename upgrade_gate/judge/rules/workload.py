@@ -40,6 +40,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from upgrade_gate.judge import curves, stats
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.measured import (
@@ -187,6 +189,10 @@ def _not_comparable(
                     continue
                 said.add(tuple(diffs))
             why, expected, actual = f"settings differ: {'; '.join(diffs)}", dict(b.settings), dict(c.settings)
+        elif key == THROUGHPUT and b.samples and c.samples and min(c.samples) > _IMPLAUSIBLE * max(b.samples):
+            # as bandwidth.not_comparable's: more than 100x the baseline in every step is no run (1e308 passed)
+            why = f"every step over {_IMPLAUSIBLE:g}x the baseline's fastest ({max(b.samples):g}): no run gives that"
+            expected, actual = max(b.samples), min(c.samples)
         else:
             continue
         yield finding(
@@ -201,6 +207,7 @@ def _not_comparable(
         )
 
 
+_IMPLAUSIBLE = 100.0
 _SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
 
 
@@ -295,7 +302,8 @@ def throughput_decision(
     if tolerance is not None:
         params = dataclasses.replace(params, tolerance=tolerance)
     row = curves.Row(key=key, baseline=b.samples, candidate=c.samples, higher_is_better=True, group=key)
-    assessment = curves.assess([row], params)
+    with np.errstate(over="ignore", invalid="ignore"):  # samples near the float limit: workload.evidence blocks them
+        assessment = curves.assess([row], params)
     worst = [d for d in (*assessment.metrics, *assessment.groups) if d.outcome in ("block", "remeasure")]
     blocks = [d for d in worst if d.outcome == "block"]
     return (blocks or worst)[0] if worst else None
@@ -307,6 +315,8 @@ def check_throughput(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     if pair is None:
         return
     b, c = pair
+    if min(c.samples) > _IMPLAUSIBLE * max(b.samples):
+        return  # no run gives that: workload.evidence blocks it; the statistics would overflow
     decision = throughput_decision(ctx, b, c, THROUGHPUT, entry.number("tolerance"))
     if decision is None:
         return

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.workload import _measures, _median, _path, _phase
-from upgrade_gate.model import Finding, PhaseStatus, Severity
+from upgrade_gate.model import Finding, Measurement, PhaseStatus, Severity
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -58,6 +58,20 @@ def check_utilisation_spread(ctx: NodeContext, entry: RuleEntry) -> Iterable[Fin
             severity=_missing_severity(entry),
         )
         return
+    for side, m in (("candidate", cand), ("baseline", _measures(ctx.baseline).get(SPREAD) if ctx.baseline else None)):
+        odd = _impossible(m)
+        if odd is not None:  # break test 2026-12-07: a spread of -50, or three values whose median hid a 40
+            yield finding(
+                ctx,
+                entry,
+                f"{SPREAD} in the {side}: {odd}: no run records that; missing evidence",
+                device=SPREAD,
+                path=_path(SPREAD),
+                expected="one standard deviation of GPU%, 0 to 100 points",
+                actual=list(m.samples[:8]) if m is not None else None,
+                evidence="phase 6" if side == "candidate" else "baseline store",
+            )
+            return
     now = _median(cand)
     worst = cand.settings.get("worst", "?")
     base = _measures(ctx.baseline).get(SPREAD) if ctx.baseline is not None else None
@@ -89,6 +103,19 @@ def check_utilisation_spread(ctx: NodeContext, entry: RuleEntry) -> Iterable[Fin
             actual=round(now, 3),
             evidence="phase 6",
         )
+
+
+def _impossible(m: Measurement | None) -> str | None:
+    """Why a recorded spread is one no run gives (phase 6 records one value: the largest per-GPU standard
+    deviation of GFX%, 0 to 100 points), or None."""
+    if m is None or not m.samples:
+        return None
+    if len(m.samples) != 1:
+        return f"{len(m.samples)} values, where a run records one"
+    value = m.samples[0]
+    if not 0.0 <= value <= 100.0:
+        return f"{value!r} points, outside 0-100"
+    return None
 
 
 SPECS = (
