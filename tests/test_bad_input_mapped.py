@@ -122,6 +122,18 @@ def test_a_report_inside_the_baseline_store_is_refused(tmp_path: Path, store: Pa
     assert got.returncode in (ExitCode.PASS, ExitCode.BLOCK), got.stderr
 
 
+def test_a_report_inside_an_input_folder_is_refused(tmp_path: Path, store: Path, candidate: Path) -> None:
+    # break test 2026-12-07: `--report json:BUNDLE/manifest.json` overwrote a capture bundle's evidence
+    folder = tmp_path / "candidates"
+    folder.mkdir()
+    (folder / "node.json").write_bytes(candidate.read_bytes())
+    inside = folder / "manifest.json"
+    got = ug("gate", "--store", str(store), "--candidates", str(folder), "--report", f"json:{inside}")
+    assert got.returncode == ExitCode.USAGE, got.stderr
+    assert f"inside the input {folder}" in one_error_line(got.stderr)
+    assert not inside.exists()
+
+
 def test_a_fifo_whose_writer_holds_it_open_is_refused_after_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

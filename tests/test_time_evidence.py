@@ -53,6 +53,15 @@ def test_candidate_within_the_clock_skew_is_no_finding(at: str) -> None:
     assert time_findings(judge_one(taken(at), clock=NOW)) == []
 
 
+def test_a_leap_second_is_a_time_not_a_crash() -> None:
+    # break test 2026-12-07: `23:59:60`, which the schema accepts, made the rule raise (a BLOCK on every gate)
+    report = judge_one(taken("2026-11-30T11:59:60Z"), clock=NOW)
+    assert time_findings(report) == []
+    late = judge_one(taken("2026-11-30T23:59:60Z"), clock=NOW)
+    (found,) = time_findings(late)
+    assert "could not be evaluated" not in found.message and "2026-11-30T23:59:60Z" in found.message
+
+
 def test_without_a_clock_only_the_baseline_is_compared() -> None:
     assert time_findings(judge_one(taken("2099-01-01T00:00:00Z"))) == []
     assert len(time_findings(judge_one(taken("1970-01-01T00:00:00Z")))) == 1

@@ -152,6 +152,13 @@ def refuse_overwriting_inputs(
     for given in inputs:
         if given is None:
             continue
+        if os.path.isdir(given):  # a capture bundle's folder: a report inside it overwrote its manifest
+            folder = os.path.realpath(given)
+            for fmt, path in outputs:
+                if os.path.commonpath([folder, os.path.realpath(path)]) == folder:
+                    raise UsageError(
+                        f"--report {fmt.value}:{path}: inside the input {given}; the report would change it"
+                    )
         hit = by_path.get(os.path.abspath(given))
         if hit is None and by_file:
             with contextlib.suppress(OSError):

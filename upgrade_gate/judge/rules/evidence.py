@@ -424,8 +424,16 @@ def read_clock() -> str:
 
 def _instant(text: str) -> datetime:
     """A snapshot's or the run's time (the schema checked the snapshot's; --now is ISO 8601); naive is UTC."""
-    value = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+    text = text.upper().replace("Z", "+00:00")
+    leap = _LEAP.match(text)
+    if leap is not None:  # 23:59:60, a leap second the schema accepts and datetime cannot hold: its next instant
+        value = datetime.fromisoformat(f"{leap['head']}59{leap['tail']}") + timedelta(seconds=1)
+    else:
+        value = datetime.fromisoformat(text)
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+_LEAP = re.compile(r"(?P<head>.*T\d\d:\d\d:)60(?P<tail>(?:[.,]\d+)?(?:[+-]\d\d:?\d\d)?)$")
 
 
 def _span(delta: timedelta) -> str:
