@@ -272,6 +272,22 @@ def test_cli_diff_marks_expected_changes_and_sets_the_exit_code(
     }
 
 
+def test_cli_diff_does_not_call_expected_what_gate_cannot_accept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # break test 2026-12-07: `accept: [{path: "**"}]` made diff call a reversed GPU order expected (exit 0)
+    base = _write(tmp_path, "base.json", mi300x_snapshot())
+    cand = _write(tmp_path, "cand.json", reverse_order(upgraded()))
+    star = tmp_path / "star.yaml"
+    star.write_text(
+        PLAN.read_text(encoding="utf-8").replace("accept:\n", 'accept:\n  - {path: "**"}\n', 1), encoding="utf-8"
+    )
+    assert run(["diff", str(base), str(cand), "--plan", str(star)]) == ExitCode.BLOCK
+    out = capsys.readouterr().out
+    assert "[UNEXPECTED, device.order_changed]" in out
+    assert "software.rocm_version: '6.1.3' -> '6.2.0'  [expected (change.rocm)]" in out
+
+
 def test_cli_diff_bad_plan_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = _write(tmp_path, "base.json", mi300x_snapshot())
     code = run(["diff", str(base), str(base), "--plan", str(JUDGE / "plans" / "bad-unknown-key.yaml")])

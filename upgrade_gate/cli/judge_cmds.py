@@ -173,6 +173,19 @@ def refuse_overwriting_inputs(
 # --------------------------------------------------------------------------- diff
 
 
+def _plan_may_accept(path: str, expected_by: str | None, rule: str | None) -> bool:
+    """False when a plan's path entry marks a change gate would not accept: a measured value, or a field whose
+    rule a plan cannot accept (`RuleSpec.plan_can_accept`: device order, evidence...). The plan's `change`
+    entries (`change.rocm`...) stand."""
+    from upgrade_gate.judge.plan import measured_path
+    from upgrade_gate.judge.rules import REGISTRY
+
+    if expected_by is None or not expected_by.startswith("accept["):
+        return True
+    spec = REGISTRY.get(rule) if rule is not None else None  # type: ignore[call-overload]
+    return not measured_path(path) and (spec is None or spec.plan_can_accept)
+
+
 def diff_cmd(
     baseline: Path = typer.Argument(..., help="Baseline snapshot (.json) or capture bundle."),
     candidate: Path = typer.Argument(..., help="Candidate snapshot (.json) or capture bundle."),
@@ -185,6 +198,7 @@ def diff_cmd(
     from upgrade_gate.judge.diff import diff_snapshots
     from upgrade_gate.judge.plan import glob_match, load_plan, mark_expected
     from upgrade_gate.judge.policy import load_policy
+    from upgrade_gate.model import replace
 
     loaded_plan = load_plan(plan) if plan is not None else None
     ignore = load_policy(policy).ignore_paths if policy is not None else ()
@@ -195,8 +209,12 @@ def diff_cmd(
         if not any(glob_match(g, c.path) for g in ignore)
     ]
     marks: list[str] = []
-    for c in changes:
+    for i, c in enumerate(changes):
         found = coverage_of(c.path)
+        if c.expected and not _plan_may_accept(c.path, c.expected_by, found[1].rule if found is not None else None):
+            # what gate would not accept either (break test 2026-12-07: `accept: [{path: "**"}]` marked a
+            # reversed GPU order "expected" and diff exited 0 where gate blocks)
+            c = changes[i] = replace(c, expected=False, expected_by=None)
         if c.expected:
             marks.append(f"expected ({c.expected_by})")
         elif found is None or found[1].kind is CoverageKind.COMPARED:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,7 +45,7 @@ from upgrade_gate.judge.forkpool import forked_pool
 from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.identity import forget as forget_identities
 from upgrade_gate.judge.identity import match_gpus
-from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected
+from upgrade_gate.judge.plan import ChangePlan, accepted, glob_match, mark_expected, measured_path
 from upgrade_gate.judge.policy import Policy, RuleEntry
 from upgrade_gate.judge.rules import REGISTRY
 from upgrade_gate.judge.rules.bandwidth import prime_regression
@@ -401,18 +400,12 @@ def _accept(plan: ChangePlan | None, f: Finding) -> Finding:
     if plan is None or f.path is None or f.severity is Severity.INFO:
         return f
     why = accepted(plan, f.path, f.expected, f.actual)
-    if why is None or _MEASURED.match(f.path) is not None:
+    if why is None or measured_path(f.path):
         return f
     index = int(why.removeprefix("accept[").removesuffix("]"))
     reason = plan.accept_paths[index].reason
     note = f" (accepted by plan {plan.id} {why}{': ' + reason if reason else ''})"
     return replace(f, severity=Severity.INFO, message=f.message + note)
-
-
-_MEASURED = re.compile(r"(?:phases\[[^\]]*\]\.)?measurements\[")
-"""A measurement's path (`measurements[key=K]`, the diff's `...].median`): a path entry accepts a changed
-field, never a measured cost, which only a `metric` entry accepts, with its shift and tolerance
-(`plan.metric_expectation`). A plan's `{path: "**"}` passed a -20% bus bandwidth (break test, 2026-12-07)."""
 
 
 def _absent(name: NodeName, baseline: Snapshot | None, plan: ChangePlan | None, policy: Policy) -> NodeReport:

@@ -462,6 +462,16 @@ def _lands_fw(fw: FirmwareChange, before: object, after: object) -> bool:
     return fw.from_version is None or (isinstance(before, str) and version_matches(before, fw.from_version))
 
 
+_MEASURED = re.compile(r"(?:phases\[[^\]]*\]\.)?measurements\[")
+
+
+def measured_path(path: str) -> bool:
+    """True for a measurement's path (`measurements[key=K]`, the diff's `...].median`): a path entry accepts
+    a changed field, never a measured cost, which only a `metric` entry accepts, with its shift and tolerance
+    (`metric_expectation`). A plan's `{path: "**"}` passed a -20% bus bandwidth (break test, 2026-12-07)."""
+    return _MEASURED.match(path) is not None
+
+
 def mark_expected(changes: tuple[Change, ...], plan: ChangePlan | None) -> tuple[Change, ...]:
     """The changes with `expected`/`expected_by` filled in from the plan."""
     out = []
