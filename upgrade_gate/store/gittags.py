@@ -17,7 +17,6 @@ from pathlib import Path
 
 import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first
 from git.repo.fun import name_to_object
-from gitdb.exc import BadName, BadObject
 
 from upgrade_gate.errors import ConfigError, InputError
 from upgrade_gate.store.documents import iso_utc
@@ -110,7 +109,7 @@ def tag_named(repo: git.Repo, ref: str) -> git.TagReference | None:
         return None
     try:
         found = name_to_object(repo, base, return_ref=True)
-    except (ValueError, BadName, BadObject):
+    except (ValueError, git.BadName, git.BadObject):  # gitdb's, as gitpython re-exports them
         return None  # a commit sha (or nothing: the read itself says so)
     path = str(found.path) if isinstance(found, git.SymbolicReference) else ""
     if not path.startswith("refs/tags/"):
