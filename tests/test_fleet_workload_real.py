@@ -126,13 +126,21 @@ def test_real_workload_collective_timeouts_fail_phase_6_and_its_label(
     assert "collective timeout" in reason and "Watchdog caught collective operation timeout" in reason
 
 
+FIRST_WORKLOAD_CHANGE = (
+    "name: first-workload-change\nrules:\n  - {id: workload.evidence, params: {without_baseline: warn}}\n"
+)
+"""The baselines of these tests were taken without phase 6: a site's first change after adopting it."""
+
+
 def test_real_soak_observation_trains_in_a_job_and_records_it(
     real_cluster: RealCluster, real_client: KubeClient, tmp_path: Path
 ) -> None:
     """A soaking window whose plan watches the workload: `window observe`'s first observation captures the
     canary with a Job, runs phases 0 and 6 as Jobs (the training for real), passes against a baseline
-    without a reference run (the run's own checks: it completed, no timeout, every rank on a known GPU)
-    and records throughput, init time and timeouts for the page."""
+    without a reference run under a policy that allows that (`workload.evidence` `without_baseline: warn`,
+    a site's first change after adopting phase 6; the default blocks: tests/test_workload_rules.py): the
+    run's own checks (it completed, no timeout, every rank on a known GPU); and records throughput, init
+    time and timeouts for the page."""
     before = build_fake_node(tmp_path / "before", _spec("gpu-s1", 8), Faults())
     # steps long enough for phase 6's amd-smi monitor -u Jobs to sample the training (workload.utilisation_spread)
     after = build_fake_node(tmp_path / "after", faults.slow_workload(_spec("gpu-s1", 8, rocm_version="6.2.0",
@@ -155,8 +163,11 @@ def test_real_soak_observation_trains_in_a_job_and_records_it(
         "soak": {"started_at": "2026-12-01T00:00:00Z", "duration_s": 259200, "every_s": 21600,
                  "min_observations": 2, "mesh": False, "workload_every_s": 86400, "observations": []},
     }, "test: soaking, the workload watched daily")  # fmt: skip
-    outcome = observe_window(store, "w1", actor=Actor(by="cron", at="2026-12-01T06:00:00Z"), policy=load_policy(),
-                             client=real_client, settings=SETTINGS, run_id="obs1")  # fmt: skip
+    first = tmp_path / "policy.yaml"
+    first.write_text(FIRST_WORKLOAD_CHANGE, encoding="utf-8")
+    outcome = observe_window(store, "w1", actor=Actor(by="cron", at="2026-12-01T06:00:00Z"),
+                             policy=load_policy(first), client=real_client, settings=SETTINGS,
+                             run_id="obs1")  # fmt: skip
     last = outcome.record.doc["soak"]["observations"][-1]
     assert outcome.passed, last["nodes"]["gpu-s1"]["causes"]
     metrics = last["metrics"]["gpu-s1"]
@@ -196,7 +207,8 @@ def test_real_window_validate_phases_0_6_then_observe_trains_through_the_cli(
     }), encoding="utf-8")  # fmt: skip
     policy = tmp_path / "policy.yaml"
     policy.write_text("name: workload-window\nrules:\n  - id: evidence.missing\n    params:\n"
-                      "      required_phases: [6]\n  - id: bandwidth.threshold\n    enabled: false\n",
+                      "      required_phases: [6]\n  - id: bandwidth.threshold\n    enabled: false\n"
+                      "  - {id: workload.evidence, params: {without_baseline: warn}}\n",
                       encoding="utf-8")  # fmt: skip
     kubeconfig = str(real_cluster.kubeconfig(tmp_path / "kubeconfig"))
     jobs = ["--job-python", sys.executable, "--job-command", f"{sys.executable} -m upgrade_gate",
@@ -221,7 +233,7 @@ def test_real_window_validate_phases_0_6_then_observe_trains_through_the_cli(
     assert command[-2:] == ["--workload-image", IMAGE]
 
     monkeypatch.setenv("UPGRADE_GATE_NOW", "2026-12-01T06:00:00Z")
-    assert run(["window", "observe", *st_opts, *jobs]) == 0, capsys.readouterr()
+    assert run(["window", "observe", "--policy", str(policy), *st_opts, *jobs]) == 0, capsys.readouterr()
     assert "observation PASS" in capsys.readouterr().out
     assert len(_jobs(real_cluster, "phase6")) == 2  # validate's run and the observation's
     page = tmp_path / "w1.html"

@@ -208,6 +208,12 @@ def test_workload_rules_one_measurement_with_other_settings_or_unit_is_not_compa
         "latency/all_reduce/time_us/1024: not comparable with the baseline's run, unit us in the baseline, ms now"
         in (found["workload.evidence"])
     )
+    other = latency(upgraded(), 300.0, "us")
+    two = next(p for p in other.phases if p.phase == 2)
+    iters = replace(two.measurements[0], settings={**two.measurements[0].settings, "iters": "5"})
+    other = replace(other, phases=tuple(replace(p, measurements=(iters,)) if p.phase == 2 else p for p in other.phases))
+    found = _workload_blocks(judge_one(other, latency(mi300x_snapshot(), 13.6, "us")))
+    assert any("time_us/1024: not comparable" in m and "iters unset -> 5" in m for m in found["workload.evidence"])
 
 
 def test_workload_rules_a_perturbed_loss_curve_of_another_length_blocks() -> None:

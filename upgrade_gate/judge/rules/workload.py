@@ -83,6 +83,16 @@ def _path(key: str) -> str:
     return f"measurements[key={key}]"
 
 
+def _as_its_bandwidth(
+    base: dict[str, Measurement], cand: dict[str, Measurement], key: str, diffs: list[str], ignore: tuple[str, ...]
+) -> bool:
+    """True when a latency's settings changed as its size's bus bandwidth's did (phase 2 gives a latency its
+    bandwidth's settings: a GPU lost changes both, `ranks 8 -> 7`)."""
+    bandwidth = "mesh/all_reduce/busbw/" + key.removeprefix(LATENCY_PREFIX)
+    b, c = base.get(bandwidth), cand.get(bandwidth)
+    return b is not None and c is not None and settings_diff(b.settings, c.settings, ignore) == diffs
+
+
 def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Workload phases that gave no evidence, a lost workload, runs that do not compare."""
     for number in (6, 7):
@@ -184,6 +194,8 @@ def _not_comparable(
         if b.unit != c.unit:
             why, expected, actual = f"unit {b.unit} in the baseline, {c.unit} now", b.unit, c.unit
         elif diffs := settings_diff(b.settings, c.settings, ignore if key in latency else ()):
+            if key in latency and _as_its_bandwidth(base, cand, key, diffs, ignore):
+                continue  # its size's bus bandwidth changed settings alike: bandwidth.not_comparable speaks
             if key not in latency:
                 if tuple(diffs) in said:
                     continue
