@@ -136,13 +136,7 @@ def refuse_overwriting_inputs(
     if not outputs:
         return
     if store is not None:
-        inside = os.path.realpath(store)
-        for fmt, path in outputs:
-            where = os.path.realpath(path)
-            if os.path.commonpath([inside, where]) == inside:
-                raise UsageError(
-                    f"--report {fmt.value}:{path}: inside the baseline store {store}; only baseline save writes there"
-                )
+        _refuse_inside(outputs, store, f"inside the baseline store {store}; only baseline save writes there")
     by_path = {os.path.abspath(path): (fmt, path) for fmt, path in outputs}
     by_file = {}  # the report files that exist already: an input may name one by another path (a link)
     for fmt, path in outputs:
@@ -153,12 +147,7 @@ def refuse_overwriting_inputs(
         if given is None:
             continue
         if os.path.isdir(given):  # a capture bundle's folder: a report inside it overwrote its manifest
-            folder = os.path.realpath(given)
-            for fmt, path in outputs:
-                if os.path.commonpath([folder, os.path.realpath(path)]) == folder:
-                    raise UsageError(
-                        f"--report {fmt.value}:{path}: inside the input {given}; the report would change it"
-                    )
+            _refuse_inside(outputs, given, f"inside the input {given}; the report would change it")
         hit = by_path.get(os.path.abspath(given))
         if hit is None and by_file:
             with contextlib.suppress(OSError):
@@ -170,20 +159,15 @@ def refuse_overwriting_inputs(
             )
 
 
+def _refuse_inside(outputs: Sequence[tuple[ReportFormat, Path]], folder: Path, why: str) -> None:
+    """UsageError naming the first `--report` path that lies in `folder` (links resolved)."""
+    inside = os.path.realpath(folder)
+    for fmt, path in outputs:
+        if os.path.commonpath([inside, os.path.realpath(path)]) == inside:
+            raise UsageError(f"--report {fmt.value}:{path}: {why}")
+
+
 # --------------------------------------------------------------------------- diff
-
-
-def _plan_may_accept(path: str, expected_by: str | None, rule: str | None) -> bool:
-    """False when a plan's path entry marks a change gate would not accept: a measured value, or a field whose
-    rule a plan cannot accept (`RuleSpec.plan_can_accept`: device order, evidence...). The plan's `change`
-    entries (`change.rocm`...) stand."""
-    from upgrade_gate.judge.plan import measured_path
-    from upgrade_gate.judge.rules import REGISTRY
-
-    if expected_by is None or not expected_by.startswith("accept["):
-        return True
-    spec = REGISTRY.get(rule) if rule is not None else None  # type: ignore[call-overload]
-    return not measured_path(path) and (spec is None or spec.plan_can_accept)
 
 
 def diff_cmd(
@@ -196,25 +180,21 @@ def diff_cmd(
     """Show what changed between two snapshots, each change marked expected or unexpected."""
     from upgrade_gate.judge.coverage import CoverageKind, coverage_of
     from upgrade_gate.judge.diff import diff_snapshots
-    from upgrade_gate.judge.plan import glob_match, load_plan, mark_expected
+    from upgrade_gate.judge.judge import plan_marked
+    from upgrade_gate.judge.plan import glob_match, load_plan
     from upgrade_gate.judge.policy import load_policy
-    from upgrade_gate.model import replace
 
     loaded_plan = load_plan(plan) if plan is not None else None
     ignore = load_policy(policy).ignore_paths if policy is not None else ()
     before, after = load_candidate(baseline), load_candidate(candidate)
     changes = [
         c
-        for c in mark_expected(diff_snapshots(before, after), loaded_plan)
+        for c in plan_marked(diff_snapshots(before, after), loaded_plan)
         if not any(glob_match(g, c.path) for g in ignore)
     ]
     marks: list[str] = []
-    for i, c in enumerate(changes):
+    for c in changes:
         found = coverage_of(c.path)
-        if c.expected and not _plan_may_accept(c.path, c.expected_by, found[1].rule if found is not None else None):
-            # what gate would not accept either (break test 2026-12-07: `accept: [{path: "**"}]` marked a
-            # reversed GPU order "expected" and diff exited 0 where gate blocks)
-            c = changes[i] = replace(c, expected=False, expected_by=None)
         if c.expected:
             marks.append(f"expected ({c.expected_by})")
         elif found is None or found[1].kind is CoverageKind.COMPARED:

@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import typer
@@ -198,28 +199,24 @@ def _stdout_gone(exc: BaseException) -> int:
 
 def _broken_pipe(exc: BaseException) -> bool:
     """True when `exc` was raised while handling a write to a closed pipe."""
+    return any(isinstance(c, OSError) and c.errno == errno.EPIPE for c in _chain(exc))
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from or while handling, each once."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if isinstance(cause, BrokenPipeError) or (isinstance(cause, OSError) and cause.errno == errno.EPIPE):
-            return True
+        yield cause
         cause = cause.__cause__ or cause.__context__
-    return False
 
 
 def _signal_inside(exc: BaseException) -> BaseException | None:
     """The SIGINT/SIGTERM exception an exception was raised from, if any: Python 3.11 wraps one raised while
     a class is created (`__set_name__` of a dataclass field, during an import) in a RuntimeError, which
     read as an internal error, exit 70, instead of 143 (tests/test_signals_early.py, 2026-12-07)."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, Terminated | Interrupted | KeyboardInterrupt):
-            return cause
-        cause = cause.__cause__ or cause.__context__
-    return None
+    return next((c for c in _chain(exc) if isinstance(c, Terminated | Interrupted | KeyboardInterrupt)), None)
 
 
 def _fail(exc: BaseException, message: str, code: int, json_errors: bool, *, kind: str | None = None) -> int:

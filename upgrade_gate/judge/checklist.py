@@ -274,24 +274,18 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
             else:
                 missing.append(f"{name}: phase {phase} {result.status.value}")
     blocking: dict[str, int] = {}
-    for nr in inputs.node_reports:
-        for f in nr.findings:
-            if f.severity is Severity.BLOCK and counts_under(it, f):
-                where = f"{f.node}: {f.rule}"
-                blocking[where] = blocking.get(where, 0) + 1
-    for where, count in sorted(blocking.items()):
-        problems.append(f"{where} ({count} blocking finding{'s' if count > 1 else ''})")
     quieted: set[str] = set()  # a rule the policy lowered so that it cannot block, which spoke: not a pass
     for nr in inputs.node_reports:
         for f in nr.findings:
-            held = candidates.get(f.node)
-            if (
-                f.severity is not Severity.BLOCK
-                and held is not None
-                and counts_under(it, f)
-                and inputs.policy.lowered(f.rule, held.node.node_class)
-            ):
+            if not counts_under(it, f):
+                continue
+            if f.severity is Severity.BLOCK:
+                where = f"{f.node}: {f.rule}"
+                blocking[where] = blocking.get(where, 0) + 1
+            elif (held := candidates.get(f.node)) is not None and inputs.policy.lowered(f.rule, held.node.node_class):
                 quieted.add(f"{f.node}: rule {f.rule} found something, but the policy lowered it to {f.severity.value}")
+    for where, count in sorted(blocking.items()):
+        problems.append(f"{where} ({count} blocking finding{'s' if count > 1 else ''})")
     missing.extend(sorted(quieted))
     if problems or missing:
         every = problems + missing

@@ -41,6 +41,7 @@ from upgrade_gate.cpus import usable_cpus
 from upgrade_gate.errors import InputError
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.checklist import FLEET, Checklist, ChecklistInputs, evaluate_checklists
+from upgrade_gate.judge.coverage import coverage_of
 from upgrade_gate.judge.forkpool import forked_pool
 from upgrade_gate.judge.idcache import IdCache
 from upgrade_gate.judge.identity import forget as forget_identities
@@ -383,7 +384,7 @@ def _judge_context(ctx: NodeContext, include_changes: bool) -> tuple[NodeReport,
 
         changes = tuple(
             c
-            for c in mark_expected(diff_snapshots(baseline, candidate, pairs=ctx.pairs), plan)
+            for c in plan_marked(diff_snapshots(baseline, candidate, pairs=ctx.pairs), plan)
             if not any(glob_match(g, c.path) for g in policy.ignore_paths)
         )
     if wants_backstop and unplanned is not None:
@@ -394,6 +395,27 @@ def _judge_context(ctx: NodeContext, include_changes: bool) -> tuple[NodeReport,
     ordered = _sorted(findings)
     verdict = Verdict.BLOCK if any(f.severity is Severity.BLOCK for f in ordered) else Verdict.PASS
     return NodeReport(node=name, verdict=verdict, findings=tuple(ordered), changes=changes), ran
+
+
+def plan_marked(changes: tuple[Change, ...], plan: ChangePlan | None) -> tuple[Change, ...]:
+    """`mark_expected`, less what a plan's path entry cannot accept, as `_accept` does for findings: a
+    measured value, or a field whose rule a plan cannot accept (`RuleSpec.plan_can_accept`). `accept:
+    [{path: "**"}]` marked a reversed GPU order "expected" in `diff` and in the reports' change lists (break
+    test 2026-12-07). The plan's `change` entries (`change.rocm`...) stand. `diff` and the judge share it."""
+    out = []
+    for c in mark_expected(changes, plan):
+        if c.expected_by is not None and c.expected_by.startswith("accept[") and not _path_acceptable(c.path):
+            c = replace(c, expected=False, expected_by=None)
+        out.append(c)
+    return tuple(out)
+
+
+def _path_acceptable(path: str) -> bool:
+    if measured_path(path):
+        return False
+    found = coverage_of(path)
+    spec = REGISTRY.get(RuleId(found[1].rule)) if found is not None and found[1].rule is not None else None
+    return spec is None or spec.plan_can_accept
 
 
 def _accept(plan: ChangePlan | None, f: Finding) -> Finding:

@@ -72,6 +72,9 @@ class MetricCheck:
     statistic: str = "median"
 
 
+_SEVERITY_WORDS = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuleEntry:
     """One policy entry for a registered rule, parameters complete and typed."""
@@ -97,6 +100,10 @@ class RuleEntry:
     def string(self, name: str) -> str:
         """A `string` parameter."""
         return str(self.params[name])
+
+    def severity_param(self, name: str) -> Severity:
+        """A `string` parameter that names a severity (block, warn, info); anything else blocks (fail closed)."""
+        return _SEVERITY_WORDS.get(self.string(name), Severity.BLOCK)
 
     def strings(self, name: str) -> tuple[str, ...]:
         """A `strings` parameter."""
@@ -192,7 +199,7 @@ class Policy:
         low = [
             e.id + (f" for {', '.join(e.applies_to)}" if e.applies_to else "") + f" ({e.severity.value})"
             for e in self.rules
-            if e.enabled and lowered(e)
+            if e.enabled and _lowered(e)
         ]
         if not off and not low:
             return None
@@ -208,7 +215,7 @@ class Policy:
     def lowered(self, rule_id: str, node_class: str | None) -> bool:
         """True when the entry governing `rule_id` for `node_class` cannot block where the shipped default's does."""
         entry = self.rule_for(rule_id, node_class)
-        return entry is not None and entry.enabled and lowered(entry)
+        return entry is not None and entry.enabled and _lowered(entry)
 
     def phase_applies(self, phase: int, node_class: str | None) -> bool:
         """False when the policy declares `phase` not applicable to `node_class` (or to every class, `*`)."""
@@ -232,7 +239,7 @@ _CVF_FIELDS = {
 }
 
 
-def lowered(entry: RuleEntry) -> bool:
+def _lowered(entry: RuleEntry) -> bool:
     """True when `entry` cannot block (warn, info) and the shipped default policy's entry for its rule blocks."""
     return entry.severity is not Severity.BLOCK and _shipped_severity(entry.id) is Severity.BLOCK
 

@@ -34,22 +34,17 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.identity import GpuKey, candidate_labels
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, spec
-from upgrade_gate.model import Finding, Gpu, GpuHealth, Severity
+from upgrade_gate.model import Finding, Gpu, GpuHealth
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
 
-_SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
 _STATES = (
     ("remap_pending", "a row remap is pending: reset the GPU (or reboot) before it runs work"),
     ("remap_failure", "a row remap failed: the GPU is out of spare rows and needs service"),
     ("retirement_pending", "page retirement is pending: reset the GPU (or reboot) before it runs work"),
     ("reset_required", "the GPU requires a reset"),
 )
-
-
-def _severity(entry: RuleEntry, param: str) -> Severity:
-    return _SEVERITIES.get(entry.string(param), Severity.BLOCK)  # unknown: fail closed
 
 
 def _counts(health: GpuHealth) -> dict[str, int]:
@@ -94,7 +89,7 @@ def _one(
                 expected="health counters",
                 actual=None,
                 evidence=", ".join(reported) or None,
-                severity=_severity(entry, "missing_evidence"),
+                severity=entry.severity_param("missing_evidence"),
             )
         return
     was_mode = base.health.ecc_mode if base is not None and base.health is not None else None
@@ -151,7 +146,7 @@ def _one(
                 expected=was,
                 actual=count,
                 evidence=health.source,
-                severity=_severity(entry, "nonzero_unchanged"),
+                severity=entry.severity_param("nonzero_unchanged"),
             )
 
 

@@ -62,7 +62,6 @@ from upgrade_gate.model import (
     Measurement,
     MetricSummary,
     PhaseStatus,
-    Severity,
     Snapshot,
     measurements_of,
 )
@@ -74,7 +73,6 @@ if TYPE_CHECKING:
 MESH_PHASE = 2
 NOTE = "thermal: "
 EVIDENCE = "phase 2 thermal sampling (amd-smi monitor, or rocm-smi standing in)"
-_SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
 _COMPARED = ("load", "sensor")  # settings that make two readings comparable (amd-smi's hotspot = rocm-smi's junction)
 _COMPARED_AT_SLOT = (*_COMPARED, "bdf")  # against the class reference's slot, the slot (BDF) too
 
@@ -200,10 +198,6 @@ def _refused(name: str, unit: str, tool: str | None, sensor: str | None) -> tupl
     if sensor != expected:
         return f"its sensor is {sensor!r}, not {expected!r}", str(sensor)
     return None
-
-
-def _missing_severity(entry: RuleEntry) -> Severity:
-    return _SEVERITIES.get(entry.string("missing_evidence"), Severity.BLOCK)  # unknown: fail closed
 
 
 def readings(
@@ -372,7 +366,7 @@ def _no_evidence(ctx: NodeContext, entry: RuleEntry, gpu: Gpu, key: str, message
         expected=f"{known.sensor} reading in {known.unit}, {known.low:g} < value <= {known.high:g}",
         actual=actual,
         evidence=EVIDENCE,
-        severity=_missing_severity(entry),
+        severity=entry.severity_param("missing_evidence"),
         hint=f"check the thermal tool's output on {ctx.node}, then re-run phase 2: "
         f"upgrade-gate validate --phases 2 --node {ctx.node}",
     )
@@ -431,7 +425,7 @@ def _missing(
         expected="a temperature under load for every GPU",
         actual=None,
         evidence=EVIDENCE,
-        severity=_missing_severity(entry),
+        severity=entry.severity_param("missing_evidence"),
         hint=f"make amd-smi work on {ctx.node}, then re-run phase 2: "
         f"upgrade-gate validate --phases 2 --node {ctx.node}",
     )

@@ -52,7 +52,7 @@ from upgrade_gate.judge.rules.measured import (
     sample_table,
     settings_diff,
 )
-from upgrade_gate.model import Finding, Measurement, PhaseResult, PhaseStatus, Severity, Snapshot
+from upgrade_gate.model import Finding, Measurement, PhaseResult, PhaseStatus, Snapshot
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -169,7 +169,7 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             expected="a baseline workload run",
             actual=None,
             evidence="baseline store",
-            severity=_SEVERITIES.get(entry.string("without_baseline"), Severity.BLOCK),  # unknown: fail closed
+            severity=entry.severity_param("without_baseline"),
         )
     yield from _not_comparable(ctx, entry, base, cand)
 
@@ -201,7 +201,7 @@ def _not_comparable(
                     continue
                 said.add(tuple(diffs))
             why, expected, actual = f"settings differ: {'; '.join(diffs)}", dict(b.settings), dict(c.settings)
-        elif key == THROUGHPUT and b.samples and c.samples and min(c.samples) > _IMPLAUSIBLE * max(b.samples):
+        elif key == THROUGHPUT and _implausible(b, c):
             # as bandwidth.not_comparable's: more than 100x the baseline in every step is no run (1e308 passed)
             why = f"every step over {_IMPLAUSIBLE:g}x the baseline's fastest ({max(b.samples):g}): no run gives that"
             expected, actual = max(b.samples), min(c.samples)
@@ -220,7 +220,11 @@ def _not_comparable(
 
 
 _IMPLAUSIBLE = 100.0
-_SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
+
+
+def _implausible(b: Measurement, c: Measurement) -> bool:
+    """Every candidate step over `_IMPLAUSIBLE` times the baseline's fastest: no run gives that."""
+    return bool(b.samples) and bool(c.samples) and min(c.samples) > _IMPLAUSIBLE * max(b.samples)
 
 
 COUNTS = (TIMEOUTS, ERRORS, WARNINGS)
@@ -327,7 +331,7 @@ def check_throughput(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     if pair is None:
         return
     b, c = pair
-    if min(c.samples) > _IMPLAUSIBLE * max(b.samples):
+    if _implausible(b, c):
         return  # no run gives that: workload.evidence blocks it; the statistics would overflow
     decision = throughput_decision(ctx, b, c, THROUGHPUT, entry.number("tolerance"))
     if decision is None:

@@ -5,6 +5,7 @@ says what it judges and why its throughput check has its own tolerance.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -105,20 +106,21 @@ def _map_broken(what: str, visible: str | None, devices: Sequence[RankDevice], r
     two ranks on one GPU (one bus id, or one UUID: a runtime that prints one UUID for all), or (phase 7)
     other ranks than phase 6's."""
     run = f"{what}{f' under {visible}' if visible else ''}"
-    seen = [d.rank for d in devices]
-    twice = sorted({r for r in seen if seen.count(r) > 1})
+    seen = Counter(d.rank for d in devices)  # Counters, not list.count: a map holds up to 4,096 ranks
+    twice = sorted(r for r, n in seen.items() if n > 1)
     if twice:
-        return f"{run}: rank {twice[0]} listed {seen.count(twice[0])} times"
-    unnamed = sorted(d.rank for d in devices if _identity(d) == (None, None))
+        return f"{run}: rank {twice[0]} listed {seen[twice[0]]} times"
+    identities = [_identity(d) for d in devices]
+    unnamed = sorted(d.rank for d, ident in zip(devices, identities, strict=True) if ident == (None, None))
     if unnamed:
         return f"{run}: rank {unnamed[0]} names no GPU (no bus id, no UUID)"
     for part, label in ((0, "bus id"), (1, "UUID")):
-        values = [_identity(d)[part] for d in devices if _identity(d)[part] is not None]
-        shared = sorted({v for v in values if values.count(v) > 1 and v is not None})
+        on = Counter(ident[part] for ident in identities if ident[part] is not None)
+        shared = sorted(v for v, n in on.items() if n > 1 and v is not None)
         if shared:
-            return f"{run}: {values.count(shared[0])} ranks on one GPU ({label} {shared[0]})"
+            return f"{run}: {on[shared[0]]} ranks on one GPU ({label} {shared[0]})"
     if ranks is not None and set(seen) != ranks:
-        ran, first = sorted(set(seen))[:8], sorted(ranks)[:8]
+        ran, first = sorted(seen)[:8], sorted(ranks)[:8]
         return f"{run}: ranks {ran}, phase 6 ran ranks {first} (not a permutation of its GPUs)"
     return None
 

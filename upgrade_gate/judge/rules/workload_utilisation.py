@@ -24,18 +24,13 @@ from typing import TYPE_CHECKING
 
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.workload import _measures, _median, _path, _phase
-from upgrade_gate.model import Finding, Measurement, PhaseStatus, Severity
+from upgrade_gate.model import Finding, Measurement, PhaseStatus
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
 
 SPREAD = "workload/gfx_util_spread_pct"
 NOTE = "utilisation: "
-_SEVERITIES = {"block": Severity.BLOCK, "warn": Severity.WARN, "info": Severity.INFO}
-
-
-def _missing_severity(entry: RuleEntry) -> Severity:
-    return _SEVERITIES.get(entry.string("missing_evidence"), Severity.BLOCK)  # unknown: fail closed
 
 
 def check_utilisation_spread(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -55,7 +50,7 @@ def check_utilisation_spread(ctx: NodeContext, entry: RuleEntry) -> Iterable[Fin
             expected="a spread",
             actual=None,
             evidence="phase 6",
-            severity=_missing_severity(entry),
+            severity=entry.severity_param("missing_evidence"),
         )
         return
     for side, m in (("candidate", cand), ("baseline", _measures(ctx.baseline).get(SPREAD) if ctx.baseline else None)):
