@@ -37,8 +37,8 @@ from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softe
 from upgrade_gate.judge.rules.floors import check_metric, check_threshold
 from upgrade_gate.judge.rules.measured import REGRESSION as REGRESSION
 from upgrade_gate.judge.rules.measured import THERMAL_PREFIX as THERMAL_PREFIX
-from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
 from upgrade_gate.judge.rules.measured import (
+    WORKLOAD_PREFIXES,
     bandwidth_keys,
     comparable_keys,
     comparable_set,
@@ -47,6 +47,7 @@ from upgrade_gate.judge.rules.measured import (
     settings_diff,
     usable_keys,
 )
+from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
 from upgrade_gate.judge.rules.measured import curve_params as curve_params
 from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
 from upgrade_gate.model import Finding, Severity, Snapshot
@@ -66,7 +67,7 @@ def check_not_comparable(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding
     cand, cand_broken = merged_measurements(ctx.candidate)
     base_usable, cand_usable = usable_keys(ctx.baseline), usable_keys(ctx.candidate)
     for key, why in sorted({**base_broken, **cand_broken}.items()):
-        if pick(key):
+        if pick(key) and not key.startswith(WORKLOAD_PREFIXES):  # workload.evidence speaks for those
             yield finding(ctx, entry, f"{key}: {why}", device=key, path=f"measurements[key={key}]")
     comparable = comparable_set(ctx.baseline, ctx.candidate, ignore)
     yield from _implausible(ctx, entry, comparable_keys(ctx.baseline, ctx.candidate, ignore))
