@@ -73,6 +73,8 @@ def _snapshot_document() -> dict[str, Any]:
          "file_sha256": SHA}
     ]  # fmt: skip
     data["nics"][0]["ports"] = data["nics"][0]["ports"][:1]
+    for link in data["gpu_links"]:  # newer than the hand-written schema (2026-12-07), which refuses it
+        link.pop("access", None)
     data["gpus"][0]["health"] = {
         "source": "nvidia_smi", "ecc_mode": "Enabled", "ecc_volatile_uncorrectable": {"dram_uncorrectable": 0},
         "ecc_aggregate_uncorrectable": {"dram_uncorrectable": 2}, "remapped_rows_correctable": 0,

@@ -48,6 +48,8 @@ ROOT_PREFIXES = (
     "partition:",
     "bandwidth.broken:",
     "firmware.unreadable",
+    "evidence.issue:",
+    "evidence.unreported:",
 )
 
 

@@ -14,6 +14,8 @@ Claims run in a fixed order, each taking the findings its fault explains from th
 0. an evidence failure owns every finding whose evidence it is (`judge.cause_evidence` states the rule:
    a probe or phase that failed on either side, a stand-in's values, a phase stopped by an earlier
    one): "amd-smi unusable (reason); rocm-smi used", "ibv_devinfo unusable (missing binary)";
+   then a fact a tool answered without giving (an evidence issue, a value printed N/A, a device it did not
+   list) owns the findings that read its absence as a change (`judge.cause_unreported`);
    then a compute/memory partition mode change (`judge.cause_partition`) owns the partitions that
    appeared or vanished, their XGMI links and the order: "compute partition SPX -> CPX ... on 8 GPUs";
 4. a bandwidth metric family (`mesh/all_reduce`, `rail/ionic_0`, ...) is one cause per kind: a drop
@@ -46,6 +48,7 @@ from upgrade_gate.judge.cause_groups import (
 )
 from upgrade_gate.judge.cause_partition import claim_partition_change
 from upgrade_gate.judge.cause_text import moved_summary, owner_of, permutation_table, plural
+from upgrade_gate.judge.cause_unreported import claim_unreported
 from upgrade_gate.judge.identity import match_gpus, normalise_id, rocr_uuid
 from upgrade_gate.model import (
     Cause,
@@ -105,6 +108,7 @@ def node_causes(node: NodeReport, baseline: Snapshot | None, candidate: Snapshot
         candidate=candidate,
     )
     claim_evidence_failures(pool, baseline, candidate)
+    claim_unreported(pool, candidate)
     claim_partition_change(pool, baseline, candidate)
     _missing_gpus(pool, baseline, candidate)
     _order(pool, baseline, candidate)
@@ -114,11 +118,20 @@ def node_causes(node: NodeReport, baseline: Snapshot | None, candidate: Snapshot
     return tuple(sorted(pool.causes, key=_rank))
 
 
-def _rank(cause: Cause) -> tuple[int, bool, bool, int, str]:
-    """Worst first; then the roots; then the node's own findings before a cause that only restates the node
-    against its class (`fleet.odd_one_out`: "class prevails with 0" led a node whose SR-IOV evidence
-    disagreed, 2026-12-07); then the cause that explains more; then by key."""
-    return (RANK[cause.severity], not _is_root(cause), cause.rules == _CLASS_ONLY, -len(cause.findings), cause.key)
+def _rank(cause: Cause) -> tuple[int, bool, bool, bool, int, str]:
+    """Worst first; then the roots, the broken evidence itself before the facts it left unreported (an
+    amd-smi list naming one BDF twice before the firmware it left unmapped); then the node's own findings
+    before a cause that only restates the node against its class (`fleet.odd_one_out`: "class prevails
+    with 0" led a node whose SR-IOV evidence disagreed, 2026-12-07); then the cause that explains more;
+    then by key."""
+    return (
+        RANK[cause.severity],
+        not _is_root(cause),
+        cause.key.startswith("evidence.unreported:"),
+        cause.rules == _CLASS_ONLY,
+        -len(cause.findings),
+        cause.key,
+    )
 
 
 _CLASS_ONLY = ("fleet.odd_one_out",)

@@ -157,6 +157,7 @@ COVERAGE: Mapping[str, Coverage] = {
     "gpu_links[].link_type": compared("xgmi.link_changed"),
     "gpu_links[].hops": compared("xgmi.link_changed"),
     "gpu_links[].weight": compared("xgmi.link_changed"),
+    "gpu_links[].access": compared("xgmi.link_changed"),
     "pcie[]": compared("pcie.downgrade"),
     "pcie[].bdf": compared("pcie.downgrade"),
     "pcie[].vendor_device": compared(),

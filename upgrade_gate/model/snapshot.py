@@ -152,6 +152,9 @@ class GpuLink(Record, frozen=True, kw_only=True):
     link_type: LinkType
     hops: int | None = None
     weight: int | None = None
+    access: Annotated[
+        bool | None, Meta(description="peer access (amd-smi topology link_status ENABLED/DISABLED); null: not printed")
+    ] = None
 
 
 class PcieLink(Record, frozen=True, kw_only=True):

@@ -147,6 +147,16 @@ def topology_from_json(text: str, *, tool: str) -> AmdSmiTopology:
     check_unique(indices, tool=tool)
     if len(set(bdfs)) != len(bdfs):
         raise ParseError(tool, 0, str(bdfs)[:80], "BDF printed for two GPUs")
+    # The matrix is square, as in the text tables: every GPU has its own entry and lists every other GPU
+    # (a GPU linked to but without an entry is a cut or edited output, not a smaller node).
+    sources = set(bdfs)
+    pairs = {(pair.src, pair.dst) for pair in links}
+    for pair in links:
+        if pair.dst not in sources:
+            raise ParseError(tool, 0, pair.dst, f"GPU {pair.dst} is linked to by {pair.src} but has no entry")
+    missing = [(a, b) for a in bdfs for b in bdfs if a != b and (a, b) not in pairs]
+    if missing:
+        raise ParseError(tool, 0, f"{missing[0][0]} -> {missing[0][1]}", f"{len(missing)} GPU pair(s) without a link")
     names = {"link_status": "access", "weight": "weight", "num_hops": "hops", "link_type": "link_type"}
     names |= {"bandwidth": "numa_bw", **{name: name for name in _FLAG_FIELDS}}
     return AmdSmiTopology(

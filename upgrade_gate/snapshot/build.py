@@ -239,6 +239,7 @@ def _amd_step(
             reason=ev.reason,
         )
     )
+    crosscheck.check_gpu_sources(info, listing, static, rsmi, issues)
     amdsmi_cause = next((ev.causes[n] for n in _AMDSMI_PROBES if n in ev.causes), None)
     gpus = crosscheck.sanitize_gpus(gpus, issues, cause=amdsmi_cause)
     software = _software(ev, issues, kernel, driver_values, rocm_values, version, static, rsmi)

@@ -6,8 +6,15 @@ Design decisions (issue 10, "evidence sanity at the edge"):
   driver: the kernel's own `/sys/module/amdgpu/version`, then `amd-smi static`, `amd-smi version`,
   `rocm-smi`).
 - Sources that answered and disagree are an `EvidenceIssue(CONFLICT)`; a fact whose only answers were
-  error texts is an `EvidenceIssue(ERROR_VALUE)`, with the cause in the fact's `na_reasons`. The judge
+  error texts is an `EvidenceIssue(ERROR_VALUE)`, with the cause in the fact's `na_reasons`; so is a fact
+  whose most trusted answering source printed an error text while a lesser one answered (the value is
+  kept, the broken evidence blocks). The judge
   blocks on every issue (`evidence.missing`), so "the same error on both sides" is never "unchanged".
+- GPUs: the AMD tools that list GPUs (rocminfo, amd-smi list, amd-smi static, rocm-smi) must list the same
+  devices (compared by bus:device: rocminfo prints no PCI domain, partitions differ only in the function),
+  and amd-smi list and amd-smi static must give one index the same BDF: amd-smi list is how firmware is
+  mapped to a GPU. A device one lists and another does not is ABSENT_IN_SOURCE, an index two of them
+  place apart (or a BDF printed for two indexes) a CONFLICT, a BDF printed N/A an ERROR_VALUE.
 - NIC ports: state comes from every source that answered (`ibv_devinfo`, `rdma link`, `ibstat` when
   captured); any non-ACTIVE answer wins over ACTIVE ones (the port keeps the state that blocks), any
   disagreement is a CONFLICT, and a device or port one source lists and another does not is
@@ -21,7 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from upgrade_gate.model import EvidenceIssue, Gpu, IssueKind, Nic, NicPort, replace
-from upgrade_gate.parse import rdma
+from upgrade_gate.parse import rdma, rocminfo
+from upgrade_gate.parse.amdsmi_types import AmdSmiList, AmdSmiStatic
+from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.parse.sanity import error_text
 
 SOURCE_NAMES = {
@@ -29,6 +38,7 @@ SOURCE_NAMES = {
     "rocm_version": "/opt/rocm/.info/version",
     "amdsmi_static": "amd-smi static",
     "amdsmi_version": "amd-smi version",
+    "amdsmi_list": "amd-smi list",
     "rocmsmi": "rocm-smi",
     "ibv_devinfo": "ibv_devinfo",
     "rdma_link": "rdma link",
@@ -98,6 +108,18 @@ def pick(
             {s: v for s, v in accepted},
         )
     if accepted:
+        first = next(s for s, _ in answers if s == accepted[0][0] or any(s == r[0] for r in rejected))
+        if first != accepted[0][0]:
+            # The most trusted source that answered printed an error text: the value kept is a lesser
+            # source's, and the best evidence of it is broken (an /opt/rocm/.info/version reading "ERR").
+            source, value, why = next(r for r in rejected if r[0] == first)
+            issues.add(
+                IssueKind.ERROR_VALUE,
+                subject,
+                f"{subject}: {_label(source)} printed {value!r} ({why}); only {_label(accepted[0][0])} gave "
+                f"{accepted[0][1]!r}",
+                {source: value, accepted[0][0]: accepted[0][1]},
+            )
         return accepted[0][1], None
     if not rejected:
         return None, None
@@ -263,3 +285,74 @@ def _check_port(
 
 
 __all__ = ["SOURCE_NAMES", "Issues", "PortView", "check_nics", "pick", "port_views", "sanitize_gpus"]
+
+
+def _device(bus_dev_fn: str) -> str:
+    """'0000:05:00.3' or '05:00.3' -> '05:00' (the device: partitions differ only in the function)."""
+    return bus_dev_fn.rsplit(".", 1)[0][-5:]
+
+
+def check_gpu_sources(
+    info: rocminfo.RocmInfo | None,
+    listing: AmdSmiList | None,
+    static: AmdSmiStatic | None,
+    rsmi: RocmSmiInfo | None,
+    issues: Issues,
+) -> None:
+    """The GPU sources that answered list the same devices, and amd-smi's two listings agree on each
+    index's BDF (see the module docstring)."""
+    seen: dict[str, set[str]] = {}
+    if info is not None:
+        seen["rocminfo"] = {_device(a.bus_dev_fn) for a in info.gpu_agents if a.bus_dev_fn}
+    indexed: dict[str, dict[int, str]] = {}
+    for source, gpus in (
+        ("amdsmi_list", listing.gpus if listing else None),
+        ("amdsmi_static", static.gpus if static else None),
+    ):
+        if gpus is None:
+            continue
+        by_index: dict[int, str] = {}
+        for gpu in gpus:
+            if gpu.bdf is None:
+                if "bdf" in gpu.na_fields:
+                    issues.add(
+                        IssueKind.ERROR_VALUE,
+                        f"gpus[{source}={gpu.index}].bdf",
+                        f"{_label(source)} printed N/A for GPU {gpu.index}'s BDF",
+                        {source: "N/A"},
+                    )
+                continue
+            other = next((i for i, b in by_index.items() if b == gpu.bdf), None)
+            if other is not None:
+                issues.add(
+                    IssueKind.CONFLICT,
+                    f"gpus[bdf={gpu.bdf}]",
+                    f"{_label(source)} lists BDF {gpu.bdf} for GPU {other} and GPU {gpu.index}",
+                    {f"{source} GPU {other}": str(gpu.bdf), f"{source} GPU {gpu.index}": str(gpu.bdf)},
+                )
+            by_index[gpu.index] = str(gpu.bdf)
+        indexed[source] = by_index
+        seen[source] = {_device(b) for b in by_index.values()}
+    if rsmi is not None and rsmi.gpus:
+        seen["rocmsmi"] = {_device(str(g.bdf)) for g in rsmi.gpus if g.bdf}
+    a, b = indexed.get("amdsmi_list", {}), indexed.get("amdsmi_static", {})
+    for index in sorted(a.keys() & b.keys()):
+        if a[index] != b[index]:
+            issues.add(
+                IssueKind.CONFLICT,
+                f"gpus[amdsmi_list={index}].bdf",
+                f"amd-smi GPU {index}: amd-smi list says {a[index]}, amd-smi static {b[index]}",
+                {"amdsmi_list": a[index], "amdsmi_static": b[index]},
+            )
+    sources = [name for name, devices in seen.items() if devices]
+    for device in sorted(set().union(*(seen[n] for n in sources)) if sources else ()):
+        having = [n for n in sources if device in seen[n]]
+        lacking = [n for n in sources if device not in seen[n]]
+        if lacking:
+            issues.add(
+                IssueKind.ABSENT_IN_SOURCE,
+                f"gpus[bus={device}]",
+                f"GPU {device} is listed by {', '.join(map(_label, having))} but absent from "
+                f"{', '.join(map(_label, lacking))}: a device one tool lists and another does not is missing evidence",
+                {n: "listed" if n in having else "absent" for n in sources},
+            )

@@ -40,7 +40,15 @@ def gpu_links(
         for link in topology.links:
             a, b = sorted((link.src, link.dst))
             out.setdefault(
-                (a, b), GpuLink(a=a, b=b, link_type=_link_type(link.link_type), hops=link.hops, weight=link.weight)
+                (a, b),
+                GpuLink(
+                    a=a,
+                    b=b,
+                    link_type=_link_type(link.link_type),
+                    hops=link.hops,
+                    weight=link.weight,
+                    access=link.access,
+                ),
             )
         return tuple(out[k] for k in sorted(out))
     # rocm-smi --showtopo numbers GPUs by its own index: map through its BDFs (same run or the info probe).
@@ -99,8 +107,14 @@ def nics(
         reasons = {}
         if bdf is None:
             reasons["bdf"] = "no /sys/bus/pci/devices/<bdf>/infiniband entry for this device"
+            # The SR-IOV counts are read at the PF's address: unknown for the same reason.
+            reasons["sriov_numvfs"] = reasons["sriov_totalvfs"] = reasons["bdf"]
+        elif bdf not in vfs:
+            reasons["sriov_numvfs"] = reasons["sriov_totalvfs"] = "no sriov_numvfs/totalvfs read at its PCI address"
         if dev is None:
             reasons["ports"] = "ibv_devinfo did not report this device"
+        if not any(p.netdev for p in ports):
+            reasons["netdev"] = "rdma link reported no netdev for this device"
         out.append(
             Nic(
                 name=name,

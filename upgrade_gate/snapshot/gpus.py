@@ -32,6 +32,20 @@ AMD_HEALTH_NOT_CAPTURED = (
 
 _AMD_VENDOR = "1002"
 _GPU_CLASSES = ("03", "12", "0b40")
+# amd-smi static's name (its parser's `na_fields`) for each Gpu field it can supply.
+_STATIC_NAME = {
+    "serial": "board_serial",
+    "unique_id": "asic_serial",
+    "product_name": "market_name",
+    "gfx_target": "gfx_target",
+    "device_id": "device_id",
+    "numa_node": "numa_node",
+    "compute_partition": "compute_partition",
+    "memory_partition": "memory_partition",
+    "vram_total_mib": "vram_total_mib",
+    "compute_units": "compute_units",
+    "vbios": "vbios.version",
+}
 # Fields whose absence is explained in na_reasons.
 _REPORTED = (
     "serial",
@@ -178,12 +192,20 @@ def assemble_gpus(src: GpuSources) -> tuple[Gpu, ...]:
         )
         for name in _REPORTED:
             if getattr(gpu, name) is None:
-                reasons.setdefault(name, src.reason("amdsmi_static", "rocmsmi"))
+                reasons.setdefault(name, _why_none(name, st, src))
         if not firmware:
             reasons.setdefault("firmware", src.reason("amdsmi_firmware", "rocmsmi"))
         reasons["health"] = AMD_HEALTH_NOT_CAPTURED
         gpus.append(replace(gpu, na_reasons=reasons))
     return tuple(gpus)
+
+
+def _why_none(name: str, static: AmdSmiStaticGpu | None, src: GpuSources) -> str:
+    """Why a GPU field is None: amd-smi static printed N/A for it (a value the tool could not read, said
+    so: the cause grouping names it), else what each source's status says."""
+    if static is not None and _STATIC_NAME.get(name) in static.na_fields:
+        return f"amd-smi static printed N/A for {_STATIC_NAME[name]}"
+    return src.reason("amdsmi_static", "rocmsmi")
 
 
 def _first_int(*values: int | None) -> int | None:

@@ -1,9 +1,13 @@
-"""XGMI link matrix rule: every GPU pair keeps its link type, hops and weight.
+"""XGMI link matrix rule: every GPU pair keeps its link type, hops, weight and peer access.
 
 Design decisions:
 - Pairs are keyed by the two BDFs (the topology is a property of slots, so an order change does not
   move it); a pair whose type, hops or weight differs blocks, as does a pair that appeared or vanished.
   A degraded XGMI link typically shows as a pair falling back to PCIE or gaining hops.
+- Peer access (amd-smi's `link_status`) is compared where the candidate printed it: a pair whose access
+  is DISABLED now and was not before blocks (collectives fall back or fail between those GPUs), and so
+  does the reverse, a change like any other. A baseline taken before the field was recorded (null)
+  compares as enabled: a disabled pair is never "as before" for want of a baseline value.
 - A candidate with no link matrix at all while the baseline had one is one finding (the topology
   probe lost its evidence), not one per pair.
 - A candidate whose link list equals the baseline's (link by link, in order: what one collector prints
@@ -38,10 +42,17 @@ def _shape(link: GpuLink) -> tuple[object, ...]:
     return (link.link_type, link.hops, link.weight)
 
 
+def _access_changed(was: GpuLink, now: GpuLink) -> bool:
+    if now.access is None:
+        return False
+    return now.access != (was.access if was.access is not None else True)
+
+
 def _show(link: GpuLink | None) -> str:
     if link is None:
         return "absent"
-    return f"{link.link_type.value} hops {link.hops} weight {link.weight}"
+    access = "" if link.access is None else f" access {'enabled' if link.access else 'DISABLED'}"
+    return f"{link.link_type.value} hops {link.hops} weight {link.weight}{access}"
 
 
 def _unchanged(before: tuple[GpuLink, ...], after: tuple[GpuLink, ...]) -> bool:
@@ -77,7 +88,7 @@ def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         if planned and partition_link(key):
             continue
         was, now = before.get(key), after.get(key)
-        if was is not None and now is not None and _shape(was) == _shape(now):
+        if was is not None and now is not None and _shape(was) == _shape(now) and not _access_changed(was, now):
             continue
         a, b = key
         yield finding(
@@ -95,7 +106,7 @@ def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
 SPECS = (
     spec(
         "xgmi.link_changed",
-        "the GPU link matrix (type, hops, weight per pair) differs from the baseline",
+        "the GPU link matrix (type, hops, weight, peer access per pair) differs from the baseline",
         check_xgmi,
         needs_baseline=True,
     ),
