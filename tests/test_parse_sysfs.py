@@ -67,9 +67,10 @@ def test_sysfs_grep_error_line_raises() -> None:
 
 
 def test_sysfs_grep_non_integer_vf_count_raises() -> None:
-    values = parse_sysfs_grep("/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs:four\n")
-    with pytest.raises(ParseError, match="decimal integer"):
-        sriov_by_pf(values)
+    # Raised by the parse itself (brk14 finding 14), so the probe's own parse failure names it.
+    with pytest.raises(ParseError, match="decimal integer") as info:
+        parse_sysfs_grep("/sys/bus/pci/devices/0000:03:00.0/sriov_numvfs:four\n")
+    assert info.value.line_no == 1
 
 
 def test_sysfs_grep_numvfs_above_totalvfs_raises() -> None:

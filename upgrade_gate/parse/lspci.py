@@ -41,11 +41,17 @@ _HEADER_RE = re.compile(
 _IDS_RE = re.compile(r" \[(?P<ven>[0-9a-fA-F]{4}):(?P<dev>[0-9a-fA-F]{4})\]")
 _REV_RE = re.compile(r" \(rev (?P<rev>[0-9a-fA-F]{2})\)")
 _PROGIF_RE = re.compile(r" \(prog-if [^)]*\)")
-_SPEED = r"(?P<{0}>\d+(?:\.\d+)?GT/s|unknown)"
-_LNKCAP_RE = re.compile(r"^Port #(?P<port>\d+), Speed " + _SPEED.format("speed") + r", Width x(?P<width>\d+)")
+_SPEED = r"(?P<{0}>[0-9]+(?:\.[0-9]+)?GT/s|unknown)"
+# The width ends the value: LnkCap goes on with `, ASPM ...`; LnkSta ends there (pciutils >= 3.6 prints its
+# flags on the next line) or goes on with `, TrErr- Train- ...` (pciutils <= 3.5, one line). Anything else
+# after the width (a corrupt byte, `x16\ufffd`) is not read past as if the width were whole.
+_LNKCAP_RE = re.compile(
+    r"^Port #(?P<port>[0-9]+), Speed " + _SPEED.format("speed") + r", Width x(?P<width>[0-9]+)(?:,|$)"
+)
 _LNKSTA_RE = re.compile(
     r"^Speed " + _SPEED.format("speed") + r"(?: \((?P<sflag>ok|downgraded|strange|overdriven)\))?"
-    r", Width x(?P<width>\d+)(?: \((?P<wflag>ok|downgraded|strange|overdriven)\))?"
+    r", Width x(?P<width>[0-9]+)(?: \((?P<wflag>ok|downgraded|strange|overdriven)\))?"
+    r"(?:, [A-Za-z]+[+-](?: [A-Za-z]+[+-])*)?$"
 )
 _SRIOV_RE = re.compile(r"^Initial VFs: (?P<initial>\d+), Total VFs: (?P<total>\d+), Number of VFs: (?P<num>\d+)")
 _VF_DEV_RE = re.compile(r"^VF offset: \d+, stride: \d+, Device ID: (?P<dev>[0-9a-fA-F]{4})$")

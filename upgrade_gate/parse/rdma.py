@@ -17,6 +17,8 @@ Tool quirks (dated notes):
   print no type.
 - ionic (Pensando Pollara, fw 1.117.x) reports transport `InfiniBand (0)` on an Ethernet link layer.
 - 2024 iproute2 `rdma link show` / `rdma dev` print a trailing space on every line.
+- `rdma link show` prints one line per DEV/PORT (one per port record of the kernel's RDMA netlink port dump);
+  a DEV/PORT printed twice is garbled output, a ParseError naming the second line, never merged.
 """
 
 from __future__ import annotations
@@ -281,6 +283,7 @@ def parse_rdma_link(text: str) -> RdmaLinks:
     """Parse `rdma link show`."""
     tool = "rdma-link"
     links: list[RdmaLink] = []
+    seen: dict[tuple[str, int], int] = {}
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -293,6 +296,12 @@ def parse_rdma_link(text: str) -> RdmaLinks:
         check_name(m.group("dev"), tool=tool, line_no=no, excerpt=line)
         if "netdev" in attrs:
             check_name(attrs["netdev"], tool=tool, line_no=no, excerpt=line)
+        key = (m.group("dev"), int(m.group("port")))
+        if key in seen:
+            # iproute2 prints each DEV/PORT once: a second line is not a second port, and which line's state
+            # is the port's cannot be told.
+            raise ParseError(tool, no, line, f"link {key[0]}/{key[1]} printed twice (first at line {seen[key]})")
+        seen[key] = no
         links.append(
             RdmaLink(
                 device=m.group("dev"),

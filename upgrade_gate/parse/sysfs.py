@@ -11,6 +11,9 @@ Design notes:
   and `/opt/rocm/.info/version` hold one version string. Those one-liners are not in the corpus
   (INDEX.md "gaps"); the fixtures follow these documented formats with values taken from the corpus.
 - A `grep: FILE: ...` line means grep could not read a file: ParseError (the evidence is incomplete).
+- SR-IOV counts are checked while parsing (not only when `sriov_by_pf` reads them later): a value such as
+  `N/A` is the probe's parse failure, recorded against the probe, instead of an error raised while the
+  snapshot is assembled that names neither the bundle nor the probe.
 - KFD `properties` files (`/sys/class/kfd/kfd/topology/nodes/N/properties` and `mem_banks/M/properties`)
   are `name value` lines with decimal integer values (kfd_topology.c prints them with `%u`/`%llu`).
   `location_id` is `bus << 8 | device << 3 | function` and `domain` the PCI domain, so unlike
@@ -107,7 +110,9 @@ def parse_sysfs_grep(text: str) -> SysfsValues:
             raise ParseError(GREP_TOOL, no, line, f"{path}: blank value")
         values[path] = value
         line_nos[path] = no
-    return SysfsValues(values=values, line_nos=line_nos)
+    result = SysfsValues(values=values, line_nos=line_nos)
+    sriov_by_pf(result)  # SR-IOV counts are checked here, where a bad one is the probe's parse failure
+    return result
 
 
 def _decimal(values: SysfsValues, path: str) -> int:
@@ -118,8 +123,12 @@ def _decimal(values: SysfsValues, path: str) -> int:
 
 
 def sriov_by_pf(values: SysfsValues) -> dict[Bdf, tuple[int | None, int | None]]:
-    """PF BDF -> (sriov_numvfs, sriov_totalvfs); None where that file printed nothing."""
+    """PF BDF -> (sriov_numvfs, sriov_totalvfs); None where that file printed nothing.
+
+    Never raises on a `parse_sysfs_grep` result: the parse has already run it (see the module notes).
+    """
     out: dict[Bdf, tuple[int | None, int | None]] = {}
+    numvfs_line: dict[Bdf, int] = {}
     for path in sorted(values.values):
         match = _SRIOV_RE.search(path)
         if match is None:
@@ -129,12 +138,13 @@ def sriov_by_pf(values: SysfsValues) -> dict[Bdf, tuple[int | None, int | None]]
         count = _decimal(values, path)
         if match.group("kind") == "numvfs":
             num = count
+            numvfs_line[bdf] = values.line_nos[path]
         else:
             total = count
         out[bdf] = (num, total)
     for bdf, (num, total) in out.items():
         if num is not None and total is not None and num > total:
-            raise ParseError(GREP_TOOL, 0, str(bdf), f"sriov_numvfs {num} above sriov_totalvfs {total}")
+            raise ParseError(GREP_TOOL, numvfs_line[bdf], str(bdf), f"sriov_numvfs {num} above sriov_totalvfs {total}")
     return out
 
 

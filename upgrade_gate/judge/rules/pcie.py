@@ -4,8 +4,11 @@ Design decisions:
 - `pcie.downgrade` compares each link's current speed/width (lspci LnkSta) with its maximum (LnkCap)
   and with the baseline's current values. Either being lower blocks: CVF phase 3 wants Gen5 x16 with
   no width degradation, and a link that trained lower than last time is a regression even when the
-  slot is capable of no more. A link the baseline had and the candidate no longer reports blocks; a
-  link whose speed or width is unknown now but was known blocks (evidence lost). lspci's own
+  slot is capable of no more. A link the baseline had and the candidate no longer reports blocks. A
+  link whose current speed or width is unknown blocks, on either side and whatever the parameters say:
+  pciutils ls-caps.c prints `Speed unknown` for a speed code it does not know (an old pciutils on a
+  faster link, or a garbled register), and such a link can be judged neither against its maximum nor
+  against the baseline; two unknowns that match are no evidence of a healthy link. lspci's own
   `(downgraded)` verdict is never dropped: where the parsed speed/width do not show the drop it
   claims, the evidence disagrees and blocks. A speed or width above the maximum (a garbled value, or
   lspci's `(overdriven)`) blocks whatever the parameters say: it is no evidence of a healthy link.
@@ -68,24 +71,39 @@ class _Problems(NamedTuple):
     below_max: bool  # below LnkCap (only where `compare_to_max`)
     doubted: bool  # lspci says downgraded, the parsed values do not show it
     below_baseline: bool  # below the baseline's (only where `compare_to_baseline`)
-    unknown_now: bool  # unknown now, known in the baseline (only where `compare_to_baseline`)
+    unknown_now: bool  # current speed or width unknown in the candidate (always)
+    unknown_before: bool  # current speed or width unknown in the baseline (only where `compare_to_baseline`)
 
 
 def _problems(link: PcieLink, was: PcieLink | None, to_max: bool, to_baseline: bool) -> _Problems:
     below = _below(link.speed_gts, link.max_speed_gts) or _below(link.width, link.max_width)
-    below_baseline = unknown_now = False
+    below_baseline = unknown_before = False
     if was is not None and to_baseline:
         below_baseline = _below(link.speed_gts, was.speed_gts) or _below(link.width, was.width)
-        unknown_now = not below_baseline and (
-            (link.speed_gts is None and was.speed_gts is not None) or (link.width is None and was.width is not None)
-        )
+        unknown_before = _unknown(was) is not None
     return _Problems(
         above_max=_above(link.speed_gts, link.max_speed_gts) or _above(link.width, link.max_width),
         below_max=below and to_max,
         doubted=not below and link.downgraded,
         below_baseline=below_baseline,
-        unknown_now=unknown_now,
+        unknown_now=_unknown(link) is not None,
+        unknown_before=unknown_before,
     )
+
+
+def _unknown(link: PcieLink) -> str | None:
+    """What lspci left unknown of a link's current state, in its own words; None when speed and width are known.
+
+    `lspci.pcie_links` gives a width whenever LnkSta was printed (LnkSta always prints `Width xN`) and no
+    speed only for LnkSta's `Speed unknown`; without LnkSta (LnkCap alone) both are None.
+    """
+    if link.speed_gts is not None and link.width is not None:
+        return None
+    if link.speed_gts is None and link.width is None:
+        return "lspci printed no LnkSta for it"
+    if link.speed_gts is None:
+        return "lspci printed 'Speed unknown' in its LnkSta"
+    return "lspci printed no current width for it"
 
 
 def _quiet(link: PcieLink, was: PcieLink | None, to_max: bool, to_baseline: bool) -> bool:
@@ -102,7 +120,11 @@ def _unchanged_at_max(baseline: Sequence[PcieLink], candidate: Sequence[PcieLink
     return (
         baseline == candidate
         and all(
-            link.speed_gts == link.max_speed_gts and link.width == link.max_width and not link.downgraded
+            link.speed_gts is not None
+            and link.width is not None
+            and link.speed_gts == link.max_speed_gts
+            and link.width == link.max_width
+            and not link.downgraded
             for link in candidate
         )
         and len({link.bdf for link in candidate}) == len(candidate)
@@ -137,7 +159,10 @@ def check_pcie(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         if found.below_baseline:
             problems.append(f"below the baseline {expected}")
         if found.unknown_now:
-            problems.append(f"link state unknown now (baseline {expected})")
+            shown = f" (baseline {expected})" if was is not None and to_baseline and not found.unknown_before else ""
+            problems.append(f"{_unknown(link)}, so the link cannot be judged{shown}")
+        if found.unknown_before and was is not None:
+            problems.append(f"in the baseline {_unknown(was)}, so there is nothing to compare with")
         if problems:
             yield finding(
                 ctx,
