@@ -214,3 +214,37 @@ def test_pcie_speed_unknown_blocks_on_either_side_naming_lspci(
         assert "so the link cannot be judged" in f.message
     if baseline_unknown:
         assert "in the baseline lspci printed 'Speed unknown'" in f.message
+
+
+# --------------------------------------------------------------------------- ibv_devinfo speed and width (06, 06b)
+# libibverbs' devinfo prints active_width from 1X/2X/4X/8X/12X or "invalid width", and active_speed as
+# "<n> Gbps" or "invalid speed" (its `width_str`/`speed_str` tables); the corpus has "50.0 Gbps (64)",
+# "4X (2)" and "invalid speed (0)" (ibv_devinfo/cx6-2port-ib-vv-one-port-down-disabled.txt). The values
+# below are MUTATIONS of the fake node's real-format line, as the tester's bundles had them.
+
+
+@pytest.mark.parametrize("speed", ["N/A", "100000.0 Mbps (4)", "FOO", "400 Gb/s"])
+def test_ibv_devinfo_active_speed_it_never_prints_is_a_parse_error_and_blocks(healthy: Bundle, speed: str) -> None:
+    text = _stdout(healthy, "ibv_devinfo")
+    line = re.search(r"active_speed:[ \t]*(.+)", text)
+    assert line is not None
+    snap = build_snapshot(_edit(healthy, "ibv_devinfo", text.replace(line.group(1), speed, 1)))
+    probe = next(p for p in snap.probes if p.name == "ibv_devinfo")
+    assert not probe.ok and "active_speed is not one ibv_devinfo prints" in (probe.reason or "")
+    report = judge(
+        baselines={NodeName("gpu-node-01"): build_snapshot(healthy)},
+        candidates=[snap],
+        plan=None,
+        policy=POLICY,
+        now="2026-12-01T12:00:00Z",
+    )
+    assert report.verdict is Verdict.BLOCK
+
+
+def test_ibv_devinfo_active_width_it_never_prints_is_a_parse_error(healthy: Bundle) -> None:
+    text = _stdout(healthy, "ibv_devinfo")
+    line = re.search(r"active_width:[ \t]*(.+)", text)
+    assert line is not None
+    snap = build_snapshot(_edit(healthy, "ibv_devinfo", text.replace(line.group(1), "N/A", 1)))
+    probe = next(p for p in snap.probes if p.name == "ibv_devinfo")
+    assert not probe.ok and "active_width is not one ibv_devinfo prints" in (probe.reason or "")

@@ -41,6 +41,7 @@ from upgrade_gate.parse.rdma_tables import (
 )
 
 _WIDTH_FACTOR = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
+_SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) Gbps$")
 _KV_RE = re.compile(r"^\s+(?P<key>[A-Za-z][\w .\-/]*?)\s*:\s*(?P<val>.*?)\s*$")
 _GID_RE = re.compile(r"^\s+GID\[\s*(?P<idx>\d+)\]:\s*(?P<gid>[0-9A-Fa-f:.]+)(?:,\s*(?P<type>.+?))?\s*$")
 _CODE_RE = re.compile(r"^(?P<name>.*?)\s*\((?P<code>\d+)\)$")
@@ -147,10 +148,17 @@ def _build_port(b: _Block, tool: str) -> IbvPort:
     speed = b.get("active_speed")
     width_txt = _code(width)[0] if width else None
     speed_txt = _code(speed)[0] if speed else None
+    # libibverbs' devinfo prints these two from fixed tables (`width_str`, `speed_str`): a width from
+    # 1X/2X/4X/8X/12X or "invalid width", a speed "<n> Gbps" or "invalid speed". Anything else ("N/A", a
+    # rate in Mbps, a word) is not its output: refused, never read as "rate unknown" (2026-12-07).
+    if width_txt is not None and width_txt not in _WIDTH_FACTOR and width_txt != "invalid width":
+        raise ParseError(tool, b.line_of("active_width"), width or "", "active_width is not one ibv_devinfo prints")
+    match = _SPEED_RE.match(speed_txt) if speed_txt is not None else None
+    if speed_txt is not None and match is None and speed_txt != "invalid speed":
+        raise ParseError(tool, b.line_of("active_speed"), speed or "", "active_speed is not one ibv_devinfo prints")
     rate = None
-    if width_txt in _WIDTH_FACTOR and speed_txt:
-        m = re.match(r"^(\d+(?:\.\d+)?)\s*Gbps$", speed_txt)
-        rate = _WIDTH_FACTOR[width_txt] * float(m.group(1)) if m else None
+    if width_txt in _WIDTH_FACTOR and match is not None:
+        rate = _WIDTH_FACTOR[width_txt] * float(match.group(1))
     return IbvPort(
         port=_int(b.name, tool, b.line_no),
         state=state,
