@@ -43,7 +43,7 @@ from gitdb import IStream, LooseObjectDB
 from gitdb.exc import ODBError
 
 from upgrade_gate.errors import GateError, InputError, NotFoundError, StoreError
-from upgrade_gate.store import worktree
+from upgrade_gate.store import gitdir, worktree
 
 BLOB_MODE = 0o100644
 TREE_MODE = 0o040000
@@ -149,15 +149,12 @@ def mapped_errors(store: Path, action: str) -> Iterator[None]:
 def head_commit(repo: git.Repo) -> git.Commit | None:
     """The commit HEAD names; None on an unborn branch (a store whose init was interrupted).
 
-    The ref files are read (gitpython's `dereference_recursive`), the commit object is not: gitpython's
-    `repo.head.commit` asks `git cat-file --batch-check` for its type, a process per store opened.
-    `GitObjects.tree_of` reads it, and refuses it if it is not a commit.
+    The ref files are read exactly (`store.gitdir`: no link followed, no FIFO opened), the commit object
+    is not: gitpython's `repo.head.commit` asks `git cat-file --batch-check` for its type, a process per
+    store opened. `GitObjects.tree_of` reads it, and refuses it if it is not a commit.
     """
-    try:
-        hexsha = git.SymbolicReference.dereference_recursive(repo, "HEAD")
-    except ValueError:
-        return None
-    return git.Commit(repo, bytes.fromhex(hexsha))
+    hexsha = gitdir.Refs(Path(repo.git_dir), store=Path(repo.git_dir).parent).head()[1]
+    return None if hexsha is None else git.Commit(repo, bytes.fromhex(hexsha))
 
 
 class GitObjects:
@@ -236,21 +233,39 @@ class GitObjects:
             return None
         return self.read_object(regular(found, f"{path}@{commit.hexsha[:12]}")[0], b"blob")
 
-    def commit(self, ref: str, *, store: Path) -> git.Commit:
-        """The commit a ref (full sha, tag, branch, any rev) names; NotFoundError when none."""
+    def commit(self, ref: str, *, store: Path, shown: str | None = None) -> git.Commit:
+        """The commit a rev names: a full sha, or a sha with operators (`<sha>~1`; the store resolves ref
+        names itself, `store.gitdir`); NotFoundError naming `shown` (default `ref`) when none."""
         if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
             commit = git.Commit(self.repo, bytes.fromhex(ref))
             try:
                 self.tree_of(commit)  # read now, once: the object exists and is a commit
                 return commit
             except (ODBError, ValueError, InputError) as exc:
-                raise NotFoundError(f"{store}: no commit {ref} in the baseline store") from exc
+                if self.peel(ref) is None:
+                    raise NotFoundError(f"{store}: no commit {shown or ref} in the baseline store") from exc
+                ref += "^0"  # an annotated tag's object: the commit it names
         try:
             obj = self.repo.rev_parse(f"{ref}^{{commit}}")
         except (ODBError, ValueError, IndexError, KeyError) as exc:  # KeyError: `REV:path` names no blob or tree
-            raise NotFoundError(f"{store}: no ref {ref!r} in the baseline store") from exc
+            raise NotFoundError(f"{store}: no ref {shown or ref!r} in the baseline store") from exc
         assert isinstance(obj, git.Commit)
         return obj
+
+    def peel(self, hexsha: str) -> git.Commit | None:
+        """The commit object `hexsha` is, or that the annotated tag `hexsha` names; None for a tree, a
+        blob or no object at all."""
+        commit = git.Commit(self.repo, bytes.fromhex(hexsha))
+        try:
+            self.tree_of(commit)
+            return commit
+        except (ODBError, ValueError, InputError):
+            pass
+        try:
+            obj = self.repo.rev_parse(f"{hexsha}^{{commit}}")
+        except (ODBError, ValueError, IndexError, KeyError):
+            return None
+        return obj if isinstance(obj, git.Commit) else None
 
     def file_names(self, commit: git.Commit, folder: str, *, suffix: str) -> tuple[str, ...]:
         """The regular files directly in `folder` whose names end in `suffix`, sorted."""

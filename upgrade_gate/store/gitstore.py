@@ -64,9 +64,10 @@ from upgrade_gate.errors import (
 )
 from upgrade_gate.model import NodeName, Snapshot
 from upgrade_gate.snapshot.io import canonical_json, decode_snapshot, loads_snapshot
-from upgrade_gate.store import gitsafe, gittags, layout, locking
+from upgrade_gate.store import gitdir, gitsafe, gittags, layout, locking
 from upgrade_gate.store.decoded import DecodedCache, blob_id
 from upgrade_gate.store.documents import Build, Files, Hook, Stored
+from upgrade_gate.store.gitdir import UnsafeStoreError
 from upgrade_gate.store.gitobjects import (
     DEFAULT_IDENTITY,
     GitObjects,
@@ -87,7 +88,7 @@ def _fire(hook: Hook | None, point: str) -> None:
         hook(point)
 
 
-__all__ = ["ALLOW_MOVED_TAG_ENV", "BaselineStore", "LogEntry", "MovedTagError", "TagExistsError"]
+__all__ = ["ALLOW_MOVED_TAG_ENV", "BaselineStore", "LogEntry", "MovedTagError", "TagExistsError", "UnsafeStoreError"]
 
 
 MAX_README_BYTES = 1024 * 1024  # issue 26: the folder's own README, kept when a folder becomes a store
@@ -143,6 +144,8 @@ class BaselineStore(StoreMigrating):
         self._objects: GitObjects | None = None
         self._pinned: dict[str, git.Commit] = {}
         self._decoded: DecodedCache | None = None
+        self._refs: gitdir.Refs | None = None
+        self._tags_checked: set[tuple[str, str, str]] = set()  # (tag, its commit, branch head) found sound
 
     def __enter__(self) -> BaselineStore:
         return self
@@ -157,6 +160,7 @@ class BaselineStore(StoreMigrating):
             self._repo = None
             self._objects = None
             self._decoded = None
+            self._refs = None
 
     # ------------------------------------------------------------------ opening
 
@@ -175,6 +179,7 @@ class BaselineStore(StoreMigrating):
             # Reads of loose objects start no git process, but a packed store and every write need one:
             # without git, every store operation fails alike (one line, exit 4), not only some.
             raise git.GitCommandNotFound("git", "not on PATH")
+        dot = gitdir.git_dir(path)  # before git or gitpython opens anything in it (brk14)
         try:
             repo = git.Repo(path, search_parent_directories=False)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
@@ -203,6 +208,7 @@ class BaselineStore(StoreMigrating):
                 ) from exc
         self._repo = repo
         self._objects = GitObjects(repo)
+        self._refs = gitdir.Refs(dot or Path(repo.git_dir), store=path)
         return repo
 
     @property
@@ -211,6 +217,14 @@ class BaselineStore(StoreMigrating):
         if self._objects is None:
             self._objects = GitObjects(self._open())
         return self._objects
+
+    @property
+    def _ref_reader(self) -> gitdir.Refs:
+        """The exact ref reader of the open repository (`_open` first)."""
+        if self._refs is None:
+            self._open()
+        assert self._refs is not None
+        return self._refs
 
     @property
     def _cache(self) -> DecodedCache:
@@ -225,16 +239,39 @@ class BaselineStore(StoreMigrating):
         pinned = self._pinned.get(ref)  # a full sha (from `pin`): immutable, resolved once per store object
         if pinned is not None:
             return pinned
-        obj = self._objs.commit(ref, store=self.path)
-        if len(ref) == 40 and obj.hexsha == ref:
-            self._pinned[ref] = obj
-        elif not self.allow_moved_tag:
-            gittags.check_tag(repo, ref, store=self.path, trailers_written=self._writes_trailers(repo))
-        return obj
+        if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref):
+            obj = self._objs.commit(ref, store=self.path)
+            if obj.hexsha == ref:
+                self._pinned[ref] = obj
+            return obj
+        # A name is resolved exactly (`store.gitdir`), never through gitpython's search order (brk14).
+        base, rest = gitdir.split_rev(ref)
+        found = self._ref_reader.lookup(base) if base else None
+        if found is None:  # no ref by that name anywhere: a short sha (or nothing: the read says so)
+            return self._objs.commit(ref, store=self.path)
+        if found.name.startswith("refs/tags/") and not self.allow_moved_tag:
+            self._check_tag(repo, found)
+        return self._objs.commit(found.sha + rest, store=self.path, shown=ref)
+
+    def _check_tag(self, repo: git.Repo, tag: gitdir.Ref) -> None:
+        branch, head = self._ref_reader.head()
+        key = (tag.name, tag.sha, head or "")
+        if key in self._tags_checked:
+            return
+        head_obj = git.Commit(repo, bytes.fromhex(head)) if head is not None else None
+        gittags.check_tag(
+            repo,
+            tag.name.removeprefix("refs/tags/"),
+            self._objs.peel(tag.sha),
+            branch=(branch, head_obj),
+            store=self.path,
+            trailers_written=self._writes_trailers(repo),
+        )
+        self._tags_checked.add(key)
 
     def _writes_trailers(self, repo: git.Repo) -> bool:
         if self._trailers is None:
-            self._trailers = gittags.any_trailer(repo)
+            self._trailers = gittags.any_trailer(repo, head_commit(repo))
         return self._trailers
 
     # ------------------------------------------------------------------ writing
@@ -248,6 +285,7 @@ class BaselineStore(StoreMigrating):
             if self._repo is not None and head_commit(self._repo) is not None:
                 return
             path.mkdir(parents=True, exist_ok=True)
+            gitdir.git_dir(path)  # a .git that is a link or a `gitdir:` file: refused before `git init` (brk14)
             with locking.init_lock(path, timeout_s=self.lock_timeout_s):
                 # A folder holding only a README (the repository's `baselines/`, DEFAULT_STORE) may become one.
                 if not (path / ".git").exists() and any(p.name != layout.README_PATH for p in path.iterdir()):
@@ -296,28 +334,30 @@ class BaselineStore(StoreMigrating):
         tag: str | None = None,
         hook: Hook | None = None,
     ) -> str | None:
+        gitdir.check_writable(Path(repo.git_dir))  # no ref or reflog is written through a link (brk14)
         locking.clear_leftovers(Path(repo.git_dir), Path(str(repo.working_tree_dir)), store=self.path)
-        if repo.head.is_detached:
+        branch, _ = self._ref_reader.head()
+        if branch is None:
             raise StoreError(f"{self.path}: HEAD is detached; check out the store's branch first")
-        branch = repo.head.reference.path
         head = head_commit(repo)
-        if tag is not None and f"refs/tags/{tag}" in {t.path for t in repo.tags}:
-            existing = repo.tags[tag].commit
+        existing_sha = self._ref_reader.read(f"refs/tags/{tag}") if tag is not None else None
+        if tag is not None and existing_sha is not None:
+            existing = self._objs.peel(existing_sha)
             files = build()
-            if files is not None and self._holds(repo, existing, files, tag):
+            if existing is not None and files is not None and self._holds(repo, existing, files, tag):
                 # A retry of a save that landed (its mirror may have failed): the same answer again.
                 self.warnings.append(f"tag {tag!r} already holds exactly these baselines (at {existing.hexsha[:12]})")
                 if head is not None and head.hexsha == existing.hexsha:
                     self._mirror(repo, existing.hexsha, None)
                 return existing.hexsha
-            sha = existing.hexsha
-            raise TagExistsError(f"{self.path}: tag {tag!r} already exists (at {sha[:12]}); choose another")
+            raise TagExistsError(f"{self.path}: tag {tag!r} already exists (at {existing_sha[:12]}); choose another")
         files = build()
         if files is None:
             return None
         message = message.strip() or "upgrade-gate update"
         if tag is not None:
-            message = gittags.tagged_message(repo, message, tag, trailers_written=self._writes_trailers(repo))
+            adopted = None if self._writes_trailers(repo) else self._tag_commits()
+            message = gittags.tagged_message(message, tag, adopted=adopted)
         blobs = {path: self._blob(data) for path, data in files.items()}
         _fire(hook, "blobs")
         root = self._objs.store_tree(head.tree.binsha if head is not None else None, blobs)
@@ -461,7 +501,15 @@ class BaselineStore(StoreMigrating):
             commits = list(repo.iter_commits(head, paths=path)) if head is not None else []
             if not commits:
                 raise NotFoundError(f"{self.path}: no baseline for node {node!r}")
-            return gittags.history(repo, commits)
+            by_commit: dict[str, list[str]] = {}
+            for name, sha in self._tag_commits().items():
+                by_commit.setdefault(sha, []).append(name)
+            return gittags.history(commits, by_commit)
+
+    def _tag_commits(self) -> dict[str, str]:
+        """Tag name -> the commit it names (a tag on a tree or blob names no baseline: left out)."""
+        found = {name: self._objs.peel(sha) for name, sha in self._ref_reader.tags().items()}
+        return {name: commit.hexsha for name, commit in found.items() if commit is not None}
 
     def diff_refs(self, node: str, ref1: str, ref2: str) -> tuple[Snapshot, Snapshot]:
         """The baselines of `node` at two refs, for the judge's diff."""

@@ -7,16 +7,21 @@ exit 3) unless the store allows it (`--allow-moved-tag`, UPGRADE_GATE_ALLOW_MOVE
 history has no trailer at all was written before the check existed: its tags are read as they are
 (nothing can tell a moved one there); its first tagged save adopts them where they stand
 (`Upgrade-Gate-Legacy-Tag: NAME SHA` lines), so from then on a moved old tag is refused too.
+
+The trailer alone can be copied: a commit that upgrade-gate saved under the same tag name in another
+store carries it too (brk14). `baseline save` only ever tags the commit it puts on the store's branch,
+so a tag must also name the branch head or one of its ancestors (one `git merge-base --is-ancestor`
+per tag read, cached per store object), in every store, with trailers or without. The tag's name is
+resolved by `store.gitdir` (exactly `refs/tags/NAME`), never through gitpython's search order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import git  # store/__init__.py sets GIT_PYTHON_REFRESH=quiet first
-from git.repo.fun import name_to_object
 
 from upgrade_gate.errors import ConfigError, InputError
 from upgrade_gate.store.documents import iso_utc
@@ -57,27 +62,22 @@ def saved_under(commit: git.Commit, tag: str) -> bool:
     return f"{TAG_TRAILER}: {tag}" in str(commit.message).splitlines()
 
 
-def any_trailer(repo: git.Repo) -> bool:
-    """True once any commit of the store carries a tag trailer (stores older than the check have none)."""
-    found = repo.git.log("--all", "-1", "--format=%H", f"--grep=^{TAG_TRAILER}: ")
+def any_trailer(repo: git.Repo, head: git.Commit | None) -> bool:
+    """True once any commit of the store's branch carries a tag trailer (stores older than the check have
+    none). Only the branch's history is searched: a baseline tag must name a commit in it (`check_tag`),
+    and `git log --all` would open every ref file in the store."""
+    if head is None:
+        return False
+    found = repo.git.log("-1", "--format=%H", f"--grep=^{TAG_TRAILER}: ", head.hexsha)
     return bool(found.strip())
 
 
-def tags_by_commit(repo: git.Repo) -> dict[str, list[str]]:
-    """commit sha -> the names of the tags on it (a tag on a tree or blob names no baseline: left out)."""
-    tags: dict[str, list[str]] = {}
-    for tag in repo.tags:
-        try:
-            tags.setdefault(tag.commit.hexsha, []).append(tag.name)
-        except ValueError:
-            continue
-    return tags
-
-
-def legacy_tags(repo: git.Repo) -> dict[str, str]:
-    """Tags adopted by the first trailer-writing save (name -> commit sha)."""
+def legacy_tags(repo: git.Repo, head: git.Commit | None) -> dict[str, str]:
+    """Tags adopted by the first trailer-writing save (name -> commit sha), from the branch's history."""
     out: dict[str, str] = {}
-    text = repo.git.log("--all", "--format=%B", f"--grep=^{LEGACY_TRAILER}: ")
+    if head is None:
+        return out
+    text = repo.git.log("--format=%B", f"--grep=^{LEGACY_TRAILER}: ", head.hexsha)
     for line in text.splitlines():
         if line.startswith(f"{LEGACY_TRAILER}: "):
             name, _, sha = line.removeprefix(f"{LEGACY_TRAILER}: ").partition(" ")
@@ -85,59 +85,50 @@ def legacy_tags(repo: git.Repo) -> dict[str, str]:
     return out
 
 
-def tagged_message(repo: git.Repo, message: str, tag: str, *, trailers_written: bool) -> str:
-    """The message of a save tagged `tag`; the first trailer-writing save adopts the existing tags."""
+def tagged_message(message: str, tag: str, *, adopted: Mapping[str, str] | None) -> str:
+    """The message of a save tagged `tag`; the first trailer-writing save adopts the existing tags
+    (`adopted`: tag name -> the commit it names; None once trailers are written)."""
     message = f"{message}\n\n{TAG_TRAILER}: {tag}"
-    if not trailers_written:
-        adopted = sorted(f"{LEGACY_TRAILER}: {t.name} {t.commit.hexsha}" for t in repo.tags)
-        message = "\n".join([message, *adopted])
+    if adopted is not None:
+        message = "\n".join([message, *sorted(f"{LEGACY_TRAILER}: {n} {sha}" for n, sha in adopted.items())])
     return message
 
 
-def tag_named(repo: git.Repo, ref: str) -> git.TagReference | None:
-    """The tag a ref expression reads, or None (a branch, a commit sha).
-
-    Resolved as the store's reader resolves it (gitpython's `rev_parse`): the name before the first
-    operator (`~`, `^`, `:`, `@`) is looked up in git's order (`NAME`, `refs/NAME`, `refs/tags/NAME`,
-    `refs/heads/NAME`, ...). So `rocm-6.1.3`, `tags/rocm-6.1.3`, `refs/tags/rocm-6.1.3`, `rocm-6.1.3~0` and
-    `rocm-6.1.3^{commit}` all name the tag: only the bare name and `refs/tags/NAME` were checked, and a
-    moved tag read as `tags/NAME` passed (break test, 2026-12-07).
-    """
-    cut = min((i for i in (ref.find(c) for c in "~^:@") if i >= 0), default=len(ref))
-    base = ref[:cut]
-    if not base:
-        return None
-    try:
-        found = name_to_object(repo, base, return_ref=True)
-    except (ValueError, git.BadName, git.BadObject):  # gitdb's, as gitpython re-exports them
-        return None  # a commit sha (or nothing: the read itself says so)
-    path = str(found.path) if isinstance(found, git.SymbolicReference) else ""
-    if not path.startswith("refs/tags/"):
-        return None  # a branch or HEAD: nothing was promised about it (a tag wins in rev-parse's order)
-    return git.TagReference(repo, path)
+def on_branch(repo: git.Repo, commit: git.Commit, head: git.Commit | None) -> bool:
+    """True when `commit` is the branch head or one of its ancestors (`git merge-base --is-ancestor`)."""
+    if head is None:
+        return False
+    return commit.hexsha == head.hexsha or repo.is_ancestor(commit, head)
 
 
-def check_tag(repo: git.Repo, ref: str, *, store: Path, trailers_written: bool) -> None:
-    """Refuse a ref that reads a tag whose commit was not saved under it (see the module docstring)."""
-    tag = tag_named(repo, ref)
-    if tag is None:
-        return
-    name = str(tag.path).removeprefix("refs/tags/")
-    try:
-        commit = tag.commit
-    except ValueError:  # a tag on a tree or blob: no baseline was ever saved under it
-        raise MovedTagError(f"{store}: tag {name!r} does not name a commit; baselines are saved on commits") from None
-    if saved_under(commit, name):
-        return
-    if not trailers_written:
-        return  # a store saved before tags carried the trailer: its tags cannot be checked (README)
-    if legacy_tags(repo).get(name) == commit.hexsha:
-        return  # adopted where it stood by the first save that wrote trailers
-    raise MovedTagError(
-        f"{store}: tag {name!r} points at {commit.hexsha[:12]}, which upgrade-gate did not save under "
-        f"that tag (moved with `git tag -f`, or made by hand); baselines are immutable. Restore the tag, or "
-        f"pass --allow-moved-tag ({ALLOW_MOVED_TAG_ENV}=1) to read it anyway"
-    )
+def check_tag(
+    repo: git.Repo,
+    name: str,
+    commit: git.Commit | None,
+    *,
+    branch: tuple[str | None, git.Commit | None],
+    store: Path,
+    trailers_written: bool,
+) -> None:
+    """Refuse reading the tag `name` (the commit it names, None when it names no commit) unless
+    upgrade-gate saved that commit under it on the store's branch (`branch`: its name and head)."""
+    if commit is None:  # a tag on a tree or blob: no baseline was ever saved under it
+        raise MovedTagError(f"{store}: tag {name!r} does not name a commit; baselines are saved on commits")
+    if not saved_under(commit, name) and trailers_written and legacy_tags(repo, branch[1]).get(name) != commit.hexsha:
+        raise MovedTagError(
+            f"{store}: tag {name!r} points at {commit.hexsha[:12]}, which upgrade-gate did not save under "
+            f"that tag (moved with `git tag -f`, or made by hand); baselines are immutable. Restore the tag, or "
+            f"pass --allow-moved-tag ({ALLOW_MOVED_TAG_ENV}=1) to read it anyway"
+        )
+    # Without trailers (a store saved before them) the trailer tells nothing; with one, it can be copied
+    # from another store's commit (brk14): either way a tag `baseline save` made is on the store's branch.
+    if not on_branch(repo, commit, branch[1]):
+        where = f"{branch[0] or 'HEAD'} at {branch[1].hexsha[:12]}" if branch[1] is not None else "no commit yet"
+        raise MovedTagError(
+            f"{store}: tag {name!r} points at {commit.hexsha[:12]}, which is not in the history of the store's "
+            f"branch ({where}): moved by hand, or copied from another store; baselines are immutable. Restore "
+            f"the tag, or pass --allow-moved-tag ({ALLOW_MOVED_TAG_ENV}=1) to read it anyway"
+        )
 
 
 def moved_tag_allowed(value: str | None) -> bool:
@@ -153,9 +144,8 @@ def moved_tag_allowed(value: str | None) -> bool:
     raise ConfigError(f"{ALLOW_MOVED_TAG_ENV}={value[:40]!r}: expected 1, true or yes (allow) or 0, false or no")
 
 
-def history(repo: git.Repo, commits: Sequence[git.Commit]) -> tuple[LogEntry, ...]:
-    """The commits as log entries, in the order given, with the tags on each."""
-    tags = tags_by_commit(repo)
+def history(commits: Sequence[git.Commit], tags: Mapping[str, Sequence[str]]) -> tuple[LogEntry, ...]:
+    """The commits as log entries, in the order given, with the tags on each (commit sha -> tag names)."""
     return tuple(
         LogEntry(
             sha=c.hexsha,
