@@ -211,3 +211,24 @@ def test_a_fifo_in_the_git_folder_is_refused_at_once(store: Path, tmp_path: Path
     proc = _gate(store, tmp_path, timeout=30)  # it waited forever
     assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
     assert str(fifo) in one_error_line(proc.stderr) and "FIFO" in proc.stderr
+
+
+# ---------------------------------------------------------------- a config that includes another file
+
+
+@pytest.mark.parametrize(
+    "section", ["[include]\n\tpath = {}\n", '[includeIf "gitdir:/"]\n\tpath = {}\n', "  [INCLUDE ]\n\tpath={}\n"]
+)
+def test_a_config_that_includes_another_file_is_refused_before_git_reads_it(
+    store: Path, tmp_path: Path, section: str
+) -> None:
+    """git-config(1) "Includes": git and gitpython read the named file wherever it is; a FIFO there hung
+    them (the store tester's note of 2026-12-07). The FIFO makes the test's point: nothing opens it."""
+    fifo = tmp_path / "elsewhere.fifo"
+    os.mkfifo(fifo)
+    config = store / ".git" / "config"
+    config.write_text(config.read_text() + section.format(fifo))
+    proc = _gate(store, tmp_path, timeout=30)
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
+    assert str(config) in one_error_line(proc.stderr) and "includes another file" in proc.stderr
+    assert _save(store, tmp_path).returncode == ExitCode.BAD_INPUT

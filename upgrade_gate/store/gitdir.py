@@ -14,7 +14,8 @@ Design decisions:
   before `git init`). It costs a dozen `lstat`s, once per store opened (a gate over 8,192 nodes opens it
   once): `.git` must be the store's own folder, with no `commondir`; the files git or gitpython reads on
   every command (`HEAD`, `config`, `packed-refs`, `index`, `shallow`, the store lock) must be regular
-  files or absent, and `refs`, `logs` and `objects` real folders. Each refusal is one line naming the
+  files or absent, and `refs`, `logs` and `objects` real folders; the config may not include another
+  file (`[include]`, `[includeIf]`). Each refusal is one line naming the
   path and why (`UnsafeStoreError`, exit 3: bad input, as the store's other refusals of its content).
 - Refs are read by `Refs`, never through gitpython's `SymbolicReference` nor `rev_parse`'s search:
   `read("refs/tags/NAME")` reads exactly that loose file (each folder on the way `lstat`ed: no link
@@ -53,6 +54,9 @@ _PACKED_LINE = re.compile(r"([0-9a-f]{40}) (refs/\S+)")
 _MAX_REF_BYTES = 4096  # a loose ref is 41 bytes (a symbolic one a line); FETCH_HEAD a few lines
 _MAX_PACKED_BYTES = 256 * 1024 * 1024
 _MAX_DEPTH = 5  # symbolic refs followed (git's SYMREF_MAXDEPTH)
+_MAX_CONFIG_BYTES = 1024 * 1024
+# A section header `[include]` or `[includeIf "..."]`, names case-insensitive, at a line's start.
+_INCLUDE = re.compile(rb"(?im)^[ \t]*\[[ \t]*include(?:if)?\b[^\]\n]*\]")
 
 
 class UnsafeStoreError(InputError):
@@ -116,6 +120,7 @@ def git_dir(store: Path) -> Path | None:
         )
     for name in _FILES:
         _regular_or_absent(dot / name)
+    _no_include(dot / "config")
     for name in _FOLDERS:
         found = _lstat(dot / name)
         if found is not None and not stat.S_ISDIR(found.st_mode):
@@ -123,6 +128,27 @@ def git_dir(store: Path) -> Path | None:
                 f"{dot / name}: is {_kind(found.st_mode)}, not a folder; git would read and write through it"
             )
     return dot
+
+
+def _no_include(config: Path) -> None:
+    """Refuse a config that includes another file (`[include] path`, `[includeIf ...]`): git and gitpython
+    would read it, wherever it is, and a FIFO there would hang them (git-config(1), "Includes"). A store's
+    config is its own; a bound on its size keeps the check cheap."""
+    try:
+        with config.open("rb") as handle:
+            data = handle.read(_MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UnsafeStoreError(f"{config}: unreadable: {exc.strerror}") from exc
+    if len(data) > _MAX_CONFIG_BYTES:
+        raise UnsafeStoreError(f"{config}: over {_MAX_CONFIG_BYTES} bytes; a store's git config is a few lines")
+    found = _INCLUDE.search(data)
+    if found is not None:
+        raise UnsafeStoreError(
+            f"{config}: includes another file ({found.group(0).decode('utf-8', 'replace').strip()}), which git "
+            "would read from wherever it is; a baseline store's config must be its own: remove the section"
+        )
 
 
 def _regular_or_absent(path: Path) -> bool:
