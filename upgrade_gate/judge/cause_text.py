@@ -127,9 +127,10 @@ def plural(count: int, word: str) -> str:
 
 
 def gpu_text(gpu: Gpu) -> str:
-    """ "GPU 3 (0000:75:00.0, serial 692409006560)": index, BDF and board serial (or unique id)."""
-    ident = gpu.serial or gpu.unique_id
-    parts = [str(gpu.bdf) if gpu.bdf is not None else "no BDF"] + ([f"serial {ident}"] if ident else [])
+    """ "GPU 3 (0000:75:00.0, serial 692409006560)": index, BDF and board serial (or unique id, so named:
+    a GPU whose serial is unreported was labelled "serial GPU-..." with its UUID, 2026-12-07)."""
+    ident = f"serial {gpu.serial}" if gpu.serial else f"unique id {gpu.unique_id}" if gpu.unique_id else None
+    parts = [str(gpu.bdf) if gpu.bdf is not None else "no BDF"] + ([ident] if ident else [])
     return f"GPU {gpu.index} ({', '.join(parts)})"
 
 
