@@ -7,6 +7,20 @@ Design decisions:
 - Server and client outputs are often captured together (superbench fixtures interleave them line by
   line; a backgrounded server shares the terminal with the client). Header key/values keep their first
   value; rows that are exact duplicates (the server echoes the client's final report) are kept once.
+- One message size has one result. perftest prints one row per size per run, and where the server
+  prints the size too it prints the same numbers (a one-way server prints the client's report it
+  received; a bidirectional side prints local + remote, the same sum on both sides: print_full_bw_report).
+  So a size printed with different numbers, or more often than there are table headers (one per run
+  in the capture), is a ParseError naming both lines: keeping either row would be a guess.
+- `BW peak` is the best window of the run (`opt_delta` is the minimum time per message over windows
+  that include the whole run, whose rate is `BW average`: print_report_bw), so a peak below the
+  average is impossible, and a ParseError. A peak of 0.00 is perftest's "not measured" (noPeak: `-D`,
+  `-N`, `--run_infinitely`, or more than 20000 iterations; the "BW peak won't be measured" warning is
+  not always in the capture: the SC24 bnxt_re0 `-D 10` output lacks it) and is accepted.
+- `to_measurement` refuses an output without a `Device :` header line: the rail check (the output is
+  the named rail's) cannot be made without it. Every complete real output prints it (perftest's
+  ctx_print_test_info; all corpus and fixture captures); only the hand-trimmed 8 MiB fragment lacks it,
+  and that one also lacks `Number of qps`, so it never made a measurement.
 - Units: `Gb/sec` (--report_gbits) is kept; `MB/sec` and `MiB/sec` are both 2^20 bytes/s in perftest
   (`format_factor = 0x100000` for MBS, 125000000 for GBS: linux-rdma/perftest src/perftest_parameters.c
   @fdf716b, print_report_bw), so `bw_average_gbps = value * 2^20 * 8 / 1e9`.
@@ -80,7 +94,7 @@ class PerftestResult:
 
     @property
     def largest(self) -> PerftestRow:
-        """The row with the largest message size (the first of equals)."""
+        """The row with the largest message size (sizes are unique: the parser refuses a repeated size)."""
         return max(self.rows, key=lambda r: r.bytes)
 
     @property
@@ -100,6 +114,8 @@ def parse_ib_write_bw(text: str) -> PerftestResult:
     titles: list[str] = []
     warnings: list[str] = []
     rows: list[PerftestRow] = []
+    seen: dict[int, tuple[PerftestRow, int, int]] = {}  # bytes -> (row, first line, times printed)
+    tables = 0  # table headers: one per run in the capture
     unit: str | None = None
     waiting = False
     for no, raw in enumerate(text.splitlines(), 1):
@@ -112,6 +128,7 @@ def parse_ib_write_bw(text: str) -> PerftestResult:
             if u1 != u2 or u1 not in _UNIT_TO_GBPS or (unit is not None and unit != u1):
                 raise ParseError(TOOL, no, raw, f"unknown or mixed bandwidth units {u1!r}/{u2!r}")
             unit = u1
+            tables += 1
             continue
         if digits(line[0]) and unit is not None:
             cells = line.split()
@@ -131,8 +148,25 @@ def parse_ib_write_bw(text: str) -> PerftestResult:
                 unit=unit,
                 bw_average_gbps=avg * _UNIT_TO_GBPS[unit],
             )
-            if row not in rows:
+            if peak != 0.0 and peak < avg:
+                raise ParseError(
+                    TOOL,
+                    no,
+                    raw,
+                    f"BW peak {cells[2]} is below BW average {cells[3]}: a peak is never below the average",
+                )
+            if size not in seen:
+                seen[size] = (row, no, 1)
                 rows.append(row)
+                continue
+            first, first_no, times = seen[size]
+            if row != first:
+                raise ParseError(TOOL, no, raw, f"second, different row for {size} bytes (first on line {first_no})")
+            if times + 1 > tables:
+                raise ParseError(
+                    TOOL, no, raw, f"{size} bytes printed {times + 1} times under {tables} table header(s)"
+                )
+            seen[size] = (first, first_no, times + 1)
             continue
         if line.startswith("WARNING") or line.startswith("Conflicting CPU frequency"):
             warnings.append(line)
@@ -173,7 +207,9 @@ def to_measurement(result: PerftestResult, *, rail: str, peer: str | None) -> Me
     """
     if result.num_qps is None:
         raise ParseError(TOOL, 0, "", "no 'Number of qps' header: the run's settings are unknown")
-    if result.device is not None and result.device != rail:
+    if result.device is None:
+        raise ParseError(TOOL, 0, "", f"no 'Device :' header: cannot check that the output is for rail {rail!r}")
+    if result.device != rail:
         raise ParseError(TOOL, 0, result.device, f"output is for device {result.device!r}, not rail {rail!r}")
     row = result.largest
     settings = {"msg_size": str(row.bytes), "qps": str(result.num_qps)}

@@ -25,12 +25,23 @@ Design decisions:
   verdict is attributed by that bracket when it names a known action, else to the last `Action name`.
 - `RVS-ERROR [module] [action] msg` (logger::Err) fails the named action; `RVS-ERROR [CLI] action 'X'
   could not ...` fails X; any other RVS-ERROR is a run-level error in `errors` and the run fails.
+- The summary's System Overview lists the GPUs RVS ran on (rvsexec_do_yaml.cpp `systemOverview`, since
+  0592d756 "RVS test summary and system overview", 2025): `| GPUs | N |` (or `No GPUs detected !`), then
+  per GPU a cell `<name> - <gpu_id>` over a cell `<position> - <KFD node id> - <BDF>`, two GPUs a row
+  pair; an optional `GPU Name - GPU ID` / `ID - Node ID - BDF` label pair comes first and carries the
+  first GPU when N is odd (`N/A` when there is none). They are read into `gpus` (`device_id` None: the
+  summary does not print it). A count that differs from the list, positions out of order, a name row
+  without its id row or a cell out of format is a ParseError: the list is what says which GPUs have a
+  result, so a guess would hide a GPU that has none.
 
 Tool quirks (dated notes):
 - RVS 1.3.0 with ROCm 7.2.0 on 2x MI210 (ROCm/ROCm#6031, 2026): IET and GST FAIL in the summary and
   the pasted log shows `[action_5] ... pass: FALSE` then `RVS-ERROR [iet] [action_5] Action failed ...`.
 - RVS 1.1.0 (2024) pads timestamps inconsistently: `[  2456.47741 ]` (trailing space inside brackets).
 - RVS 1.1.0 `-g`: `GPU[ 7 -   705]` right-aligns the GPU id; the device id is decimal (`Device 29857`).
+- RVS 1.3.0 (2025) prints the `GPU Name - GPU ID` label pair; the RVS user guide's RVS 1.6.75 examples
+  (docs/ug1main.md @21584e14, 2026) show the list without it. Names over 24 characters are cut to 20
+  and `...` by RVS (rvsexec_do_yaml.cpp `maxGPUNameLength`).
 - AGFHC 1.23.2 (2025): `Tests: 5 Total, 5 Executed, 0 Skipped | All Tests Passed`; `--recipe-info`
   prints `Tests: 0 Total` with AGFHC_SUCCESS [0] - zero tests is not a pass.
 """
@@ -43,7 +54,7 @@ from dataclasses import dataclass
 
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import Bdf
-from upgrade_gate.parse.common import normalize_bdf, strip_ansi
+from upgrade_gate.parse.common import digits, normalize_bdf, strip_ansi
 
 _RVS_LINE_RE = re.compile(r"^\[(?P<level>[A-Z]+)\s*\]\s*\[\s*(?P<ts>[\d.]+)\s*\]\s*(?P<msg>.*?)\s*$")
 _VERDICT_RE = re.compile(r"\b(?:met|pass)\s*:\s*(?P<v>TRUE|FALSE)\b", re.IGNORECASE)
@@ -63,7 +74,7 @@ class RvsGpu:
     index: int  # RVS GPU number (KFD node)
     gpu_id: int
     name: str
-    device_id: int  # PCI device id, printed in decimal
+    device_id: int | None  # PCI device id, printed in decimal by `rvs -g`; None: the summary box does not print it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,28 +187,96 @@ class _Action:
         )
 
 
-def _parse_summary(lines: list[str], tool: str) -> tuple[str | None, list[tuple[str, str, bool, int]]] | None:
-    """The RVS >= 1.3 summary box: (RVS version, [(action, MODULE, passed, line_no)]), None if absent."""
+_Row = tuple[list[str], int, str]  # a box row's cells, its line number, the line
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Summary:
+    """What the RVS >= 1.3 summary box says."""
+
+    version: str | None
+    gpus: tuple[RvsGpu, ...]
+    rows: list[tuple[str, str, bool, int]]  # (action, MODULE, passed, line_no)
+
+
+def _summary_gpu(name_cell: str, id_cell: str, position: int, no: int, line: str, tool: str) -> RvsGpu:
+    """One GPU of the System Overview: `<name> - <gpu_id>` over `<position> - <node id> - <BDF>`."""
+    name, _, gpu_id = name_cell.rpartition(" - ")
+    ids = id_cell.split(" - ")
+    if not name or not digits(gpu_id) or len(ids) != 3 or not digits(ids[0]) or not digits(ids[1]):
+        raise ParseError(tool, no, line, f"GPU cell {name_cell!r} / {id_cell!r} is not 'name - id' / 'n - node - BDF'")
+    if int(ids[0]) != position:
+        raise ParseError(tool, no, line, f"GPU {ids[0]} listed where GPU {position} belongs")
+    return RvsGpu(
+        bdf=normalize_bdf(ids[2], tool=tool, line_no=no),
+        index=int(ids[1]),
+        gpu_id=int(gpu_id),
+        name=name,
+        device_id=None,
+    )
+
+
+def _summary_gpus(count: tuple[int, int, str], listed: list[_Row], tool: str) -> tuple[RvsGpu, ...]:
+    """The System Overview's GPU list, checked against its `GPUs` row (`count`: value, line number, line)."""
+    if len(listed) % 2:
+        _, no, line = listed[-1]
+        raise ParseError(tool, no, line, "GPU row without its 'ID - Node ID - BDF' row")
+    gpus: list[RvsGpu] = []
+    for at in range(0, len(listed), 2):
+        (names, _, _), (ids, no, line) = listed[at], listed[at + 1]
+        labels = (names[0], ids[0]) == ("GPU Name - GPU ID", "ID - Node ID - BDF")
+        if labels != (names[0] == "GPU Name - GPU ID") or (labels and at > 0):
+            raise ParseError(tool, no, line, "GPU list label rows out of place")
+        if labels:
+            if ids[1] == "" and names[1] in ("", "N/A"):
+                continue  # no GPU beside the labels (an even count, or none)
+            pairs = [(names[1], ids[1])]
+        else:
+            pairs = list(zip(names, ids, strict=True))
+        for name_cell, id_cell in pairs:
+            gpus.append(_summary_gpu(name_cell, id_cell, len(gpus), no, line, tool))
+    if len(gpus) != count[0]:
+        raise ParseError(tool, count[1], count[2], f"'GPUs' says {count[0]} but the GPU list names {len(gpus)}")
+    return tuple(gpus)
+
+
+def _parse_summary(lines: list[str], tool: str) -> _Summary | None:
+    """The RVS >= 1.3 summary box, None if absent."""
     start = next((i for i, line in enumerate(lines) if _SUMMARY_TITLE in line), None)
     if start is None:
         return None
     version: str | None = None
+    count: tuple[int, int, str] | None = None
+    listed: list[_Row] = []
+    gpus: tuple[RvsGpu, ...] = ()
     rows: list[tuple[str, str, bool, int]] = []
     in_actions = False
     for no, line in enumerate(lines[start + 1 :], start + 2):
         text = line.strip()
         cells = [c.strip() for c in text.strip("|").split("|")] if text.startswith("|") else []
         if not in_actions:
-            if len(cells) == 2 and cells[0] == "RVS version":
-                version = cells[1] or None
-            elif cells == ["Action Name", "Module", "Result"]:
+            if cells == ["Action Name", "Module", "Result"]:
+                if count is None:
+                    raise ParseError(tool, no, line, "RVS summary without its 'GPUs' row (the GPUs tested are unknown)")
+                gpus = _summary_gpus(count, listed, tool)
                 in_actions = True
+            elif count is not None:
+                if len(cells) == 2:
+                    listed.append((cells, no, line))
+                elif text and not re.fullmatch(r"\+[=-]+\+", text):
+                    raise ParseError(tool, no, line, "not a '| GPU | GPU |' row of the summary's GPU list")
+            elif len(cells) == 2 and cells[0] == "RVS version":
+                version = cells[1] or None
+            elif len(cells) == 2 and cells[0] == "GPUs":
+                if not digits(cells[1]) and cells[1] != "No GPUs detected !":
+                    raise ParseError(tool, no, line, "'GPUs' row is neither a count nor 'No GPUs detected !'")
+                count = (int(cells[1]) if digits(cells[1]) else 0, no, line)
             continue
         if not text:
             continue
         if re.fullmatch(r"\+[=-]+\+", text):
             if rows or text.startswith("+-"):
-                return version, rows
+                return _Summary(version=version, gpus=gpus, rows=rows)
             continue  # the double rule under the column header
         if len(cells) != 3 or not cells[0] or cells[2] not in ("PASS", "FAIL"):
             raise ParseError(tool, no, line, "not a '| action | MODULE | PASS/FAIL |' summary row")
@@ -233,7 +312,11 @@ def parse_rvs(text: str) -> RvsResult:
     version_m = re.search(r"ROCm Validation Suite \(version ([^)]+)\)", text)
     gpus = _parse_gpu_list(lines, tool)
     summary = _parse_summary(lines, tool)
-    known = {row[0] for row in summary[1]} if summary else set()
+    if summary is not None:
+        if gpus and {g.bdf for g in gpus} != {g.bdf for g in summary.gpus}:
+            raise ParseError(tool, 0, text[:80], "the 'rvs -g' list and the summary's GPU list name different GPUs")
+        gpus = gpus or summary.gpus
+    known = {row[0] for row in summary.rows} if summary else set()
     actions: list[_Action] = []
     orphans: list[_Action] = []  # verdicts naming a summary action that has no `Action name` line
     run_errors: list[str] = []
@@ -274,7 +357,7 @@ def parse_rvs(text: str) -> RvsResult:
         elif (v := _VERDICT_RE.search(msg)) is not None and (owner := target(msg)) is not None:
             owner.verdicts.append((v.group("v").upper() == "TRUE", msg))
     if summary is not None:
-        actions = _merge_summary(actions + orphans, summary[1], tool)
+        actions = _merge_summary(actions + orphans, summary.rows, tool)
     for raw, named in rvs_errors:
         owner = next((a for a in reversed(actions) if a.name == named), None)
         if owner is not None:
@@ -283,7 +366,7 @@ def parse_rvs(text: str) -> RvsResult:
             run_errors.append(raw)
     if not actions and not gpus:
         raise ParseError(tool, 0, text[:80], "neither RVS actions nor an 'rvs -g' GPU list")
-    version = version_m.group(1) if version_m else (summary[0] if summary else None)
+    version = version_m.group(1) if version_m else (summary.version if summary else None)
     return RvsResult(
         version=version,
         gpus=gpus,

@@ -16,6 +16,12 @@ Design decisions:
   with readable output is a `failed` with the failing test named.
 - `Arguments` are test-runner arguments in CVF (e.g. `--parallel`), not RVS/AGFHC flags; they are shown
   in the plan but not passed to the tools.
+- A GPU without a result fails the stage, named by BDF. RVS >= 1.3's summary lists the GPUs it ran on
+  (`parse.rvs`: the list is what HIP showed RVS, so a GPU HIP does not see, or one RVS could not map to
+  a KFD node, is silently left out of it and of every action). Each GPU of the node's snapshot must be
+  in that list; a summary that lists no GPU at all fails too, snapshot or not. An RVS run without a
+  summary (RVS < 1.3, the fake node's RVS 1.1 gst log) prints no GPU list, so this check cannot be made
+  there; the actions' verdicts alone decide, as before.
 
 Dated notes:
 - 2025: RVS `-j` writes a JSON log file (to /var/tmp or the path given) and keeps the text on stdout
@@ -29,7 +35,7 @@ import re
 
 from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import PhaseResult, PhaseStatus
+from upgrade_gate.model import PhaseResult, PhaseStatus, Snapshot
 from upgrade_gate.parse.rvs import RvsResult, parse_agfhc, parse_rvs
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig, Stage
@@ -45,7 +51,7 @@ def stage_argv(stage: Stage, config: CvfConfig) -> tuple[str, ...]:
     return ("rvs", "-c", conf, "-j")
 
 
-def _judge_run(stage: Stage, result: CommandResult, out: Outcome) -> bool:
+def _judge_run(stage: Stage, result: CommandResult, out: Outcome, snapshot: Snapshot | None = None) -> bool:
     """Record why one run of a stage did not pass; True when it passed."""
     where = f"stage-{stage.name}"
     if result.missing or result.timed_out:
@@ -64,10 +70,34 @@ def _judge_run(stage: Stage, result: CommandResult, out: Outcome) -> bool:
         on = _failing_gpus(parsed) if isinstance(parsed, RvsResult) else ""
         out.fail(f"{where}: {tool} {stage.recipe}: {parsed.first_failure or 'no passing verdict'} failed{on}")
         return False
+    untested = _untested_gpus(parsed, snapshot) if isinstance(parsed, RvsResult) else None
+    if untested is not None:
+        out.fail(f"{where}: {tool} {stage.recipe}: {untested}")
+        return False
     if result.returncode != 0:
         out.fail(f"{where}: {result.failure_reason()} although every test passed")
         return False
     return True
+
+
+def _untested_gpus(parsed: RvsResult, snapshot: Snapshot | None) -> str | None:
+    """Why a GPU of the node has no result in an RVS run that lists its GPUs (the summary box); None if each has."""
+    if not parsed.summary:
+        return None  # RVS < 1.3: no GPU list to check against
+    if not parsed.gpus:
+        return "no GPU has a result: the RVS summary lists no GPU ('No GPUs detected !')"
+    if snapshot is None or not snapshot.gpus:
+        return None
+    tested = {g.bdf for g in parsed.gpus}
+    missing = sorted({g.bdf for g in snapshot.gpus if g.bdf is not None} - tested)
+    if missing:
+        return (
+            f"no result for GPU {', '.join(missing)}: the RVS summary lists {len(tested)} GPU(s), "
+            f"not the node's {len({g.bdf for g in snapshot.gpus})} (a GPU HIP does not show RVS is never tested)"
+        )
+    if any(g.bdf is None for g in snapshot.gpus) and len(parsed.gpus) < len(snapshot.gpus):
+        return f"the RVS summary lists {len(parsed.gpus)} GPU(s), the node has {len(snapshot.gpus)}"
+    return None
 
 
 _RVS_GPU = re.compile(r"\[GPU::\s*(?P<id>\d+)\s*\]")
@@ -110,7 +140,8 @@ class AcceptancePhase:
         for stage in active:
             argv = stage_argv(stage, ctx.config)
             passed = all(
-                _judge_run(stage, runner.run(argv, timeout=stage.timeout_s), out) for _ in range(stage.iterations)
+                _judge_run(stage, runner.run(argv, timeout=stage.timeout_s), out, ctx.snapshot)
+                for _ in range(stage.iterations)
             )
             stages_state[f"stage-{stage.name}"] = "passed" if passed else "failed"
             if not passed:
