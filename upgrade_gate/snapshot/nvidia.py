@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from upgrade_gate.errors import ParseError
-from upgrade_gate.model import Bdf, Gpu, GpuHealth, GpuLink, GpuSerial, LinkType, Software, replace
-from upgrade_gate.parse import sysfs
+from upgrade_gate.model import Bdf, Gpu, GpuHealth, GpuLink, GpuSerial, IssueKind, LinkType, Software, replace
+from upgrade_gate.parse import lspci, sysfs
 from upgrade_gate.parse.nvidia_smi_topo import TopoMatrix, parse_nvidia_smi_topo
 from upgrade_gate.parse.nvidia_smi_types import NvidiaGpu, NvidiaSmiLog
 from upgrade_gate.parse.nvidia_smi_xml import TOOL as XML_TOOL
@@ -92,6 +92,9 @@ def nvidia_facts(
     driver_values: sysfs.SysfsValues | None = parse("driver_version", sysfs.parse_sysfs_grep)
     gpus = tuple(_gpu(g, topo, reason) for g in log.gpus) if log is not None else ()
     gpus = crosscheck.sanitize_gpus(gpus, issues, cause=causes.get("nvidia_smi"))
+    if log is not None:
+        # build_snapshot parsed lspci already and does not pass it: parsed again (same status recorded).
+        check_gpu_pcie(log, parse("lspci", lspci.parse_lspci), issues)
     links = _links(topo, {g.index: g.bdf for g in gpus if g.bdf}) if topo is not None else ()
     module = _module_version(driver_values)
     driver, driver_why = crosscheck.pick(
@@ -115,6 +118,71 @@ def nvidia_facts(
         na_reasons=reasons,
     )
     return NvidiaFacts(gpus=gpus, links=links, software=software)
+
+
+# PCIe generation -> transfer rate (GT/s), the rates lspci prints (PCI-SIG base specifications 1.0-6.0).
+_GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+_LINK_GEN = "pci/pci_gpu_link_info/pcie_gen/current_link_gen"
+_LINK_WIDTH = "pci/pci_gpu_link_info/link_widths/current_link_width"
+
+
+def _xml_link(g: NvidiaGpu) -> str:
+    gen = f"Gen{g.pcie_gen_current}" if g.pcie_gen_current is not None else "Gen?"
+    return f"{gen} x{g.pcie_width_current if g.pcie_width_current is not None else '?'}"
+
+
+def _lspci_link(speed: float | None, width: int | None) -> str:
+    gen = next((n for n, gts in _GEN_GTS.items() if gts == speed), None)
+    rate = "? GT/s" if speed is None else f"{speed:g} GT/s"
+    return f"{f'Gen{gen} ({rate})' if gen is not None else rate} x{width if width is not None else '?'}"
+
+
+def check_gpu_pcie(log: NvidiaSmiLog, pci: lspci.LspciResult | None, issues: crosscheck.Issues) -> None:
+    """Cross-check each GPU's current PCIe link in `-q -x` against lspci's LnkSta for the same BDF.
+
+    The snapshot's `pcie` links come from lspci (judged by `pcie.downgrade` against LnkCap and the baseline);
+    nvidia-smi's `<pci_gpu_link_info>` is a second source of the same fact. Issues (the judge blocks on each,
+    `evidence.missing`, naming nvidia_smi): a current gen or width nvidia-smi printed N/A or not at all (the
+    link is unreadable), lspci listing no link for the GPU's BDF, and the two sources disagreeing. A speed or
+    width lspci itself left unknown is `pcie.downgrade`'s (it blocks), not compared here; without lspci
+    output (its probe failed: missing evidence of its own) only nvidia-smi's side is checked. The maximum is
+    not compared: nvidia-smi's `max_link_gen` is what the GPU *and the system* allow, lspci's LnkCap the
+    device's own capability, and the two differ on a healthy Gen5 GPU in a Gen4 slot.
+    """
+    links = {str(link.bdf): link for link in lspci.pcie_links(pci)} if pci is not None else {}
+    for g in log.gpus:
+        subject = f"pcie[bdf={g.bdf}]"
+        if g.pcie_gen_current is None or g.pcie_width_current is None:
+            parts = [e for e, v in ((_LINK_GEN, g.pcie_gen_current), (_LINK_WIDTH, g.pcie_width_current)) if v is None]
+            printed = ", ".join(f"{'N/A' if e in g.na_fields else 'nothing'} for <{e.rsplit('/')[-1]}>" for e in parts)
+            issues.add(
+                IssueKind.ERROR_VALUE,
+                subject,
+                f"GPU {g.index} ({g.bdf}): nvidia-smi -q -x printed {printed}: its PCIe link cannot be read",
+                {"nvidia_smi": _xml_link(g)},
+            )
+            continue
+        if pci is None:
+            continue
+        link = links.get(str(g.bdf))
+        if link is None:
+            issues.add(
+                IssueKind.ABSENT_IN_SOURCE,
+                subject,
+                f"GPU {g.index} ({g.bdf}): nvidia-smi -q -x reports a {_xml_link(g)} link, lspci none for that BDF",
+                {"nvidia_smi": _xml_link(g), "lspci": "no link"},
+            )
+            continue
+        speed_differs = link.speed_gts is not None and link.speed_gts != _GEN_GTS.get(g.pcie_gen_current)
+        width_differs = link.width is not None and link.width != g.pcie_width_current
+        if speed_differs or width_differs:
+            theirs = _lspci_link(link.speed_gts, link.width)
+            issues.add(
+                IssueKind.CONFLICT,
+                subject,
+                f"GPU {g.index} ({g.bdf}): nvidia-smi -q -x says its PCIe link runs {_xml_link(g)}, lspci {theirs}",
+                {"nvidia_smi": _xml_link(g), "lspci": theirs},
+            )
 
 
 def _module_version(values: sysfs.SysfsValues | None) -> str | None:
@@ -200,12 +268,16 @@ def gpu_health(g: NvidiaGpu) -> tuple[GpuHealth | None, str | None]:
     ecc = g.ecc
     volatile = {k: v for k, v in (ecc.volatile if ecc else {}).items() if "uncorrectable" in k}
     aggregate = {k: v for k, v in (ecc.aggregate if ecc else {}).items() if "uncorrectable" in k}
+    mode = f" (ECC {ecc.current_mode})" if ecc is not None and ecc.current_mode else ""
     for scope, counts in (("volatile", volatile), ("aggregate", aggregate)):
+        unprinted = sorted(f for f in na if f.startswith(f"{scope}/") and "uncorrectable" in f)
+        for element in unprinted:  # each counter printed N/A is named, even beside counters that were printed
+            reasons[f"ecc_{scope}_uncorrectable.{element.split('/', 1)[1]}"] = (
+                f"nvidia-smi -q -x printed N/A for <{element}>{mode}"
+            )
         if not counts:
-            unprinted = sorted(f for f in na if f.startswith(f"{scope}/") and "uncorrectable" in f)
             reasons[f"ecc_{scope}_uncorrectable"] = (
-                f"nvidia-smi -q -x printed N/A for {', '.join(f'<{f}>' for f in unprinted)}"
-                + (f" (ECC {ecc.current_mode})" if ecc is not None and ecc.current_mode else "")
+                f"nvidia-smi -q -x printed N/A for {', '.join(f'<{f}>' for f in unprinted)}{mode}"
                 if unprinted
                 else f"nvidia-smi -q -x printed no uncorrectable counter under <ecc_errors><{scope}>"
             )

@@ -23,8 +23,18 @@ reboot it can only be lower, so a lower value is no evidence either way.)
 Fail closed: a GPU without the block, on a node that ran a probe which fills it (`reported_by`, default
 `nvidia_smi`), or whose baseline GPU had one, is missing evidence at `missing_evidence` (default block), with
 the snapshot's reason. A node whose vendor's probes do not report the block (AMD today: the reason says
-"not captured") gets no finding; docs/vendors.md says why. A value the tool printed N/A (a mechanism the GPU
-does not have: Turing has no row remapping, Ampere no page retirement) is not judged.
+"not captured") gets no finding; docs/vendors.md says why. Within the block, also missing evidence:
+- an uncorrectable ECC counter printed N/A (or no counter at all under `<volatile>` / `<aggregate>`) while
+  ECC is Enabled: with ECC on, every generation prints its counters (the A100 and T4 captures do), so N/A
+  there is a counter the tool could not read, not "no errors" (the snapshot names each N/A counter in
+  `health.na_reasons` as `ecc_<scope>_uncorrectable.<counter>`);
+- any judged value (ECC mode, a repair or reset state, an uncorrectable count) the baseline's GPU had and the
+  candidate's lacks, N/A or absent: a counter the candidate cannot give is no evidence of no errors. ECC
+  counters the candidate lacks because ECC is now Disabled are left to the ECC mode change, which blocks.
+A value N/A on both sides (a mechanism the GPU does not have: Turing prints remapped rows N/A, Ampere and later
+retired pages; counters with ECC Disabled) is not judged, on purpose. Without a baseline value, a repair
+mechanism printed N/A is not judged either: the real A100 capture (MIG Enabled, ECC Enabled) prints
+`<remapped_rows>N/A` although Ampere remaps rows, so the generation alone does not say the GPU must print it.
 """
 
 from __future__ import annotations
@@ -45,6 +55,10 @@ _STATES = (
     ("retirement_pending", "page retirement is pending: reset the GPU (or reboot) before it runs work"),
     ("reset_required", "the GPU requires a reset"),
 )
+_ECC_SCOPES = frozenset({"ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable"})
+_COUNTED = frozenset({"remapped_rows_uncorrectable", "retired_pages_double_bit"})
+# Every value of the block `gpu.health` judges (the rest, correctable counts, is informational: judge/coverage).
+_JUDGED = ("ecc_mode", *(name for name, _ in _STATES))
 
 
 def _counts(health: GpuHealth) -> dict[str, int]:
@@ -92,6 +106,7 @@ def _one(
                 severity=entry.severity_param("missing_evidence"),
             )
         return
+    yield from _unreadable(ctx, entry, health, base.health if base is not None else None, label, path)
     was_mode = base.health.ecc_mode if base is not None and base.health is not None else None
     if was_mode is not None and health.ecc_mode is not None and was_mode != health.ecc_mode:
         yield finding(
@@ -148,6 +163,52 @@ def _one(
                 evidence=health.source,
                 severity=entry.severity_param("nonzero_unchanged"),
             )
+
+
+def _ecc_scope(key: str) -> str | None:
+    """'ecc_volatile_uncorrectable.dram_uncorrectable' -> 'ecc_volatile_uncorrectable'; None for other keys."""
+    scope = key.split(".", 1)[0]
+    return scope if scope in _ECC_SCOPES else None
+
+
+def _unreadable(
+    ctx: NodeContext, entry: RuleEntry, health: GpuHealth, was: GpuHealth | None, label: str, path: str
+) -> Iterator[Finding]:
+    """Counters the candidate cannot give: ECC counters N/A or absent with ECC Enabled, and any judged value
+    the baseline GPU had (an N/A or absent element where the baseline printed a value): missing evidence."""
+    missing: dict[str, str] = {}
+    if health.ecc_mode == "Enabled":
+        for key in sorted(health.na_reasons):
+            scope = _ecc_scope(key)
+            if scope is not None and (key == scope or scope not in health.na_reasons):  # a scope's reason names all
+                why = health.na_reasons[key]
+                missing[key] = why if "ECC Enabled" in why else f"{why}, with ECC Enabled"
+    if was is not None:
+        had: dict[str, object] = {n: getattr(was, n) for n in _JUDGED if getattr(was, n) is not None}
+        had.update(_counts(was))
+        now = _counts(health)
+        for key in sorted(had):
+            scope = _ecc_scope(key)
+            if scope is not None and health.ecc_mode == "Disabled":
+                continue  # ECC off: the counters are N/A by design, and the mode change is judged below
+            if key in now if "." in key or key in _COUNTED else getattr(health, key) is not None:
+                continue
+            if key in missing or (scope is not None and scope in missing):
+                continue
+            why = health.na_reasons.get(key) or health.na_reasons.get(scope or key) or "no reason recorded"
+            missing[key] = f"the baseline's GPU had {had[key]}, now {why}"
+    for key, why in missing.items():
+        yield finding(
+            ctx,
+            entry,
+            f"GPU {label}: {key} cannot be read ({why}): missing evidence",
+            device=label,
+            path=f"{path}.{key}",
+            expected="a value",
+            actual=None,
+            evidence=health.source,
+            severity=entry.severity_param("missing_evidence"),
+        )
 
 
 SPECS = (
