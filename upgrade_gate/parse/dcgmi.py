@@ -10,7 +10,10 @@ Design notes and tool quirks:
   when no test precedes it, corpus dcgmi/fragment-deployment-error-...). DCGM wraps a message at a fixed
   width (45 characters in the 78-column table: the result column less three), cutting words ("R" /
   "estart"), so the pieces are joined as cut, not with spaces.
-- The Metadata section (DCGM 3.3+) gives the DCGM version, the driver and the PCI device ids.
+- The Metadata section (DCGM 3.3+) gives the DCGM version, the driver and the PCI device ids. A name
+  printed twice (two drivers: which one ran?) and a device id that is not a hex PCI device id (an empty
+  piece between commas would miscount the GPUs) are ParseErrors. A table without the section parses (older
+  DCGM printed none); the phase (`validate.phases.dcgm`) refuses it as evidence.
 - A result cell is `Pass`, `Fail`, `Warn` or `Skip`, optionally `- All` or `- GPU: 0, 1`; anything else
   in a test row (a wrapped cell, an error text) is a ParseError. So is a table without its closing border
   or with a partial last border (corpus dcgmi/v100-pcie-...-truncated-last-line): a cut capture may have
@@ -47,6 +50,8 @@ _GPU_RESULT_RE = re.compile(r"^GPU(?P<gpu>\d{1,4}): (?P<status>Pass|Fail|Warn|Sk
 _ERROR_RE = re.compile(r"^(?:Error:|Unable to|Failed to|Could not)", re.IGNORECASE)
 MAX_ROWS = 10_000  # sanity cap: a level-4 run on 8 GPUs prints a few hundred rows
 _BANNER = "Successfully ran diagnostic for group."
+_DEVICE_ID_RE = re.compile(r"^[0-9A-Fa-f]{1,4}$")
+_DEVICE_IDS = "GPU Device IDs Detected"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +91,15 @@ class DcgmDiag:
         return tuple(t for t in self.tests if t.errors or any(r.status == "Fail" for r in t.results))
 
 
+def _device_ids(raw: str, line: str, no: int) -> tuple[str, ...]:
+    """`20b2,20b2` (3.x) or `26b9, 26b9` (4.x): one PCI device id per GPU the diagnostic detected."""
+    ids = tuple(i.strip() for i in raw.split(","))
+    bad = next((i for i in ids if not _DEVICE_ID_RE.match(i)), None)
+    if bad is not None:
+        raise ParseError(TOOL, no, line, f"GPU device id {bad!r} is not a PCI device id (hex)")
+    return ids
+
+
 def _gpu_list(raw: str | None) -> tuple[int, ...] | None:
     return None if raw is None else tuple(int(g) for g in raw.replace(" ", "").split(","))
 
@@ -116,6 +130,7 @@ class _TextTable:
         self.wrap = self.width - self.split - 5  # message characters per row (45 in the 78-column table)
         self.section = ""
         self.metadata: dict[str, str] = {}
+        self.device_ids: tuple[str, ...] = ()
         self.tests: list[_Test] = []
         self.message: list[str] | None = None  # the pieces of the message the next continuation row extends
         self.rows = 0
@@ -138,7 +153,11 @@ class _TextTable:
         if self.section == "Metadata":
             if not left or not value:
                 raise ParseError(TOOL, no, line, "metadata row without a name or value")
+            if left in self.metadata:
+                raise ParseError(TOOL, no, line, f"metadata {left!r} printed twice: which one is the run's?")
             self.metadata[left] = value
+            if left == _DEVICE_IDS:
+                self.device_ids = _device_ids(value, line, no)
             return
         if left in MESSAGE_ROWS:
             if not self.tests or self.tests[-1].category != self.section:
@@ -206,13 +225,12 @@ def _parse_text(text: str) -> DcgmDiag:
     if not closed:
         raise ParseError(TOOL, last, lines[last - 1] if last else "", "table without its closing border: output cut")
     meta = table.metadata
-    ids = meta.get("GPU Device IDs Detected")
     return DcgmDiag(
         form="text",
         tests=tuple(t.freeze() for t in table.tests),
         dcgm_version=meta.get("DCGM Version"),
         driver_version=meta.get("Driver Version Detected"),
-        device_ids=tuple(i.strip() for i in ids.split(",")) if ids else (),
+        device_ids=table.device_ids,
         metadata=meta,
     )
 
