@@ -61,6 +61,7 @@ def test_nvidia_phases_dcgm_fail_names_the_test_and_gpu(tmp_path: Path) -> None:
     results = _phases(tmp_path, replace(h100_node(NODE, seed=1), dcgm_failed_gpus=(3,)))
     assert results[1].status is PhaseStatus.FAILED
     assert results[1].reason == "dcgmi diag -r 2: GPU Memory failed on GPU 3"
+    assert len(results[1].reasons) == 1, results[1].reasons  # the other 7 GPUs passed: no coverage error
 
 
 def test_nvidia_phases_missing_dcgmi_is_an_error_never_a_pass(tmp_path: Path) -> None:

@@ -145,24 +145,31 @@ def render_dcgmi_diag(spec: NvidiaNodeSpec) -> str:
     """`dcgmi diag -r 2`: the corpus p4de run (DCGM 3.3.3) with this node's driver, device ids and failures.
 
     Only result cells change, re-padded to the table's column width; a GPU in `dcgm_failed_gpus` makes the
-    GPU Memory row `Fail - GPU: <n>` (the per-GPU form of DCGM 3.3.1, NVIDIA/go-dcgm #52).
+    GPU Memory test two rows, `Pass - GPU: <the others>` then `Fail - GPU: <n>` under a blank name (the
+    per-GPU form of DCGM 3.3.1, NVIDIA/go-dcgm #52): every GPU keeps a result, as DCGM prints it.
     """
     ids = ",".join(f"{g.device_id:04x}" for g in spec.enumerated)
     failed = ", ".join(str(i) for i in spec.dcgm_failed_gpus)
+    passed = ", ".join(str(i) for i in range(len(spec.enumerated)) if i not in spec.dcgm_failed_gpus)
     cells = {
-        "Driver Version Detected": spec.driver.version,
-        "GPU Device IDs Detected": ids,
-        "GPU Memory": f"Fail - GPU: {failed}" if failed else "Pass - All",
+        "Driver Version Detected": [spec.driver.version],
+        "GPU Device IDs Detected": [ids],
+        "GPU Memory": ([f"Pass - GPU: {passed}"] if passed else []) + [f"Fail - GPU: {failed}"]
+        if failed
+        else ["Pass - All"],
     }
     lines = []
     for line in load_template("dcgmi-diag-r2-a100x8-dcgm3.3.3.txt").splitlines(keepends=True):
         parts = line.rstrip("\n").split("|")
         if len(parts) == 4 and parts[1].strip() in cells:
             width = len(parts[2]) - 2
-            value = cells[parts[1].strip()]
-            if len(value) > width:
-                raise ValueError(f"dcgmi cell {value!r} wider than the table's {width} columns")
-            line = f"|{parts[1]}| {value:<{width}} |\n"
+            values = cells[parts[1].strip()]
+            for i, value in enumerate(values):
+                if len(value) > width:
+                    raise ValueError(f"dcgmi cell {value!r} wider than the table's {width} columns")
+                name = parts[1] if i == 0 else " " * len(parts[1])
+                lines.append(f"|{name}| {value:<{width}} |\n")
+            continue
         lines.append(line)
     return "".join(lines)
 
