@@ -27,6 +27,26 @@ Tool quirks (dated notes):
   per `for (size = minBytes; size <= maxBytes; size = factor > 1 ? size * factor : size + stepBytes)`
   step (common.cu `TimeTest`), per datatype/op, repeated per cycle (`-N`), so a table whose rows per
   (cycle, type, op) are not a whole number of sweeps is a ParseError, never a shorter sweep.
+
+Footer and device lines are checked against the table (black-box findings brk15 01-06, 2026-12):
+- `# Avg bus bandwidth` is `bw[0] / bw_count[0]`: every `BenchTime` (out-of-place and in-place, every
+  row, every cycle/type/op, zero-size rows too) adds its busbw (NVIDIA/nccl-tests src/common.cu @a0b82b2
+  and ROCm/rccl-tests src/common.cu @ae3e635). The footer must equal the mean of the printed busbw
+  within their printed rounding (half a unit of each row's last digit, on average, plus half a unit of
+  the footer's 6th significant digit, `%g`); every corpus output agrees to 0.0007 GB/s. Otherwise the
+  output is a ParseError.
+- `#wrong` is `%5g`/`%6g` of the wrong-element count whenever the check ran, `N/A` only where it did not:
+  `validation: 0` (`-c 0`), or the in-place half of alltoall/alltoallv/sendrecv, whose tests set
+  `args->reportErrors = in_place ? 0 : 1`. With validation on, an out-of-place `N/A`, an in-place `N/A`
+  of another collective, or (collective not printed) a mix of `N/A` and counts in the in-place half is
+  a ParseError: the tool never prints it. A `*` belongs to the old `error` column only (rccl-tests 2019
+  `%5.0le%s`, `*` when the error exceeds the threshold); on `#wrong` it is a ParseError.
+- `# Out of bounds values : N OK|FAILED` prints FAILED exactly when N > 0; anything else is a ParseError.
+- Device lines are printed in rank order, `nThread * nGpus` per process (`rank = proc*nThreads*nGpus+i`,
+  one host and pid per process): ranks not exactly 0..N-1, a process block that changes host or pid
+  mid-way, or one host and pid printing more rank lines than nThread x nGpus is a ParseError. (Two
+  processes with one hostname and one pid would need separate pid namespaces with host networking;
+  no real run in the corpus or fixtures does that.)
 """
 
 from __future__ import annotations
@@ -34,6 +54,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from upgrade_gate.errors import ParseError
@@ -42,6 +63,7 @@ from upgrade_gate.parse.common import digits, is_na, normalize_bdf
 from upgrade_gate.parse.preamble import parse_after_preamble, split_preamble
 from upgrade_gate.parse.rccl_tests_json import merge_json, parse_rccl_tests_json
 from upgrade_gate.parse.rccl_tests_types import (
+    IN_PLACE_UNCHECKED,
     TOOL,
     RcclDevice,
     RcclRow,
@@ -77,6 +99,23 @@ def _num(raw: str, conv: Callable[[str], Any], no: int, line: str, what: str) ->
     return value
 
 
+def _count(raw: str) -> int:
+    """A `%g`-printed count (`#wrong`): `3`, or `1.23457e+06` for a large one."""
+    value = float(raw)
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise ValueError(raw)
+    return int(value)
+
+
+def half_unit(raw: str) -> float:
+    """Half a unit in the last printed digit of `raw` (`126.83` -> 0.005, `1.2e+04` -> 500): its rounding."""
+    try:
+        exponent = Decimal(raw).as_tuple().exponent
+    except InvalidOperation:
+        return math.inf
+    return 0.5 * 10.0**exponent if isinstance(exponent, int) else math.inf
+
+
 def _sample(cells: dict[str, str], no: int, line: str) -> RcclSample:
     missing = {"time", "algbw", "busbw"} - cells.keys()
     if missing:
@@ -87,9 +126,11 @@ def _sample(cells: dict[str, str], no: int, line: str) -> RcclSample:
     raw = cells.get("#wrong", cells.get("error"))
     if raw is not None and not is_na(raw):
         flagged = raw.endswith("*")
-        raw = raw.rstrip("*")
+        raw = raw.removesuffix("*")
         if "#wrong" in cells:
-            wrong = _num(raw, int, no, line, "#wrong")
+            if flagged:
+                raise ParseError(TOOL, no, line, "'*' after a #wrong count: only the old error column carries it")
+            wrong = _num(raw, _count, no, line, "#wrong")
         else:
             error = _num(raw, float, no, line, "error")
     return RcclSample(
@@ -115,6 +156,9 @@ class _Table:
         self.lead = {t: i for i, t in enumerate(tokens[: starts[0]])}
         bounds = [*starts, len(tokens)]
         self.groups = [(g, {tokens[i]: i for i in range(bounds[k], bounds[k + 1])}) for k, g in enumerate(groups)]
+        self.busbw_texts: list[str] = []  # every printed busbw, for the footer's average
+        self.unchecked: dict[str, list[tuple[int, str]]] = {}  # half -> (line no, line) printed #wrong N/A
+        self.checked: dict[str, int] = {}  # half -> results printed with a #wrong/error value
 
     def row(self, line: str, no: int, cycle: int) -> RcclRow:
         cells = line.split()
@@ -123,6 +167,13 @@ class _Table:
         if "type" not in self.lead or "redop" not in self.lead:
             raise ParseError(TOOL, no, line, "table header lacks type/redop")
         halves = {g: _sample({k: cells[i] for k, i in cols.items()}, no, line) for g, cols in self.groups}
+        for g, cols in self.groups:
+            self.busbw_texts.append(cells[cols["busbw"]])
+            check = cols.get("#wrong", cols.get("error"))
+            if check is not None and is_na(cells[check]):
+                self.unchecked.setdefault(g, []).append((no, line))
+            elif check is not None:
+                self.checked[g] = self.checked.get(g, 0) + 1
         lead = {k: cells[i] for k, i in self.lead.items()}
         return RcclRow(
             size=_num(lead["size"], int, no, line, "size"),
@@ -207,6 +258,88 @@ def _check_sweep(settings: SweepSettings, rows: list[RcclRow]) -> None:
             )
 
 
+def _check_validated(settings: SweepSettings, table: _Table, collective: str | None) -> None:
+    """With validation on, `N/A` only where the tool skips the check (see the module docstring)."""
+    if not settings.validation:
+        return
+    if "out-of-place" in table.unchecked:
+        no, line = table.unchecked["out-of-place"][0]
+        raise ParseError(
+            TOOL, no, line, f"out-of-place #wrong N/A in {len(table.unchecked['out-of-place'])} row(s) while the "
+            f"header says validation: {settings.validation}: rccl-tests/nccl-tests print a count whenever they "
+            "check, so these results are unchecked (edited output?)",
+        )  # fmt: skip
+    if "in-place" not in table.unchecked:
+        return
+    no, line = table.unchecked["in-place"][0]
+    name = collective.rsplit("/", 1)[-1].removesuffix("_perf") if collective else None
+    if name in IN_PLACE_UNCHECKED or (name is None and not table.checked.get("in-place")):
+        return
+    why = (
+        f"{collective} checks its in-place results"
+        if name is not None
+        else "the output names no collective, and its in-place half mixes N/A with counts"
+    )
+    raise ParseError(
+        TOOL, no, line, f"in-place #wrong N/A in {len(table.unchecked['in-place'])} row(s) while the header says "
+        f"validation: {settings.validation}: {why} (only alltoall/alltoallv/sendrecv skip it)",
+    )  # fmt: skip
+
+
+def _check_avg(avg_text: str, avg: float, table: _Table, no: int, line: str) -> None:
+    """The footer must be the mean busbw of the table, within the printed rounding (`%g`: 6 significant
+    digits, trailing zeros dropped, so `19.17` is 19.1700 +- 0.000005, not +- 0.005)."""
+    texts = table.busbw_texts
+    mean = math.fsum(float(t) for t in texts) / len(texts)
+    footer = 0.5 * 10.0 ** (math.floor(math.log10(abs(avg))) - 5) if avg else 0.0
+    slack = math.fsum(half_unit(t) for t in texts) / len(texts) + footer + 1e-9
+    if not abs(avg - mean) <= slack:
+        raise ParseError(
+            TOOL, no, line, f"'# Avg bus bandwidth' {avg_text} disagrees with its own table: the mean busbw of "
+            f"its {len(texts)} results (out-of-place and in-place, every row, as rccl-tests/nccl-tests average "
+            f"them) is {mean:.4f} GB/s, allowed {slack:.4f} for printed rounding (edited or mixed output?)",
+        )  # fmt: skip
+
+
+def _check_devices(settings: SweepSettings, devices: list[RcclDevice], lines: dict[int, tuple[int, str]]) -> None:
+    """Ranks 0..N-1 once each, in order, `nThread * nGpus` per process on one host and pid."""
+    if not devices:
+        return
+    ranks = [d.rank for d in devices]
+    if ranks != list(range(len(devices))):
+        dup = sorted({r for r in ranks if ranks.count(r) > 1})
+        gone = sorted(set(range(max(len(devices), max(ranks) + 1))) - set(ranks))
+        at = next(i for i, r in enumerate(ranks) if r != i)
+        raise ParseError(
+            TOOL, *lines[at], f"device lines are not ranks 0..{len(devices) - 1} in order"
+            + (f"; rank(s) {', '.join(map(str, dup))} printed twice" if dup else "")
+            + (f"; rank(s) {', '.join(map(str, gone))} missing" if gone else ""),
+        )  # fmt: skip
+    per = settings.n_threads * settings.n_gpus
+    if per <= 0 or len(devices) % per:
+        raise ParseError(
+            TOOL, *lines[len(devices) - 1], f"{len(devices)} rank lines, not a multiple of the header's "
+            f"nThread {settings.n_threads} x nGpus {settings.n_gpus} ranks per process",
+        )  # fmt: skip
+    for start in range(0, len(devices), per):
+        block = devices[start : start + per]
+        if len({(d.host, d.pid) for d in block}) != 1:
+            raise ParseError(
+                TOOL, *lines[start], f"ranks {start}..{start + per - 1} are one process (nThread x nGpus = {per}) "
+                "but their lines name different hosts or pids",
+            )  # fmt: skip
+    procs: dict[tuple[str, int], int] = {}
+    for d in devices:
+        procs[d.host, d.pid] = procs.get((d.host, d.pid), 0) + 1
+    (host, pid), most = max(procs.items(), key=lambda kv: kv[1])
+    if most != per:
+        first = next(i for i, d in enumerate(devices) if (d.host, d.pid) == (host, pid))
+        raise ParseError(
+            TOOL, *lines[first], f"pid {pid} on {host} printed {most} rank lines but the header's nThread "
+            f"{settings.n_threads} x nGpus {settings.n_gpus} gives {per} ranks per process (header edited?)",
+        )  # fmt: skip
+
+
 def _parse_text(text: str) -> RcclTestsResult:
     settings: SweepSettings | None = None
     devices: list[RcclDevice] = []
@@ -216,6 +349,7 @@ def _parse_text(text: str) -> RcclTestsResult:
     table: _Table | None = None
     banner: tuple[str, int] | None = None
     cycle = 0
+    device_lines: dict[int, tuple[int, str]] = {}
     lines = text.splitlines()
     for no, line in enumerate(lines, 1):
         stripped = line.strip()
@@ -235,6 +369,7 @@ def _parse_text(text: str) -> RcclTestsResult:
         if table is None:
             dm = _DEVICE_RE.match(line)
             if dm is not None:
+                device_lines[len(devices)] = (no, line)
                 devices.append(_device(dm, no))
             elif m := re.match(r"^#\s*Reducing maxBytes to (\d+)", line):
                 settings = replace(settings, max_bytes_reduced_to=int(m.group(1)))
@@ -251,7 +386,10 @@ def _parse_text(text: str) -> RcclTestsResult:
             if m := _AVG_RE.match(stripped):
                 info["avg"] = _num(m.group("v"), float, no, line, "avg busbw")
                 info["avg_verdict"] = m.group("verdict")
+                info["avg_at"] = (m.group("v"), no, line)
             elif m := _OOB_RE.match(stripped):
+                if (int(m.group("n")) > 0) != (m.group("verdict") == "FAILED"):
+                    raise ParseError(TOOL, no, line, "the tool prints FAILED exactly when out-of-bounds values > 0")
                 info["oob"] = (int(m.group("n")), m.group("verdict") == "OK")
             elif m := re.match(r"^#\s*Testing (\d+) cycle", stripped):
                 cycle = int(m.group(1)) - 1
@@ -266,6 +404,10 @@ def _parse_text(text: str) -> RcclTestsResult:
     for m in re.finditer(r"#\s*Collective test concluded:\s*(\S+)", text):
         info.setdefault("collective", m.group(1))
     _check_sweep(settings, rows)
+    _check_validated(settings, table, info.get("collective"))
+    avg_text, avg_no, avg_line = info["avg_at"]
+    _check_avg(avg_text, info["avg"], table, avg_no, avg_line)
+    _check_devices(settings, devices, device_lines)
     oob = info.get("oob")
     return RcclTestsResult(
         source_format="text",
@@ -357,6 +499,7 @@ def to_measurements(
 PARSERS: dict[str, Callable[[str], object]] = {"rccl-tests": parse_rccl_tests}
 
 __all__ = [
+    "IN_PLACE_UNCHECKED",
     "PARSERS",
     "TOOL",
     "RcclDevice",
@@ -364,6 +507,7 @@ __all__ = [
     "RcclSample",
     "RcclTestsResult",
     "SweepSettings",
+    "half_unit",
     "merge_json",
     "parse_rccl_tests",
     "parse_rccl_tests_json",

@@ -104,6 +104,12 @@ def merge_json(text_result: RcclTestsResult, json_result: RcclTestsResult) -> Rc
                 and max(abs(mine.busbw_gbs - theirs.busbw_gbs), abs(mine.algbw_gbs - theirs.algbw_gbs)) > 0.0051
             ):
                 raise ParseError(TOOL, row.line_no, str(row.size), "JSON record disagrees with the text table")
+            # The JSON's samples replace the text's: its "wrong" must be the table's #wrong (both N/A or equal).
+            if mine is not None and theirs is not None and mine.wrong != theirs.wrong:
+                raise ParseError(
+                    TOOL, row.line_no, str(row.size), f"JSON wrong {theirs.wrong} disagrees with the table's #wrong "
+                    f"{mine.wrong} (None: N/A)",
+                )  # fmt: skip
     rows = tuple(
         replace(r, out_of_place=by_key[k].out_of_place, in_place=by_key[k].in_place)
         for r, k in zip(text_result.rows, keys, strict=True)

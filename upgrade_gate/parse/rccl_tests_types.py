@@ -12,6 +12,10 @@ from upgrade_gate.model import Bdf
 
 TOOL = "rccl-tests"
 
+IN_PLACE_UNCHECKED = frozenset({"alltoall", "alltoallv", "sendrecv"})
+"""Collectives whose test never checks its in-place half (`args->reportErrors = in_place ? 0 : 1` in
+nccl-tests and rccl-tests src/alltoall.cu, alltoallv.cu, sendrecv.cu): `#wrong` N/A there is the format."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SweepSettings:
@@ -88,6 +92,12 @@ class RcclTestsResult:
     out_of_bounds_ok: bool | None = None
     avg_busbw_gbs: float | None = None
     avg_busbw_verdict: str | None = None  # "OK"/"FAILED" when NCCL_TESTS_MIN_BW was set
+
+    @property
+    def skips_in_place_check(self) -> bool:
+        """The printed collective (`alltoall_perf`, ...) is one whose in-place half is never checked."""
+        name = self.collective.rsplit("/", 1)[-1].removesuffix("_perf") if self.collective else None
+        return name in IN_PLACE_UNCHECKED
 
     @property
     def wrong_total(self) -> int | None:

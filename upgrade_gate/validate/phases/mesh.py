@@ -144,6 +144,6 @@ class MeshPhase:
             f"{' '.join(mesh_argv(config, 'NGPUS'))}  (x{samples}, NGPUS from the snapshot, "
             f"timeout {config.phase2_job_wait_s:g}s per run)",
             f"pass: median Avg bus bandwidth >= PHASE2_BW_THRESHOLD {config.phase2_bw_threshold:g} GB/s, "
-            "#wrong == 0, ranks == NGPUS",
+            "#wrong == 0 (validated), Out of bounds OK, no '*' error, no FAILED footer, ranks == NGPUS on own GPUs",
             self.thermal_plan,
         )

@@ -31,7 +31,15 @@ Design decisions:
   be the sweep the phase asked for (`check_requested`): an output of another sweep (8B..8G when 1K..2G
   was asked, a replayed or swapped file, a tool that ignored a flag, maxBytes reduced for memory) says
   nothing about the requested one. That is missing evidence (error), never a pass; so is a run that
-  printed no header at all.
+  printed no header at all; so is `validation: 0`, since no `-c` is passed and the tool's default is 1.
+  (`nGpus` is not compared with phase 2's `-g`: a CVF-style `mpirun -np 8 ... -g 1` run is the same
+  measurement; the rank lines are checked against the header's nThread x nGpus by the parser.)
+- The tool's own verdicts are read, never only parsed (black-box findings brk15 01-06, 2026-12): any
+  `#wrong` > 0, an old-layout `error` value flagged `*` (over the threshold), `# Out of bounds values :
+  N FAILED`, or `# Avg bus bandwidth : X FAILED` (its NCCL_TESTS_MIN_BW check) fails the phase; a result
+  the tool did not check (`#wrong` N/A with validation on), a run without its `# Out of bounds values`
+  line or its `#  Rank` device lines, is missing evidence (error); two ranks on one GPU (host and PCI
+  address) fail, like a rank count other than the node's GPUs.
 """
 
 from __future__ import annotations
@@ -265,20 +273,22 @@ def check_requested(runs: Sequence[SweepRun], out: Outcome, *, tool: str, asked:
         if s is None:
             out.error(f"{tool}: run {i} printed no sweep header (# nThread ... minBytes ...): cannot tell what it ran")
             continue
-        printed = {
+        printed: dict[str, object] = {
             "minBytes": s.min_bytes,
             "maxBytes": s.max_bytes_reduced_to if s.max_bytes_reduced_to is not None else s.max_bytes,
             "step": f"{s.step}({s.step_kind})",
             "iters": s.iters,
             "warmup iters": s.warmup_iters,
         }
-        wanted = {
+        wanted: dict[str, object] = {
             "minBytes": asked.min_bytes,
             "maxBytes": asked.max_bytes,
             "step": f"{asked.factor}(factor)",
             "iters": asked.iters,
             "warmup iters": asked.warmup_iters,
         }
+        if s.validation is not None:  # no -c is passed: the tool's default data check is on
+            printed["validation"], wanted["validation"] = s.validation, 1
         wrong = [f"{k} {printed[k]} (asked {wanted[k]})" for k in wanted if printed[k] != wanted[k]]
         if wrong:
             why = " after rccl-tests reduced maxBytes for memory" if s.max_bytes_reduced_to is not None else ""
@@ -357,6 +367,7 @@ def check_sweeps(
     wrong = sum(r.wrong_total or 0 for r in results)
     if wrong:
         out.fail(f"{tool}: {wrong} wrong values (#wrong) in the results: data corruption")
+    _check_verdicts(results, out, tool=tool)
     seen = sorted({r.ranks for r in results if r.ranks is not None})
     if seen and seen != [ranks]:
         out.fail(f"{tool}: ran with {', '.join(map(str, seen))} ranks, expected {ranks}")
@@ -374,3 +385,77 @@ def check_sweeps(
                 f"< {threshold_key} {threshold:g} GB/s"
             )
     return avg
+
+
+Verdict = tuple[str, bool, str]  # (what, failed: True / missing evidence: False, message)
+
+
+def _verdicts(result: RcclTestsResult) -> list[Verdict]:
+    """The run's own data-check and bandwidth verdicts, and its device lines (see the module docstring)."""
+    found: list[Verdict] = []
+    halves = [
+        (row, name, half)
+        for row in result.rows
+        for name, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
+        if half is not None
+    ]
+    flagged = [(row, name, half) for row, name, half in halves if half.flagged]
+    if flagged:
+        row, name, half = flagged[0]
+        found.append(("flagged", True, (
+            f"{len(flagged)} result(s) with an error over the tool's threshold (error column marked '*', first "
+            f"{row.size} B {name}: {half.max_error:.0e}*, line {row.line_no}): data corruption"
+        )))  # fmt: skip
+    if result.out_of_bounds is not None and (result.out_of_bounds or result.out_of_bounds_ok is False):
+        found.append(("oob", True, (
+            f"'# Out of bounds values : {result.out_of_bounds} FAILED': the tool's own data check found wrong "
+            "results: data corruption"
+        )))  # fmt: skip
+    elif result.out_of_bounds is None and result.source_format != "json":
+        found.append(("oob", False, "no '# Out of bounds values' line: the tool's data-check verdict is missing"))
+    if result.avg_busbw_verdict == "FAILED":
+        found.append(("avg", True, (
+            f"'# Avg bus bandwidth : {result.avg_busbw_gbs:g} FAILED': below 0.9 x the NCCL_TESTS_MIN_BW set in "
+            "the tool's environment (its own bandwidth check)"
+        )))  # fmt: skip
+    validation = result.settings.validation if result.settings is not None else None
+    unchecked = [
+        (row, name)
+        for row, name, half in halves
+        if half.wrong is None
+        and half.max_error is None
+        and not (name == "in-place" and result.skips_in_place_check)  # the tool never checks those
+    ]
+    if validation and unchecked:
+        row, name = unchecked[0]
+        found.append(("unchecked", False, (
+            f"#wrong N/A for {len(unchecked)} result(s) (first {row.size} B {name}, line {row.line_no}) although "
+            f"the header says validation: {validation}: those results were not checked, no evidence that the "
+            "collective returns correct data"
+        )))  # fmt: skip
+    if result.source_format != "json" and not result.devices:
+        found.append(("devices", False, "no '#  Rank ... device' lines: cannot tell which GPUs ran"))
+    on: dict[tuple[str, str], list[int]] = {}
+    for d in result.devices:
+        if d.bdf is not None:
+            on.setdefault((d.host, str(d.bdf)), []).append(d.rank)
+    shared = [(k, v) for k, v in on.items() if len(v) > 1]
+    if shared:
+        (host, bdf), ranks = shared[0]
+        more = f" (and {len(shared) - 1} more shared GPU(s))" if len(shared) > 1 else ""
+        found.append(("shared", True, (
+            f"ranks {', '.join(map(str, ranks))} all ran on GPU {bdf} of {host}{more}: each rank must have its "
+            "own GPU, so the node's GPUs were not all tested"
+        )))  # fmt: skip
+    return found
+
+
+def _check_verdicts(results: Sequence[RcclTestsResult], out: Outcome, *, tool: str) -> None:
+    """Fail (or error) on each kind of `_verdicts` once, naming the first run and how many more had it."""
+    seen: dict[str, tuple[bool, str, list[int]]] = {}
+    for i, result in enumerate(results, 1):
+        for what, failed, message in _verdicts(result):
+            seen.setdefault(what, (failed, message, []))[2].append(i)
+    for failed, message, runs in seen.values():
+        more = f" (and {len(runs) - 1} more run(s))" if len(runs) > 1 else ""
+        (out.fail if failed else out.error)(f"{tool}: run {runs[0]}{more}: {message}")
