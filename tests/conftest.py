@@ -78,9 +78,10 @@ def check_golden(path: Path, actual: Any, update: bool) -> None:
 
 
 # The suite runs on three xdist workers (pyproject.toml; two until 2026-12-07), one test file a unit
-# (`--dist loadfile`). xdist hands out the files biggest first by their number of tests; the slowest files have few tests (a real control plane, real
-# training runs), so they started last and one worker ran on alone for minutes (2026-12-06: 707 s in all,
-# 625 s of work a worker; with this order 600 s, 585 s of work a worker). With `--no-loadscope-reorder`
+# (`--dist loadfile`). xdist hands out the files biggest first by their number of tests; the slowest files
+# have few tests (a real control plane, real training runs), so they started last and one worker ran on
+# alone for minutes (2026-12-06: 707 s in all, 625 s of work a worker; with this order 600 s, 585 s of work
+# a worker). With `--no-loadscope-reorder`
 # the files go out in collection order, which this hook makes the longest first: the seconds each file
 # took on the 2-core box (2026-12-06, the JUnit times; a guide to the order, never a limit). Other files
 # follow in their usual order.
