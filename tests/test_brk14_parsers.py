@@ -14,20 +14,16 @@ each is a MUTATION of a real output, said where it is used:
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
-from upgrade_gate.cli.collect_cmds import parser_check
+from tests.capture_support import healthy_capture, stdout_of, with_stdout
 from upgrade_gate.collect.bundle import Bundle
-from upgrade_gate.collect.capture import capture
-from upgrade_gate.collect.runner import LocalRunner
 from upgrade_gate.errors import ParseError
-from upgrade_gate.fakenode import Faults, build_fake_node, mi300x_node
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
-from upgrade_gate.model import Finding, NodeName, Severity, Snapshot, Verdict, replace
+from upgrade_gate.model import Finding, NodeName, Severity, Snapshot, Verdict
 from upgrade_gate.parse.lspci import parse_lspci
 from upgrade_gate.parse.rdma import parse_rdma_link
 from upgrade_gate.parse.sysfs import parse_sysfs_grep
@@ -39,24 +35,7 @@ GPU = "0000:05:00.0"
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
-    root = tmp_path_factory.mktemp("node")
-    node = build_fake_node(root / "node", mi300x_node("gpu-node-01", seed=1), Faults())
-    return capture(
-        LocalRunner(env=node.env(os.environ)), node="gpu-node-01", host_root=node.host_root, output_check=parser_check()
-    )
-
-
-def _stdout(bundle: Bundle, name: str) -> str:
-    record = bundle.record(name)
-    assert record is not None
-    return record.result.stdout
-
-
-def _edit(bundle: Bundle, name: str, stdout: str) -> Bundle:
-    records = tuple(
-        replace(r, result=replace(r.result, stdout=stdout)) if r.name == name else r for r in bundle.records
-    )
-    return replace(bundle, records=records)
+    return healthy_capture(tmp_path_factory.mktemp("node"))
 
 
 def _blocking(baseline: Snapshot, candidate: Snapshot) -> list[Finding]:
@@ -91,9 +70,9 @@ def test_rdma_link_same_device_port_twice_is_a_parse_error_naming_the_line() -> 
 
 
 def test_rdma_link_same_port_twice_blocks_the_node_naming_the_probe(healthy: Bundle) -> None:
-    links = _stdout(healthy, "rdma_link")
+    links = stdout_of(healthy, "rdma_link")
     line = next(x for x in links.splitlines(keepends=True) if x.startswith("link ionic_3/1 "))
-    snap = build_snapshot(_edit(healthy, "rdma_link", links + line))
+    snap = build_snapshot(with_stdout(healthy, "rdma_link", links + line))
     probe = next(p for p in snap.probes if p.name == "rdma_link")
     assert not probe.ok and "ionic_3/1 printed twice" in (probe.reason or "")
     assert any(
@@ -120,9 +99,9 @@ def test_sysfs_sriov_numvfs_na_is_a_parse_error_of_the_probe_output() -> None:
 
 
 def test_sysfs_sriov_numvfs_na_blocks_the_node_naming_the_probe_instead_of_aborting(healthy: Bundle) -> None:
-    text, count = re.subn(r"(/0000:66:00\.0/sriov_numvfs:)\d+", r"\1N/A", _stdout(healthy, "sysfs_sriov"))
+    text, count = re.subn(r"(/0000:66:00\.0/sriov_numvfs:)\d+", r"\1N/A", stdout_of(healthy, "sysfs_sriov"))
     assert count == 1
-    snap = build_snapshot(_edit(healthy, "sysfs_sriov", text))  # raised ParseError out of the build before
+    snap = build_snapshot(with_stdout(healthy, "sysfs_sriov", text))  # raised ParseError out of the build before
     probe = next(p for p in snap.probes if p.name == "sysfs_sriov")
     assert not probe.ok and "expected a decimal integer" in (probe.reason or "")
     assert snap.sriov == ()
@@ -165,10 +144,10 @@ def test_lspci_lnksta_of_pciutils_35_with_its_flags_on_the_same_line_still_parse
 
 def test_lspci_corrupt_lnksta_byte_blocks_the_node_naming_the_probe(healthy: Bundle) -> None:
     text, count = re.subn(
-        r"(LnkSta:\tSpeed 32GT/s \(ok\), Width x16)( \(ok\))", "\\1\ufffd\\2", _stdout(healthy, "lspci"), count=1
+        r"(LnkSta:\tSpeed 32GT/s \(ok\), Width x16)( \(ok\))", "\\1\ufffd\\2", stdout_of(healthy, "lspci"), count=1
     )
     assert count == 1
-    snap = build_snapshot(_edit(healthy, "lspci", text))
+    snap = build_snapshot(with_stdout(healthy, "lspci", text))
     probe = next(p for p in snap.probes if p.name == "lspci")
     assert not probe.ok and "malformed LnkSta" in (probe.reason or "")
     assert any("lspci" in f.message for f in _blocking(build_snapshot(healthy), snap))
@@ -179,13 +158,13 @@ def test_lspci_corrupt_lnksta_byte_blocks_the_node_naming_the_probe(healthy: Bun
 
 def _speed_unknown(bundle: Bundle) -> Bundle:
     """GPU 0000:05:00.0's LnkSta as the finding's bundles printed it: `Speed unknown (ok), Width x16 (ok)`."""
-    text = _stdout(bundle, "lspci")
+    text = stdout_of(bundle, "lspci")
     start = text.index(f"{GPU} ")
     end = text.find("\n0000:", start)
     block = text[start:end]
     edited = block.replace("LnkSta:\tSpeed 32GT/s (ok), Width x16 (ok)", "LnkSta:\tSpeed unknown (ok), Width x16 (ok)")
     assert edited != block
-    return _edit(bundle, "lspci", text[:start] + edited + text[end:])
+    return with_stdout(bundle, "lspci", text[:start] + edited + text[end:])
 
 
 def test_lspci_speed_unknown_is_parsed_as_no_speed() -> None:
@@ -225,10 +204,10 @@ def test_pcie_speed_unknown_blocks_on_either_side_naming_lspci(
 
 @pytest.mark.parametrize("speed", ["N/A", "100000.0 Mbps (4)", "FOO", "400 Gb/s"])
 def test_ibv_devinfo_active_speed_it_never_prints_is_a_parse_error_and_blocks(healthy: Bundle, speed: str) -> None:
-    text = _stdout(healthy, "ibv_devinfo")
+    text = stdout_of(healthy, "ibv_devinfo")
     line = re.search(r"active_speed:[ \t]*(.+)", text)
     assert line is not None
-    snap = build_snapshot(_edit(healthy, "ibv_devinfo", text.replace(line.group(1), speed, 1)))
+    snap = build_snapshot(with_stdout(healthy, "ibv_devinfo", text.replace(line.group(1), speed, 1)))
     probe = next(p for p in snap.probes if p.name == "ibv_devinfo")
     assert not probe.ok and "active_speed is not one ibv_devinfo prints" in (probe.reason or "")
     report = judge(
@@ -242,9 +221,9 @@ def test_ibv_devinfo_active_speed_it_never_prints_is_a_parse_error_and_blocks(he
 
 
 def test_ibv_devinfo_active_width_it_never_prints_is_a_parse_error(healthy: Bundle) -> None:
-    text = _stdout(healthy, "ibv_devinfo")
+    text = stdout_of(healthy, "ibv_devinfo")
     line = re.search(r"active_width:[ \t]*(.+)", text)
     assert line is not None
-    snap = build_snapshot(_edit(healthy, "ibv_devinfo", text.replace(line.group(1), "N/A", 1)))
+    snap = build_snapshot(with_stdout(healthy, "ibv_devinfo", text.replace(line.group(1), "N/A", 1)))
     probe = next(p for p in snap.probes if p.name == "ibv_devinfo")
     assert not probe.ok and "active_width is not one ibv_devinfo prints" in (probe.reason or "")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.capture_support import healthy_capture, stdout_of
 from tests.conftest import FIXTURES
 from upgrade_gate.cli.collect_cmds import parser_check
 from upgrade_gate.collect.bundle import Bundle
@@ -38,11 +39,7 @@ POLICY = load_policy()
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
-    root = tmp_path_factory.mktemp("node")
-    node = build_fake_node(root / "node", mi300x_node("gpu-node-01", seed=1), Faults())
-    return capture(
-        LocalRunner(env=node.env(os.environ)), node="gpu-node-01", host_root=node.host_root, output_check=parser_check()
-    )
+    return healthy_capture(tmp_path_factory.mktemp("node"))
 
 
 def _edit(bundle: Bundle, name: str, stdout: str | None = None, *, skipped: bool = False) -> Bundle:
@@ -56,12 +53,6 @@ def _edit(bundle: Bundle, name: str, stdout: str | None = None, *, skipped: bool
                 r = replace(r, result=replace(r.result, stdout=stdout))
         records.append(r)
     return replace(bundle, records=tuple(records))
-
-
-def _stdout(bundle: Bundle, name: str) -> str:
-    record = bundle.record(name)
-    assert record is not None
-    return record.result.stdout
 
 
 def _gate(baseline: Snapshot, candidate: Snapshot) -> list[str]:
@@ -80,11 +71,11 @@ def _gate(baseline: Snapshot, candidate: Snapshot) -> list[str]:
 def _no_render(bundle: Bundle) -> Bundle:
     """amd-smi run by a user outside the render group, on a node without /sys/module/amdgpu/version."""
     bundle = _edit(bundle, "driver_version", skipped=True)
-    version = _stdout(bundle, "amdsmi_version").replace('"6.7.0"', f'"{FILE_ERROR}"')
+    version = stdout_of(bundle, "amdsmi_version").replace('"6.7.0"', f'"{FILE_ERROR}"')
     static = re.sub(
         r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"',
         rf'\1"{FILE_ERROR}"',
-        _stdout(bundle, "amdsmi_static"),
+        stdout_of(bundle, "amdsmi_static"),
     )
     assert FILE_ERROR in version and FILE_ERROR in static
     bundle = _edit(bundle, "amdsmi_version", BANNER + version)
@@ -123,7 +114,7 @@ def test_evidence_inbox_driver_proc_version_is_not_a_driver_version(healthy: Bun
     line = (FIXTURES / "amd-smi" / "version-26.0.2-inbox-driver-proc-version-rocm7.0.2.txt").read_text()
     bundle = _edit(_edit(healthy, "driver_version", skipped=True), "amdsmi_version", line)
     static = re.sub(
-        r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"', r'\1"N/A"', _stdout(bundle, "amdsmi_static")
+        r'("driver": \{\s*"name": "amdgpu",\s*"version": )"6\.7\.0"', r'\1"N/A"', stdout_of(bundle, "amdsmi_static")
     )
     snap = build_snapshot(_edit(bundle, "amdsmi_static", static))
     assert snap.software.driver_version is None
@@ -132,7 +123,7 @@ def test_evidence_inbox_driver_proc_version_is_not_a_driver_version(healthy: Bun
 
 
 def test_evidence_driver_sources_that_disagree_block_naming_both(healthy: Bundle) -> None:
-    static = _stdout(healthy, "amdsmi_static").replace('"version": "6.7.0"', '"version": "6.8.5"')
+    static = stdout_of(healthy, "amdsmi_static").replace('"version": "6.7.0"', '"version": "6.8.5"')
     snap = build_snapshot(_edit(healthy, "amdsmi_static", static))
     assert snap.software.driver_version == "6.7.0", "the kernel's own module version is the most trusted"
     conflict = next(i for i in snap.evidence_issues if i.subject == "software.driver_version")
@@ -144,16 +135,16 @@ def test_evidence_driver_sources_that_disagree_block_naming_both(healthy: Bundle
 
 def test_evidence_rocm_build_and_release_are_one_fact(healthy: Bundle) -> None:
     """/opt/rocm/.info/version prints 6.1.3-122, amd-smi 6.1.3: the same release, no conflict."""
-    assert "-" in _stdout(healthy, "rocm_version")
+    assert "-" in stdout_of(healthy, "rocm_version")
     assert not [i for i in build_snapshot(healthy).evidence_issues if i.subject == "software.rocm_version"]
 
 
 def test_evidence_port_down_in_rdma_link_while_ibv_devinfo_says_active_blocks(healthy: Bundle) -> None:
-    links = _stdout(healthy, "rdma_link")
+    links = stdout_of(healthy, "rdma_link")
     down = links.replace(
         "link ionic_3/1 state ACTIVE physical_state LINK_UP", "link ionic_3/1 state DOWN physical_state DISABLED"
     )
-    assert down != links and "PORT_ACTIVE" in _stdout(healthy, "ibv_devinfo")
+    assert down != links and "PORT_ACTIVE" in stdout_of(healthy, "ibv_devinfo")
     snap = build_snapshot(_edit(healthy, "rdma_link", down))
     nic = next(n for n in snap.nics if n.name == "ionic_3")
     assert nic.ports[0].state == "DOWN" and nic.ports[0].phys_state == "DISABLED"
@@ -172,7 +163,9 @@ def test_evidence_port_down_in_rdma_link_while_ibv_devinfo_says_active_blocks(he
 
 
 def test_evidence_device_vanished_from_rdma_link_is_missing_evidence(healthy: Bundle) -> None:
-    links = "".join(line for line in _stdout(healthy, "rdma_link").splitlines(keepends=True) if "ionic_5/" not in line)
+    links = "".join(
+        line for line in stdout_of(healthy, "rdma_link").splitlines(keepends=True) if "ionic_5/" not in line
+    )
     snap = build_snapshot(_edit(healthy, "rdma_link", links))
     issue = next(i for i in snap.evidence_issues if i.subject == "nics[name=ionic_5]")
     assert issue.kind is IssueKind.ABSENT_IN_SOURCE
@@ -181,7 +174,7 @@ def test_evidence_device_vanished_from_rdma_link_is_missing_evidence(healthy: Bu
 
 
 def test_evidence_undecodable_nic_name_is_a_broken_probe_not_a_new_device(healthy: Bundle) -> None:
-    raw = _stdout(healthy, "ibv_devinfo").encode()
+    raw = stdout_of(healthy, "ibv_devinfo").encode()
     broken = raw.replace(b"hca_id:\tionic_0", b"hca_id:\tionic_\xff\xfe").decode("utf-8", errors="replace")
     assert "ionic_\ufffd\ufffd" in broken
     snap = build_snapshot(_edit(healthy, "ibv_devinfo", broken))
@@ -193,7 +186,7 @@ def test_evidence_undecodable_nic_name_is_a_broken_probe_not_a_new_device(health
 
 
 def test_evidence_undecodable_gpu_serial_is_missing_not_a_new_board(healthy: Bundle) -> None:
-    static = _stdout(healthy, "amdsmi_static")
+    static = stdout_of(healthy, "amdsmi_static")
     serial = re.search(r'"product_serial": "([^"]+)"', static)
     assert serial is not None
     snap = build_snapshot(_edit(healthy, "amdsmi_static", static.replace(serial.group(1), "69\ufffd\ufffd06566", 1)))
@@ -219,7 +212,7 @@ def test_evidence_rocmsmi_fallback_firmware_does_not_diff_against_amdsmi(healthy
     fallback = capture(
         LocalRunner(env=node.env(os.environ)), node="gpu-node-01", host_root=node.host_root, output_check=parser_check()
     )
-    assert "MEC firmware version" in _stdout(fallback, "rocmsmi")
+    assert "MEC firmware version" in stdout_of(fallback, "rocmsmi")
     base, cand = build_snapshot(healthy), build_snapshot(fallback)
     assert [g.firmware for g in cand.gpus] == [g.firmware for g in base.gpus]
     report = judge(
@@ -267,8 +260,8 @@ def test_evidence_ibstat_is_a_third_port_state_source() -> None:
 
 
 def test_evidence_nic_firmware_error_text_is_missing(healthy: Bundle) -> None:
-    ibv = _stdout(healthy, "ibv_devinfo").replace("fw_ver:\t\t\t\t1.117.1-a-63", "fw_ver:\t\t\t\tN/A", 1)
-    sysfs_ib = _stdout(healthy, "sysfs_ib").replace("ionic_0/fw_ver:1.117.1-a-63", "ionic_0/fw_ver:N/A")
+    ibv = stdout_of(healthy, "ibv_devinfo").replace("fw_ver:\t\t\t\t1.117.1-a-63", "fw_ver:\t\t\t\tN/A", 1)
+    sysfs_ib = stdout_of(healthy, "sysfs_ib").replace("ionic_0/fw_ver:1.117.1-a-63", "ionic_0/fw_ver:N/A")
     snap = build_snapshot(_edit(_edit(healthy, "ibv_devinfo", ibv), "sysfs_ib", sysfs_ib))
     nic = next(n for n in snap.nics if n.name == "ionic_0")
     assert nic.fw_ver is None and "N/A" in nic.na_reasons["fw_ver"]

@@ -10,16 +10,12 @@ recorded output the way the tester did. Repros: /tmp/brk14/parse/findings on the
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
-from upgrade_gate.cli.collect_cmds import parser_check
+from tests.capture_support import healthy_capture, stdout_of, with_stdout
 from upgrade_gate.collect.bundle import Bundle
-from upgrade_gate.collect.capture import capture
-from upgrade_gate.collect.runner import LocalRunner
-from upgrade_gate.fakenode import Faults, build_fake_node, mi300x_node
 from upgrade_gate.judge.causes import group_causes
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
@@ -32,29 +28,12 @@ NODE = NodeName("gpu-node-01")
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
-    root = tmp_path_factory.mktemp("node")
-    node = build_fake_node(root / "node", mi300x_node("gpu-node-01", seed=1), Faults())
-    return capture(
-        LocalRunner(env=node.env(os.environ)), node="gpu-node-01", host_root=node.host_root, output_check=parser_check()
-    )
+    return healthy_capture(tmp_path_factory.mktemp("node"))
 
 
 @pytest.fixture(scope="module")
 def base(healthy: Bundle) -> Snapshot:
     return build_snapshot(healthy)
-
-
-def _edit(bundle: Bundle, name: str, stdout: str) -> Bundle:
-    records = tuple(
-        replace(r, result=replace(r.result, stdout=stdout)) if r.name == name else r for r in bundle.records
-    )
-    return replace(bundle, records=records)
-
-
-def _stdout(bundle: Bundle, name: str) -> str:
-    record = bundle.record(name)
-    assert record is not None
-    return record.result.stdout
 
 
 def _gate(baseline: Snapshot, candidate: Snapshot) -> GateReport:
@@ -82,12 +61,12 @@ def _findings(report: GateReport, rule: str) -> list[str]:
 
 
 def test_peer_access_disabled_between_gpus_blocks(healthy: Bundle, base: Snapshot) -> None:
-    topo = _stdout(healthy, "amdsmi_topology")
+    topo = stdout_of(healthy, "amdsmi_topology")
     disabled = re.sub(
         r'"link_status": "ENABLED",(\s*)"link_type": "XGMI"', r'"link_status": "DISABLED",\1"link_type": "XGMI"', topo
     )
     assert disabled != topo
-    snap = build_snapshot(_edit(healthy, "amdsmi_topology", disabled))
+    snap = build_snapshot(with_stdout(healthy, "amdsmi_topology", disabled))
     assert snap.gpu_links and all(link.access is False for link in snap.gpu_links)
     assert all(link.access is True for link in base.gpu_links)
     changed = _findings(_gate(base, snap), "xgmi.link_changed")
@@ -105,9 +84,9 @@ def test_peer_access_disabled_on_both_sides_is_unchanged_and_a_baseline_without_
 
 
 def test_topology_entry_of_a_gpu_cut_out_is_unparseable_not_a_smaller_matrix(healthy: Bundle, base: Snapshot) -> None:
-    entries = json.loads(_stdout(healthy, "amdsmi_topology"))
+    entries = json.loads(stdout_of(healthy, "amdsmi_topology"))
     cut = json.dumps([e for e in entries if e["gpu"] != 3], indent=4)
-    snap = build_snapshot(_edit(healthy, "amdsmi_topology", cut))
+    snap = build_snapshot(with_stdout(healthy, "amdsmi_topology", cut))
     probe = next(p for p in snap.probes if p.name == "amdsmi_topology")
     assert not probe.ok and "0000:75:00.0" in (probe.reason or "") and "no entry" in (probe.reason or "")
     assert _gate(base, snap).verdict is Verdict.BLOCK
@@ -117,9 +96,9 @@ def test_topology_entry_of_a_gpu_cut_out_is_unparseable_not_a_smaller_matrix(hea
 
 
 def _list(healthy: Bundle, change: object) -> Snapshot:
-    entries = json.loads(_stdout(healthy, "amdsmi_list"))
+    entries = json.loads(stdout_of(healthy, "amdsmi_list"))
     assert callable(change)
-    return build_snapshot(_edit(healthy, "amdsmi_list", json.dumps(change(entries), indent=4)))
+    return build_snapshot(with_stdout(healthy, "amdsmi_list", json.dumps(change(entries), indent=4)))
 
 
 def test_gpu_missing_from_amdsmi_list_is_absent_in_source(healthy: Bundle, base: Snapshot) -> None:
@@ -171,9 +150,9 @@ def test_bdf_listed_twice_in_amdsmi_list_leads_with_the_conflict_not_the_firmwar
 def test_error_text_in_the_most_trusted_version_source_blocks_though_another_answered(
     healthy: Bundle, base: Snapshot, printed: str
 ) -> None:
-    line = _stdout(healthy, "rocm_version")
+    line = stdout_of(healthy, "rocm_version")
     path = line.split(":", 1)[0]
-    snap = build_snapshot(_edit(healthy, "rocm_version", f"{path}:{printed}\n"))
+    snap = build_snapshot(with_stdout(healthy, "rocm_version", f"{path}:{printed}\n"))
     assert snap.software.rocm_version == base.software.rocm_version, "amd-smi's answer is kept"
     issue = next(i for i in snap.evidence_issues if i.subject == "software.rocm_version")
     assert issue.kind is IssueKind.ERROR_VALUE and "/opt/rocm/.info/version printed" in issue.message
@@ -184,10 +163,10 @@ def test_error_text_in_the_most_trusted_version_source_blocks_though_another_ans
 
 
 def test_partition_printed_na_leads_as_unreported_evidence_not_a_mode_change(healthy: Bundle, base: Snapshot) -> None:
-    data = json.loads(_stdout(healthy, "amdsmi_static"))
+    data = json.loads(stdout_of(healthy, "amdsmi_static"))
     gpus = data["gpu_data"] if isinstance(data, dict) else data
     gpus[3]["partition"]["compute_partition"] = "N/A"
-    snap = build_snapshot(_edit(healthy, "amdsmi_static", json.dumps(data, indent=4)))
+    snap = build_snapshot(with_stdout(healthy, "amdsmi_static", json.dumps(data, indent=4)))
     gpu = next(g for g in snap.gpus if g.bdf == "0000:75:00.0")
     assert gpu.compute_partition is None
     assert gpu.na_reasons["compute_partition"] == "amd-smi static printed N/A for compute_partition"
@@ -198,10 +177,10 @@ def test_partition_printed_na_leads_as_unreported_evidence_not_a_mode_change(hea
 
 
 def test_uuid_printed_na_by_rocminfo_owns_the_identity_finding(healthy: Bundle, base: Snapshot) -> None:
-    info = _stdout(healthy, "rocminfo")
+    info = stdout_of(healthy, "rocminfo")
     uuid = base.gpus[3].unique_id
     assert uuid and uuid in info
-    snap = build_snapshot(_edit(healthy, "rocminfo", info.replace(uuid, "N/A")))
+    snap = build_snapshot(with_stdout(healthy, "rocminfo", info.replace(uuid, "N/A")))
     report = _gate(base, snap)
     first = _causes(report)[0]
     assert first.key == "evidence.issue:gpus[3].unique_id" and "printed 'N/A'" in first.headline
@@ -210,7 +189,7 @@ def test_uuid_printed_na_by_rocminfo_owns_the_identity_finding(healthy: Bundle, 
 
 
 def test_nic_pci_address_unreadable_leads_with_the_missing_sysfs_entry(healthy: Bundle, base: Snapshot) -> None:
-    snap = build_snapshot(_edit(healthy, "sysfs_ib", ""))
+    snap = build_snapshot(with_stdout(healthy, "sysfs_ib", ""))
     report = _gate(base, snap)
     first = _causes(report)[0]
     assert first.key.startswith("evidence.unreported:") and "infiniband entry" in first.headline
