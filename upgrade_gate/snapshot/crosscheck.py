@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from upgrade_gate.model import EvidenceIssue, Gpu, IssueKind, Nic, NicPort, replace
 from upgrade_gate.parse import rdma, rocminfo
 from upgrade_gate.parse.amdsmi_types import AmdSmiList, AmdSmiStatic
+from upgrade_gate.parse.bdf import PciAddress
 from upgrade_gate.parse.rocmsmi_types import RocmSmiInfo
 from upgrade_gate.parse.sanity import error_text
 
@@ -108,7 +109,7 @@ def pick(
             {s: v for s, v in accepted},
         )
     if accepted:
-        first = next(s for s, _ in answers if s == accepted[0][0] or any(s == r[0] for r in rejected))
+        first = next(s for s, v in answers if v is not None)  # the most trusted source that answered
         if first != accepted[0][0]:
             # The most trusted source that answered printed an error text: the value kept is a lesser
             # source's, and the best evidence of it is broken (an /opt/rocm/.info/version reading "ERR").
@@ -287,9 +288,10 @@ def _check_port(
 __all__ = ["SOURCE_NAMES", "Issues", "PortView", "check_nics", "pick", "port_views", "sanitize_gpus"]
 
 
-def _device(bus_dev_fn: str) -> str:
-    """'0000:05:00.3' or '05:00.3' -> '05:00' (the device: partitions differ only in the function)."""
-    return bus_dev_fn.rsplit(".", 1)[0][-5:]
+def _device(bdf: str) -> str:
+    """'0000:05:00.3' or rocminfo's '05:00.3' -> '05:00.0': the device (partitions differ only in the
+    function; rocminfo prints no domain)."""
+    return PciAddress.parse(bdf, allow_missing_domain=True).with_function(0).short
 
 
 def check_gpu_sources(
@@ -312,6 +314,7 @@ def check_gpu_sources(
         if gpus is None:
             continue
         by_index: dict[int, str] = {}
+        index_of: dict[str, int] = {}
         for gpu in gpus:
             if gpu.bdf is None:
                 if "bdf" in gpu.na_fields:
@@ -322,8 +325,8 @@ def check_gpu_sources(
                         {source: "N/A"},
                     )
                 continue
-            other = next((i for i, b in by_index.items() if b == gpu.bdf), None)
-            if other is not None:
+            other = index_of.setdefault(str(gpu.bdf), gpu.index)
+            if other != gpu.index:
                 issues.add(
                     IssueKind.CONFLICT,
                     f"gpus[bdf={gpu.bdf}]",
