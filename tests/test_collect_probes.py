@@ -34,6 +34,7 @@ PINNED = {
             "--showuniqueid",
             "--showserial",
             "--showfwinfo",
+            "--showvbios",
             "--showdriverversion",
             "--json",
         ),

@@ -28,6 +28,7 @@ COMMAND_PROBES = {
         "--showuniqueid",
         "--showserial",
         "--showfwinfo",
+        "--showvbios",
         "--showdriverversion",
         "--json",
     ),

@@ -219,11 +219,16 @@ def render_amdsmi_topology(spec: NodeSpec) -> str:
 
 
 def render_rocmsmi(spec: NodeSpec) -> str:
-    """`rocm-smi --showproductname --showbus --showuniqueid --showserial --showfwinfo --showdriverversion --json`."""
+    """`rocm-smi --showproductname --showbus --showuniqueid --showserial --showfwinfo --showvbios
+    --showdriverversion --json`.
+
+    "VBIOS version" is the VBIOS part number (the corpus' rocm-smi 5.7.1 JSON: "113-D3430400-037"; amd-smi
+    prints the same string as vbios/ifwi part_number), after "Unique ID" as rocm-smi orders its keys."""
     doc: dict[str, dict[str, str]] = {}
     for index, gpu in enumerate(spec.enumerated_gpus):
         card: dict[str, str] = {
             "Unique ID": hex(gpu.unique_id),
+            "VBIOS version": gpu.vbios,
             "Serial Number": gpu.serial,
             "PCI Bus": gpu.bdf.upper(),
         }

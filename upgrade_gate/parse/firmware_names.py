@@ -107,18 +107,31 @@ def rocmsmi_format(block: str, number: int) -> str:
     return str(number)
 
 
+def rocmsmi_block(block: str, printed: str) -> tuple[str, str]:
+    """One rocm-smi block and its version as amd-smi names and prints them: ("SMC", "00.54.29.00") -> ("PM", ...).
+
+    Blocks are matched case-insensitively, so two printed names can land on one amd-smi block ("SMC" and
+    "smc"; "SMC" and amd-smi's own "PM"): the rocm-smi parser refuses two such entries with different
+    versions, so that `rocmsmi_to_amdsmi` never has to choose between them."""
+    key = " ".join(block.upper().split())
+    name = ROCMSMI_TO_AMDSMI.get(key)
+    if name is None:
+        return key.replace(" ", "_"), printed
+    number = _rocmsmi_number(key, printed)
+    return name, amdsmi_format(name, number) if number is not None else printed
+
+
 def rocmsmi_to_amdsmi(firmware: Mapping[str, str]) -> dict[str, str]:
-    """rocm-smi's `{block: version}` in amd-smi's names and formats."""
-    out: dict[str, str] = {}
-    for block, printed in firmware.items():
-        key = " ".join(block.upper().split())
-        name = ROCMSMI_TO_AMDSMI.get(key)
-        if name is None:
-            out[key.replace(" ", "_")] = printed
-            continue
-        number = _rocmsmi_number(key, printed)
-        out[name] = amdsmi_format(name, number) if number is not None else printed
-    return out
+    """rocm-smi's `{block: version}` in amd-smi's names and formats (one entry per amd-smi block: the
+    parser refuses a card that prints one block twice with different versions)."""
+    return dict(rocmsmi_block(block, printed) for block, printed in firmware.items())
 
 
-__all__ = ["ROCMSMI_TO_AMDSMI", "amdsmi_format", "amdsmi_number", "rocmsmi_format", "rocmsmi_to_amdsmi"]
+__all__ = [
+    "ROCMSMI_TO_AMDSMI",
+    "amdsmi_format",
+    "amdsmi_number",
+    "rocmsmi_block",
+    "rocmsmi_format",
+    "rocmsmi_to_amdsmi",
+]

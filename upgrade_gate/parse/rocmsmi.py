@@ -4,7 +4,10 @@ rocm-smi is upgrade-gate's fallback when amd-smi is missing or fails. Its JSON i
 `key: value` strings as its text (rocm_smi.py `formatJson` splits each log line at `': '` into
 `JSON_DATA['card<n>'][key]`), so both forms feed one builder keyed by the printed names; unknown keys
 are ignored, known keys are matched case-insensitively, and a key printed twice with different values
-is a ParseError.
+is a ParseError. So are two firmware keys that name one block in amd-smi's vocabulary
+(`parse.firmware_names`: "SMC" and "smc", or "SMC" and amd-smi's "PM") with different versions, and two
+devices that print one PCI Bus (the snapshot joins rocm-smi to the other tools by BDF; amd-smi's listing of
+one BDF twice is refused the same way, as a conflict).
 
 Tool quirks (dated notes):
 - ROCm 2.x (2019): single-line JSON with only sensor keys (`"Temperature (Sensor mem) (c)"`).
@@ -27,7 +30,9 @@ import re
 from collections.abc import Callable, Mapping
 
 from upgrade_gate.errors import ParseError
+from upgrade_gate.model import Bdf
 from upgrade_gate.parse.common import digits, is_na, load_json, looks_like_json, normalize_bdf
+from upgrade_gate.parse.firmware_names import rocmsmi_block
 from upgrade_gate.parse.rocmsmi_concise import parse_rocmsmi_concise
 from upgrade_gate.parse.rocmsmi_text import Matrix, read_sections
 from upgrade_gate.parse.rocmsmi_types import (
@@ -88,6 +93,7 @@ def _gpu(index: int, pairs: list[Pair], errors: tuple[str, ...], tool: str) -> R
     """Build one GPU from its printed `key: value` pairs."""
     printed: dict[str, tuple[str, int, str]] = {}  # field -> (value, line_no, raw line)
     firmware: dict[str, str] = {}
+    blocks: dict[str, tuple[str, str]] = {}  # amd-smi's block name -> (key as printed, version in amd-smi's form)
     fw_na: list[str] = []
     for key, value, line_no, raw in pairs:
         name = " ".join(key.lower().split())
@@ -96,8 +102,18 @@ def _gpu(index: int, pairs: list[Pair], errors: tuple[str, ...], tool: str) -> R
             block = " ".join(key.split())[: -len(_FW_SUFFIX)]
             if is_na(found):
                 fw_na.append(f"firmware.{block}")
-            elif firmware.setdefault(block, found) != found:
-                raise ParseError(tool, line_no, raw, f"GPU[{index}] {key!r} printed twice with different values")
+                continue
+            target, version = rocmsmi_block(block, found)
+            first, seen = blocks.setdefault(target, (key, version))
+            if seen != version:
+                what = (
+                    f"{key!r} printed twice with different values"
+                    if " ".join(first.lower().split()) == name
+                    else f"{first!r} and {key!r} name one block (amd-smi's firmware {target}) with different values"
+                )
+                raise ParseError(tool, line_no, raw, f"GPU[{index}] {what}")
+            if first == key:
+                firmware.setdefault(block, found)
             continue
         field = _TEXT_KEYS.get(name) or _INT_KEYS.get(name) or ("bdf" if name == "pci bus" else None)
         if field is None:
@@ -229,13 +245,33 @@ def _json_info(text: str, warnings: tuple[str, ...]) -> RocmSmiInfo:
                     driver = None if is_na(value) else value.strip()
     if not gpus and driver is None and not found:
         raise ParseError(TOOL, 0, text[:80], "no card or system data")
+    ordered = tuple(sorted(gpus, key=lambda g: g.index))
+    _one_device_per_bus(ordered, lambda i: f"card{i}")
     return RocmSmiInfo(
         form="json",
-        gpus=tuple(sorted(gpus, key=lambda g: g.index)),
+        gpus=ordered,
         driver_version=driver,
         links=_links(found),
         warnings=warnings,
     )
+
+
+def _one_device_per_bus(gpus: tuple[RocmSmiGpu, ...], label: Callable[[int], str]) -> None:
+    """Two devices that print one PCI Bus cannot both be that GPU: the snapshot joins tools by BDF, so
+    either would silently stand for the other (a duplicate card hiding another's firmware). Partitions
+    differ in the function and are distinct BDFs."""
+    owner: dict[Bdf, int] = {}
+    for gpu in gpus:
+        if gpu.bdf is None:
+            continue
+        first = owner.setdefault(gpu.bdf, gpu.index)
+        if first != gpu.index:
+            raise ParseError(
+                TOOL,
+                0,
+                f"{label(gpu.index)}: PCI Bus: {gpu.bdf}",
+                f"{label(first)} and {label(gpu.index)} both print PCI Bus {gpu.bdf}: conflicting evidence for one GPU",
+            )
 
 
 def _scalar(value: object, path: str) -> str:
@@ -265,6 +301,7 @@ def _text_info(text: str) -> RocmSmiInfo:
     if not by_gpu and driver is None and not found:
         raise ParseError(TOOL, 0, text[:80], "no rocm-smi GPU data")
     gpus = tuple(_gpu(i, by_gpu[i], tuple(errors.get(i, ())), TOOL) for i in sorted(by_gpu))
+    _one_device_per_bus(gpus, lambda i: f"GPU {i}")
     return RocmSmiInfo(
         form="text", gpus=gpus, driver_version=driver, links=_links(found), warnings=tuple(sections.warnings)
     )

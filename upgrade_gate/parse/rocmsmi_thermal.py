@@ -9,7 +9,9 @@ value}}` with the keys its text prints (rocm_smi.py `formatJson`); this reader t
   (W)`, which ROCm 6 prints on MI300 parts (no capture in the corpus: rocm_smi.py source and the many
   public readers of that key); `Max Graphics Package Power (W)` is the cap, not a reading.
 Keys are matched case-insensitively (ROCm 2.x prints "(c)"). `N/A` is None. `WARNING:` lines before the
-JSON are skipped. A card without a `PCI Bus` is a ParseError: its readings could not be placed.
+JSON are skipped. A card without a `PCI Bus` is a ParseError: its readings could not be placed. So are two
+cards that print one `PCI Bus` (which of them is the GPU? keeping either could hide a hot one) and a
+reading that is not a finite number (`float()` takes "NaN" and "inf"; a snapshot holding one is not JSON).
 
 Corpus: rocm-smi/mi100-6gpu-json-all-rocm5.7.1-telegraf.json, rx6700xt-json-all-rocm4.3.0-telegraf.json
 (`-a --json`, a superset of these keys), legacy-2019-json-f-t-P-single-line.json (no bus: rejected).
@@ -17,6 +19,7 @@ Corpus: rocm-smi/mi100-6gpu-json-all-rocm5.7.1-telegraf.json, rx6700xt-json-all-
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,9 +52,12 @@ def _number(fields: Mapping[str, object], names: tuple[str, ...], card: str) -> 
             if is_na(raw):
                 return None
             try:
-                return float(raw)
+                value = float(raw)
             except ValueError:
                 raise ParseError(TOOL, 0, f"{card}: {name}: {raw}", "expected a number") from None
+            if not math.isfinite(value):  # float() takes "NaN" and "inf": no reading, and not JSON either
+                raise ParseError(TOOL, 0, f"{card}: {name}: {raw}", "expected a finite number")
+            return value
     return None
 
 
@@ -61,7 +67,8 @@ def parse_rocmsmi_thermal(text: str) -> tuple[RocmSmiThermalCard, ...]:
     doc = load_json(body, tool=TOOL)
     if not isinstance(doc, dict):
         raise ParseError(TOOL, 0, text[:80], "expected a JSON object of cards")
-    cards = []
+    cards: list[RocmSmiThermalCard] = []
+    owner: dict[str, str] = {}  # BDF -> the card that printed it first
     for name, value in doc.items():
         match = _CARD_RE.match(str(name))
         if match is None:
@@ -72,10 +79,14 @@ def parse_rocmsmi_thermal(text: str) -> tuple[RocmSmiThermalCard, ...]:
         bus = fields.get("pci bus")
         if bus is None or is_na(str(bus)):
             raise ParseError(TOOL, 0, str(name), "a card without its PCI Bus (was --showbus given?)")
+        bdf = str(normalize_bdf(str(bus), tool=TOOL, line_no=0))
+        first = owner.setdefault(bdf, str(name))
+        if first != name:
+            raise ParseError(TOOL, 0, f"{name}: PCI Bus: {bus}", f"{first} and {name} both print PCI Bus {bdf}")
         cards.append(
             RocmSmiThermalCard(
                 card=int(match.group(1)),
-                bdf=str(normalize_bdf(str(bus), tool=TOOL, line_no=0)),
+                bdf=bdf,
                 junction_c=_number(fields, _JUNCTION, name),
                 memory_c=_number(fields, _MEMORY, name),
                 power_w=_number(fields, _POWER, name),

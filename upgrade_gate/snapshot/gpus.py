@@ -188,6 +188,8 @@ def assemble_gpus(src: GpuSources) -> tuple[Gpu, ...]:
             ),
             compute_units=_first_int(agent.compute_units if agent else None, st.compute_units if st else None),
             firmware=firmware,
+            # rocm-smi's "VBIOS version" (--showvbios) is the part number amd-smi prints beside its version:
+            # a fallback fleet compares like with like; a node that changed tools reads as changed (closed).
             vbios=(st.vbios.version if st and st.vbios else None) or (rs.vbios if rs else None),
         )
         for name in _REPORTED:

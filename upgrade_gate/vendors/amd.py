@@ -21,6 +21,7 @@ ROCMSMI_ARGV = (
     "--showuniqueid",
     "--showserial",
     "--showfwinfo",
+    "--showvbios",  # "VBIOS version": the part number amd-smi prints as vbios.part_number (issue 29)
     "--showdriverversion",
     "--json",
 )
