@@ -12,8 +12,10 @@ Design decisions:
   module (INDEX.md gaps); such input is a ParseError naming that gap rather than a guess.
 - AGFHC: per-test lines `PASS: name-i-j [elapsed/budget]` (any other status word fails the test), the
   `Summary:` totals and the final `Program exiting with return code AGFHC_<NAME> [N]`. The run passes
-  only with return code 0, >= 1 test, and every test PASS. A missing return-code line (killed or
-  truncated run) gives `return_code=None`, which does not pass.
+  only with return code 0, >= 1 test, every test PASS and no test of the recipe left out (`Skipped` 0
+  and `Executed` == `Total`): a skipped acceptance test is no acceptance. A missing return-code line
+  (killed or truncated run) gives `return_code=None`, which does not pass. The header's `GPUs: N` (how
+  many GPUs AGFHC saw and tested) is read into `gpus`; phase 1 holds it against the node.
 
 - RVS >= 1.3 (ROCm 7.0, 2025) ends a run with a `ROCm Validation Suite (RVS) Summary` box (rvs exec.cpp
   `do_yaml`): `| <action> | <MODULE> | PASS|FAIL |` per action, `PASS` iff the module's run() returned
@@ -43,7 +45,8 @@ Tool quirks (dated notes):
   (docs/ug1main.md @21584e14, 2026) show the list without it. Names over 24 characters are cut to 20
   and `...` by RVS (rvsexec_do_yaml.cpp `maxGPUNameLength`).
 - AGFHC 1.23.2 (2025): `Tests: 5 Total, 5 Executed, 0 Skipped | All Tests Passed`; `--recipe-info`
-  prints `Tests: 0 Total` with AGFHC_SUCCESS [0] - zero tests is not a pass.
+  prints `Tests: 0 Total` with AGFHC_SUCCESS [0] - zero tests is not a pass. Header line
+  `Product: MI350X | GPUs: 8 | Mode: BM SPX NPS1 | Checks: ...`.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ class AgfhcResult:
     """An AGFHC recipe run."""
 
     product: str | None
+    gpus: int | None  # the header's `GPUs: N`, the GPUs AGFHC tested; None: not printed
     mode: str | None
     log_directory: str | None
     tests: tuple[TestVerdict, ...]
@@ -126,13 +130,28 @@ class AgfhcResult:
     return_code: int | None
 
     @property
+    def not_run(self) -> str | None:
+        """Why some test of the recipe did not run (`4 of 5 tests skipped, 1 executed`); None if all ran."""
+        if self.skipped:
+            executed = "" if self.executed is None else f", {self.executed} executed"
+            return f"{self.skipped} of {self.total} tests skipped{executed}"
+        if self.total is not None and self.executed is not None and self.executed < self.total:
+            return f"{self.total - self.executed} of {self.total} tests not executed"
+        return None
+
+    @property
     def passed(self) -> bool:
-        """True only with return code 0, >= 1 test and every test PASS."""
-        return self.return_code == 0 and bool(self.tests) and all(t.passed is True for t in self.tests)
+        """True only with return code 0, >= 1 test, every test PASS and none skipped or left out."""
+        return (
+            self.return_code == 0
+            and bool(self.tests)
+            and all(t.passed is True for t in self.tests)
+            and self.not_run is None
+        )
 
     @property
     def first_failure(self) -> str | None:
-        """First failing test, or a reason when the run itself did not succeed."""
+        """First failing test, or a reason when the run itself did not succeed or left tests out."""
         failed = next((t.name for t in self.tests if t.passed is not True), None)
         if failed is not None:
             return failed
@@ -140,7 +159,9 @@ class AgfhcResult:
             return "no AGFHC return code (run killed or truncated)"
         if self.return_code != 0:
             return f"{self.return_name} [{self.return_code}]"
-        return None if self.tests else "no tests executed"
+        if not self.tests:
+            return "no tests executed"
+        return self.not_run
 
 
 def _parse_gpu_list(lines: list[str], tool: str) -> tuple[RvsGpu, ...]:
@@ -423,8 +444,10 @@ def parse_agfhc(text: str) -> AgfhcResult:
         raise ParseError(tool, 0, text[:80], "no AGFHC test lines, summary or return code")
     if totals is not None and totals[1] != len(tests):
         raise ParseError(tool, 0, summary or "", f"summary says {totals[1]} executed, {len(tests)} test lines")
+    gpus = info.get("GPUs")
     return AgfhcResult(
         product=info.get("Product"),
+        gpus=int(gpus) if gpus is not None and digits(gpus) else None,
         mode=info.get("Mode"),
         log_directory=info.get("log"),
         tests=tuple(tests),

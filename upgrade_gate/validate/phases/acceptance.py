@@ -20,8 +20,15 @@ Design decisions:
   (`parse.rvs`: the list is what HIP showed RVS, so a GPU HIP does not see, or one RVS could not map to
   a KFD node, is silently left out of it and of every action). Each GPU of the node's snapshot must be
   in that list; a summary that lists no GPU at all fails too, snapshot or not. An RVS run without a
-  summary (RVS < 1.3, the fake node's RVS 1.1 gst log) prints no GPU list, so this check cannot be made
-  there; the actions' verdicts alone decide, as before.
+  summary (RVS < 1.3, the fake node's RVS 1.1 gst log) prints no GPU list, but every verdict line names
+  its GPU by RVS's id (`[GPU:: 55354] ... met: TRUE`, the KFD gpu_id): each action must have verdicts
+  for as many distinct GPUs as the snapshot has GPUs (the snapshot does not record the KFD id, so the
+  ids are counted, not matched). An action with no GPU-named verdict, or one whose configuration named
+  a subset of the GPUs, fails: nothing shows that the other GPUs were tested.
+- AGFHC prints how many GPUs it saw in its header (`GPUs: 8`): that count must be the node's (the
+  snapshot's GPU entries, or its physical devices when partitioned: no capture shows what AGFHC
+  counts in CPX mode, so either is taken); a run that printed no count is an `error`. A recipe with
+  skipped or unexecuted tests fails (`parse.rvs` `AgfhcResult.not_run`): it did not accept the node.
 
 Dated notes:
 - 2025: RVS `-j` writes a JSON log file (to /var/tmp or the path given) and keeps the text on stdout
@@ -36,7 +43,8 @@ import re
 from upgrade_gate.collect.runner import CommandResult
 from upgrade_gate.errors import ParseError
 from upgrade_gate.model import PhaseResult, PhaseStatus, Snapshot
-from upgrade_gate.parse.rvs import RvsResult, parse_agfhc, parse_rvs
+from upgrade_gate.parse.bdf import address_of
+from upgrade_gate.parse.rvs import AgfhcResult, RvsResult, parse_agfhc, parse_rvs
 from upgrade_gate.validate import cvf
 from upgrade_gate.validate.config import CvfConfig, Stage
 from upgrade_gate.validate.phase import Outcome, PhaseContext, make_result
@@ -66,11 +74,21 @@ def _judge_run(stage: Stage, result: CommandResult, out: Outcome, snapshot: Snap
         else:
             out.error(f"{where}: {tool}: unreadable output: {exc}")
         return False
+    if isinstance(parsed, AgfhcResult) and not parsed.passed and parsed.first_failure == parsed.not_run:
+        out.fail(f"{where}: {tool} {stage.recipe}: {parsed.not_run}: a skipped acceptance test is not a pass")
+        return False
     if not parsed.passed:
         on = _failing_gpus(parsed) if isinstance(parsed, RvsResult) else ""
         out.fail(f"{where}: {tool} {stage.recipe}: {parsed.first_failure or 'no passing verdict'} failed{on}")
         return False
-    untested = _untested_gpus(parsed, snapshot) if isinstance(parsed, RvsResult) else None
+    if isinstance(parsed, AgfhcResult):
+        if parsed.gpus is None:
+            unknown = "AGFHC printed no GPU count ('GPUs: N'): which GPUs were tested is unknown"
+            out.error(f"{where}: {tool} {stage.recipe}: {unknown}")
+            return False
+        untested = _agfhc_untested(parsed.gpus, snapshot)
+    else:
+        untested = _untested_gpus(parsed, snapshot)
     if untested is not None:
         out.fail(f"{where}: {tool} {stage.recipe}: {untested}")
         return False
@@ -80,10 +98,50 @@ def _judge_run(stage: Stage, result: CommandResult, out: Outcome, snapshot: Snap
     return True
 
 
+def _agfhc_untested(tested: int, snapshot: Snapshot | None) -> str | None:
+    """Why AGFHC's GPU count is not the node's; None when it is (or there is no snapshot to hold it against)."""
+    if snapshot is None or not snapshot.gpus:
+        return None
+    logical = len(snapshot.gpus)
+    slots = {a.slot for a in (address_of(g.bdf) for g in snapshot.gpus) if a is not None}
+    devices = len(slots) if len(slots) < logical and all(g.bdf is not None for g in snapshot.gpus) else None
+    if tested in (logical, devices):
+        return None
+    shown = f"{logical} ({devices} devices)" if devices is not None else str(logical)
+    return (
+        f"AGFHC tested {tested} GPU(s) ('GPUs: {tested}'), the node has {shown}: "
+        "a GPU AGFHC does not see is never tested"
+    )
+
+
+_RVS_GPU = re.compile(r"\[GPU::\s*(?P<id>\d+)\s*\]")
+_VERDICT = re.compile(r"\b(?:met|pass)\s*:\s*(?:TRUE|FALSE)\b", re.IGNORECASE)
+
+
+def _legacy_untested(parsed: RvsResult, snapshot: Snapshot | None) -> str | None:
+    """Why an action of an RVS log without a summary has no verdict for some GPU of the node; None if none."""
+    if snapshot is None or not snapshot.gpus:
+        return None
+    want = len(snapshot.gpus)
+    for action in parsed.actions:
+        ids: list[str] = []
+        for line in action.details:
+            match = _RVS_GPU.search(line)
+            if match is not None and _VERDICT.search(line) is not None and match["id"] not in ids:
+                ids.append(match["id"])
+        if len(ids) < want:
+            named = f" (RVS id {', '.join(ids)})" if ids else ""
+            return (
+                f"action {action.name} has a verdict for {len(ids)} GPU{'' if len(ids) == 1 else 's'}{named}, "
+                f"the node has {want}: a GPU without a verdict was not tested"
+            )
+    return None
+
+
 def _untested_gpus(parsed: RvsResult, snapshot: Snapshot | None) -> str | None:
-    """Why a GPU of the node has no result in an RVS run that lists its GPUs (the summary box); None if each has."""
+    """Why a GPU of the node has no result in an RVS run; None if each has (module docstring)."""
     if not parsed.summary:
-        return None  # RVS < 1.3: no GPU list to check against
+        return _legacy_untested(parsed, snapshot)  # RVS < 1.3: the verdicts' GPU ids, counted
     if not parsed.gpus:
         return "no GPU has a result: the RVS summary lists no GPU ('No GPUs detected !')"
     if snapshot is None or not snapshot.gpus:
@@ -98,9 +156,6 @@ def _untested_gpus(parsed: RvsResult, snapshot: Snapshot | None) -> str | None:
     if any(g.bdf is None for g in snapshot.gpus) and len(parsed.gpus) < len(snapshot.gpus):
         return f"the RVS summary lists {len(parsed.gpus)} GPU(s), the node has {len(snapshot.gpus)}"
     return None
-
-
-_RVS_GPU = re.compile(r"\[GPU::\s*(?P<id>\d+)\s*\]")
 
 
 def _failing_gpus(parsed: RvsResult) -> str:

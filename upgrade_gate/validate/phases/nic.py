@@ -16,6 +16,10 @@ Plus upgrade-gate's own: PCIe link of every AINIC not downgraded and at the expe
 Design decisions:
 - The AINICs are the RDMA devices whose PF BDF is one of the counted PCIe functions; a device whose BDF
   is unknown is checked too (it cannot be proven not to be one).
+- Every counted AINIC function must carry an RDMA device (`rdma-devices:expected=N,actual=M`, naming the
+  functions without one): an AINIC whose RDMA driver did not bind is a dead rail, although lspci still
+  shows it. When some device's BDF is unknown the functions cannot be matched, so the devices are
+  counted instead.
 - Where CVF reads "no data" as SKIP (no fw_ver readable, no image), upgrade-gate fails closed: a value
   that is expected but unreadable is a reason. The probes this phase reads must all have succeeded;
   a failed one is an `error` naming it (CVF's `preflight-failed:ibv_devinfo=...`).
@@ -114,6 +118,20 @@ def _check_vfs(out: Outcome, nic: Nic, snapshot: Snapshot, expected: int) -> Non
         out.fail(f"vf-count:{nic.name}={numvfs}, expected {expected} (UPGRADE_GATE_NIC_VF_COUNT)")
 
 
+def _check_rdma_devices(out: Outcome, links: tuple[PcieLink, ...], nics: tuple[Nic, ...]) -> None:
+    """Fail when an AINIC PCIe function has no RDMA device (by PF BDF; by count where a BDF is unknown)."""
+    counted = f"rdma-devices:expected={len(links)},actual={len(nics)}"
+    if any(n.bdf is None for n in nics):
+        if len(nics) < len(links):
+            out.fail(f"{counted} (an AINIC has no RDMA device)")
+        return
+    carried = {n.bdf for n in nics}
+    bare = sorted(p.bdf for p in links if p.bdf not in carried)
+    if bare:
+        actual = len(links) - len(bare)
+        out.fail(f"rdma-devices:expected={len(links)},actual={actual} (no RDMA device on AINIC {', '.join(bare)})")
+
+
 class NicHealthPhase:
     """Phase 3."""
 
@@ -139,6 +157,8 @@ class NicHealthPhase:
         nics = rail_nics(snap, config)
         if links and not nics:
             out.fail(f"rdma-devices:expected={len(links)},actual=0 (no RDMA device on the AINICs)")
+        elif links:
+            _check_rdma_devices(out, links, nics)
         failed: list[str] = []
         for nic in nics:
             before = len(out.reasons)
