@@ -279,13 +279,16 @@ def test_cli_diff_does_not_call_expected_what_gate_cannot_accept(
     base = _write(tmp_path, "base.json", mi300x_snapshot())
     cand = _write(tmp_path, "cand.json", reverse_order(upgraded()))
     star = tmp_path / "star.yaml"
-    star.write_text(
-        PLAN.read_text(encoding="utf-8").replace("accept:\n", 'accept:\n  - {path: "**"}\n', 1), encoding="utf-8"
+    star.write_text(  # `**` alone is refused since (below); a glob over every GPU path still accepts no order
+        PLAN.read_text(encoding="utf-8").replace("accept:\n", 'accept:\n  - {path: "gpus**"}\n', 1), encoding="utf-8"
     )
     assert run(["diff", str(base), str(cand), "--plan", str(star)]) == ExitCode.BLOCK
     out = capsys.readouterr().out
     assert "[UNEXPECTED, device.order_changed]" in out
     assert "software.rocm_version: '6.1.3' -> '6.2.0'  [expected (change.rocm)]" in out
+    star.write_text(star.read_text(encoding="utf-8").replace('"gpus**"', '"**"'), encoding="utf-8")
+    assert run(["diff", str(base), str(cand), "--plan", str(star)]) == ExitCode.BAD_INPUT
+    assert "$.accept[0].path: '**' names no field" in capsys.readouterr().err
 
 
 def test_cli_diff_bad_plan_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

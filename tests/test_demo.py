@@ -216,8 +216,10 @@ def test_demo_healthy_runs_the_reference_workload_and_its_items_pass_on_that_evi
     the perturbation and mixed precision pass on evidence; the HTML shows them with it."""
     pytest.importorskip("torch")
     rows = _checklist_rows(healthy)
+    lenient = "canary.standard-benchmark"  # the demo policy judges init time leniently: attested, never pass
     for item in WORKLOAD_ITEMS:
-        assert rows[item]["status"] == "pass", rows[item]
+        assert rows[item]["status"] == ("attested" if item == lenient else "pass"), rows[item]
+    assert "workload.init_time judged more leniently than the shipped default" in str(rows[lenient]["actual"])
     assert "phase(s) 6, 7 passed" in str(rows["canary.device-order-perturbation"]["actual"])
     snap = json.loads((healthy.workdir / "after" / "snapshots" / "gpu-node-01.json").read_text(encoding="utf-8"))
     assert [p["phase"] for p in snap["phases"]] == [0, 1, 2, 3, 6, 7]

@@ -155,7 +155,7 @@ def test_workload_rules_a_plan_cannot_accept_ranks_that_moved() -> None:
     report = judge(
         baselines={base.node.name: base},
         candidates=[bound],
-        plan=upgrade_plan(accept=[{"path": "phases[phase=7].**"}, {"path": "**"}]),
+        plan=upgrade_plan(accept=[{"path": "phases[phase=7].**"}, {"path": "phases**"}]),  # `**` alone: refused
         policy=load_policy(),
         now=NOW,
     )

@@ -261,6 +261,10 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
                 missing.append(f"{name}: rule {rule} did not run (no baseline to compare with)")
             elif entry is None or not entry.enabled:
                 missing.append(f"{name}: rule {rule} is switched off by the policy")
+            elif loose := inputs.policy.loosened(rule, cls):
+                missing.append(
+                    f"{name}: rule {rule} judged more leniently than the shipped default ({', '.join(loose)})"
+                )
         results = {r.phase: r for r in snap.phases}
         for phase in it.phases:
             if not inputs.policy.phase_applies(phase, cls):

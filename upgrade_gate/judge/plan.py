@@ -182,6 +182,20 @@ def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
         sonames=tuple(SonameChange(from_soname=c["from"], to_soname=c["to"]) for c in change.get("sonames", ())),
         partition=partition_from_dict(change.get("partition")),
     )
+    for i, fw in enumerate(planned.firmware):
+        if _names_nothing(fw.block) and fw.to_version is None:
+            raise ConfigError(
+                f"{source}: change-plan: $.change.firmware[{i}].block: {fw.block!r} with no `to` accepts any firmware "
+                "on any GPU (a flash that landed on 1 of 8 passed); name the blocks, or give the version they land on"
+            )
+    for i, item in enumerate(data.get("accept", ())):
+        glob = item.get("metric", item.get("path"))
+        if _names_nothing(glob):
+            what = "measurement" if "metric" in item else "field"
+            raise ConfigError(
+                f"{source}: change-plan: $.accept[{i}].{'metric' if 'metric' in item else 'path'}: {glob!r} names "
+                f"no {what}, so it would accept every difference; name the {what}s the change is meant to move"
+            )
     blocks = [f.block for f in planned.firmware]
     twice = sorted({b for b in blocks if blocks.count(b) > 1})
     if twice:
@@ -235,6 +249,11 @@ def plan_from_dict(data: Any, *, source: str) -> ChangePlan:
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _names_nothing(glob: str) -> bool:
+    """True for a glob made of wildcards and separators alone (`**`, `*`, `*.*`): it matches every path."""
+    return not re.search(r"[^*?.\[\]/]", glob)
 
 
 def parse_duration(text: str) -> float:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, cast
 from upgrade_gate import docio, schemas
 from upgrade_gate.errors import ConfigError, SchemaError
 from upgrade_gate.judge.kernel_events import KernelEventPolicy, build_kernel_events, shipped_kernel_events
+from upgrade_gate.judge.policy_loosened import loosened, policy_loosened, refuse_degenerate
 from upgrade_gate.judge.rules.base import OPERATORS, STATISTICS, ParamSpec
 from upgrade_gate.model import RuleId, Severity
 
@@ -201,7 +202,8 @@ class Policy:
             for e in self.rules
             if e.enabled and _lowered(e)
         ]
-        if not off and not low:
+        loose = policy_loosened(self, _shipped()) if self.source != DEFAULT_POLICY_SOURCE else ()
+        if not off and not low and not loose:
             return None
         said = []
         if off:
@@ -210,7 +212,17 @@ class Policy:
             )
         if low:
             said.append(f"lowers {len(low)} rule(s) that block by default, so that they cannot block: {', '.join(low)}")
+        if loose:
+            said.append(f"judges {len(loose)} rule(s) more leniently than the shipped default: {'; '.join(loose)}")
         return f"policy {self.name} ({self.source}) " + "; and ".join(said)
+
+    def loosened(self, rule_id: str, node_class: str | None) -> tuple[str, ...]:
+        """The parameters of the entry governing `rule_id` for `node_class` that judge more leniently than the
+        shipped default's (`judge.policy_loosened`); empty for the shipped policy itself."""
+        entry = self.rule_for(rule_id, node_class)
+        if entry is None or not entry.enabled or self.source == DEFAULT_POLICY_SOURCE:
+            return ()
+        return loosened(entry, _shipped().rule_for(rule_id, None))
 
     def lowered(self, rule_id: str, node_class: str | None) -> bool:
         """True when the entry governing `rule_id` for `node_class` cannot block where the shipped default's does."""
@@ -245,6 +257,12 @@ def _lowered(entry: RuleEntry) -> bool:
 
 
 @functools.cache
+def _shipped() -> Policy:
+    """The shipped default policy (what `loosened` compares with)."""
+    return load_policy()
+
+
+@functools.cache
 def _shipped_severity(rule_id: str) -> Severity | None:
     """The severity the shipped default policy gives `rule_id` (its general entry)."""
     for e in load_policy().rules:
@@ -268,6 +286,15 @@ def load_policy(
     if user is not None:
         _validate(user, source)
     return build_policy(default, user, source=source, cvf_config=cvf_config, cvf_source=cvf_source)
+
+
+def policy_from_text(text: str, *, source: str) -> Policy:
+    """A policy document given as text (validated as a file's would be), laid over the shipped default."""
+    user = docio.parse_yaml(text, source=source)
+    if user is None:
+        raise ConfigError(f"{source}: policy: the document is empty")
+    _validate(user, source)
+    return build_policy(_default_document(), user, source=source)
 
 
 def _default_document() -> dict[str, Any]:
@@ -337,15 +364,15 @@ def build_policy(
     entries: list[RuleEntry] = []
     for (rule_id, applies_to), (where, i, raw) in merged.items():
         rule = REGISTRY[RuleId(rule_id)]
-        entries.append(
-            RuleEntry(
-                id=rule.id,
-                severity=Severity(raw.get("severity", rule.default_severity.value)),
-                enabled=bool(raw.get("enabled", True)),
-                params=_params(rule.params, raw.get("params", {}), f"{where}: policy: $.rules[{i}].params"),
-                applies_to=applies_to,
-            )
+        entry = RuleEntry(
+            id=rule.id,
+            severity=Severity(raw.get("severity", rule.default_severity.value)),
+            enabled=bool(raw.get("enabled", True)),
+            params=_params(rule.params, raw.get("params", {}), f"{where}: policy: $.rules[{i}].params"),
+            applies_to=applies_to,
         )
+        refuse_degenerate(entry, f"{where}: policy: $.rules[{i}].params")
+        entries.append(entry)
     not_applicable: dict[str, tuple[int, ...]] = {}
     nic_counts: dict[str, int] = {}
     ignore: list[str] = []

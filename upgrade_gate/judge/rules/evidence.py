@@ -453,8 +453,9 @@ SPECS = (
             "clock_skew_s": ParamSpec(
                 kind="integer",
                 default=300,
-                doc="seconds a candidate may be ahead of this host's clock or behind its baseline",
+                doc="seconds a candidate may be ahead of this host's clock or behind its baseline (at most a day)",
                 minimum=0,
+                maximum=86400,
             ),
         },
     ),

@@ -21,9 +21,12 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from upgrade_gate.judge.kernel_events import shipped_kernel_events
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.model import Finding, KernelEvent, Severity, Snapshot
 from upgrade_gate.parse.dmesg import PatternTable, family_of, first_match
+
+_REPORTED = ("fatal", "error")  # the shipped dmesg.fatal's block and warn severities
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -75,14 +78,25 @@ def check_kernel_events(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]
     for (kind, bdf), events in sorted(groups.items()):
         family = by_bdf.get(bdf, node_family)
         grade = events_map.grade(kind, family, events[0].severity)
+        regraded = None
         if grade.severity not in block and grade.severity not in warn:
-            continue
+            shipped = shipped_kernel_events().grade(kind, family, events[0].severity).severity
+            if shipped not in _REPORTED and grade.severity not in _REPORTED:
+                continue
+            regraded = (
+                f" (re-graded {grade.severity or 'not applicable'} by {grade.by}; the shipped table: {shipped})"
+                if shipped != grade.severity
+                else f" ({grade.severity}: in neither block_severities nor warn_severities of this policy)"
+            )
         first = min(events, key=lambda e: e.line_no)
         severity: Severity | None = None if grade.severity in block else softer(entry.severity)
         message = (
             f"dmesg: {kind}{' on ' + bdf if bdf else ''}: {len(events)} line(s), first at line {first.line_no}: "
             f"{first.text.strip()[:160]}"
         )
+        if regraded is not None:  # a site's re-grade never makes an event vanish: it is named, not blocking
+            severity = Severity.INFO
+            message += regraded
         seen = before[(kind, bdf)]
         if grade.tolerate_baseline_rate and seen >= len(events):
             severity = Severity.INFO
