@@ -6,8 +6,6 @@ Repros: /tmp/brk16/config/findings (01-08). Events come from real kernel logs (t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import FIXTURES
@@ -64,7 +62,8 @@ def test_a_loosened_parameter_is_named_on_stderr_and_the_checklist_reads_unverif
     if not any(rule in it.rules for it in load_checklist("canary").items):
         return  # evidence.taken_at is in no checklist item: stderr says it
     loose = [r for r in report.checklist if rule in str(r.actual) and "more leniently" in str(r.actual)]
-    assert loose and all(r.status == "unverified" for r in loose), [(r.item, r.status, r.actual) for r in report.checklist]
+    rows = [(r.item, r.status, r.actual) for r in report.checklist]
+    assert loose and all(r.status == "unverified" for r in loose), rows
 
 
 def test_a_stricter_or_default_policy_is_not_named() -> None:

@@ -13,7 +13,12 @@ Every finding names the metric, the baseline value and the candidate value in on
   the rule's own `tolerance`, 6%: a run is one sample of the node's run-to-run noise, which the steps
   cannot average out, and 7% caught a 10% drop 98.5% of the time at 1% run noise, bench/bench_workload.py;
   a drop beyond the tolerance whose lower confidence bound is beyond it blocks; an inconclusive one is
-  what phase 6 re-measures (more runs) and warns here).
+  what phase 6 re-measures (more runs) and warns here). Those statistics read steps that stall as
+  outliers, though a job delivers its samples over its total time: so the rate over the measured steps'
+  total time (the harmonic mean of the per-step rates: every step trains world_size x batch samples,
+  which the contract parser checks) blocks too when it drops beyond TOTAL_TOLERANCE or the rule's
+  `tolerance`, whichever is larger (break test 2026-12-07: every other step at 400 samples/s, -58% of
+  the job's throughput, and 5 of 25 steps stalled 4 s, -83%, passed on the median).
 - `workload.loss_curve`: the loss at every step within `tolerance` (relative, with `floor` as the
   smallest denominator) of the baseline's: same seed, same steps, same data. A loss that is not finite
   was already a failed phase 6.
@@ -325,6 +330,16 @@ def throughput_decision(
     return (blocks or worst)[0] if worst else None
 
 
+TOTAL_TOLERANCE = 0.15
+"""Drop of the rate over the measured steps' total time that blocks (a rule `tolerance` above it wins): one
+run's total has no confidence bound, and a healthy run's occasional slow step costs a few per cent."""
+
+
+def delivered(m: Measurement) -> float:
+    """Samples/s over the total time of the steps `m` holds: the harmonic mean of its per-step rates."""
+    return len(m.samples) / sum(1.0 / v for v in m.samples)
+
+
 def check_throughput(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     """Samples/s of the reference run against the baseline's (the statistics of bandwidth)."""
     pair = _comparable(ctx, THROUGHPUT)
@@ -334,6 +349,23 @@ def check_throughput(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     if _implausible(b, c):
         return  # no run gives that: workload.evidence blocks it; the statistics would overflow
     decision = throughput_decision(ctx, b, c, THROUGHPUT, entry.number("tolerance"))
+    if decision is None or decision.outcome != "block":
+        limit = max(TOTAL_TOLERANCE, entry.number("tolerance"))
+        bt, ct = delivered(b), delivered(c)
+        if (bt - ct) / bt > limit:
+            yield finding(
+                ctx,
+                entry,
+                f"{THROUGHPUT}: baseline {bt:.1f} samples/s, candidate {ct:.1f} samples/s over the measured steps' "
+                f"total time ({(ct - bt) / bt:+.1%}; beyond the {limit:.0%} tolerance; median {_median(b):.1f} -> "
+                f"{_median(c):.1f}: steps that stalled)",
+                device=THROUGHPUT,
+                path=_path(THROUGHPUT),
+                expected=round(bt, 3),
+                actual=round(ct, 3),
+                evidence="phase 6",
+            )
+            return
     if decision is None:
         return
     bm, cm = _median(b), _median(c)

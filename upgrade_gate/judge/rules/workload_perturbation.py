@@ -21,7 +21,8 @@ from upgrade_gate.judge.rules.workload import (
     _phase,
     throughput_decision,
 )
-from upgrade_gate.model import Finding, PhaseStatus, RankDevice
+from upgrade_gate.model import Finding, PhaseStatus, RankDevice, Snapshot
+from upgrade_gate.vendors import vendor_of
 
 if TYPE_CHECKING:
     from upgrade_gate.judge.policy import RuleEntry
@@ -31,6 +32,16 @@ UUID_PIN = (
     "torch.cuda.get_device_properties(i).uuid / pci_bus_id is the rank's (`upgrade-gate` prints the "
     "index -> BDF -> UUID table of the node), or set HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES to UUIDs"
 )
+"""The next step on an AMD node; `uuid_pin` words it for the candidate's vendor."""
+
+
+def uuid_pin(snapshot: Snapshot) -> str:
+    """UUID_PIN in the words of the snapshot's vendor: CUDA reads CUDA_VISIBLE_DEVICES only (break test
+    2026-12-07: an NVIDIA node was told to set HIP_/ROCR_VISIBLE_DEVICES)."""
+    vendor = vendor_of(p.name for p in snapshot.probes)
+    if vendor.pin.uuid_var == "ROCR_VISIBLE_DEVICES":
+        return UUID_PIN
+    return UUID_PIN.replace("HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES", vendor.pin.uuid_var)
 
 
 def check_index_dependent(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -77,7 +88,7 @@ def check_index_dependent(ctx: NodeContext, entry: RuleEntry) -> Iterable[Findin
                 expected={k: _show(reference[k]) for k in sorted(mapping)},
                 actual={k: _show(v) for k, v in sorted(mapping.items())},
                 evidence="phase 7",
-                hint=UUID_PIN,
+                hint=uuid_pin(ctx.candidate),
             )
     yield from _perturbed_numbers(ctx, entry)
 
@@ -157,7 +168,7 @@ def _perturbed_numbers(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                     expected=round(bm, 3),
                     actual=round(cm, 3),
                     evidence="phase 7",
-                    hint=UUID_PIN,
+                    hint=uuid_pin(ctx.candidate),
                 )
         if base_loss is not None and loss is not None:
             worst = _loss_departure(base_loss.samples, loss.samples, floor)
@@ -185,7 +196,7 @@ def _perturbed_numbers(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
                     expected=round(base_loss.samples[step], 6),
                     actual=round(loss.samples[step], 6),
                     evidence="phase 7",
-                    hint=UUID_PIN,
+                    hint=uuid_pin(ctx.candidate),
                 )
 
 

@@ -36,7 +36,15 @@ Fail closed (each cause is the result's reason, one line):
   in its log; a device map naming a GPU the snapshot does not list, no GPU for a rank, or one GPU twice;
 - error (missing evidence): no GPU in the snapshot, the launcher missing, the job past its deadline
   (`UPGRADE_GATE_WORKLOAD_TIMEOUT_S`, clamped to the phase budget), output the contract parser refuses
-  (nothing, garbage, a truncated line, no end record).
+  (nothing, garbage, a truncated line, no end record);
+- phase 7, error: a permutation that cannot reach the runtime or did not. The variable is one the
+  node's runtime does not read (`RUNTIME_VARS`: CUDA reads CUDA_VISIBLE_DEVICES only, so ROCR_/HIP_ on
+  an NVIDIA node permute nothing), or the site's command sets it itself (`env HIP_VISIBLE_DEVICES=0,...,7
+  torchrun ...`: the child's own list wins); and, where the device map gives each rank's enumeration
+  `index` (the shipped script does), the runs say the list was not applied (`_not_permuted`: rank r's GPU
+  at visible index i ran with list P, so it is device P[i] of the unpermuted enumeration, which the two
+  runs must agree on, and which is not simply i everywhere). Break test 2026-12-07: a wrapper that
+  pinned the list made phase 7 a no-op, and an index-bound workload passed.
 """
 
 from __future__ import annotations
@@ -65,6 +73,11 @@ PERTURBATIONS = ("reversed", "rotated")
 THROUGHPUT = "workload/samples_per_s"
 MAX_RUNS = 3
 """Runs of phase 6 at most while its throughput is inconclusive against the baseline (re-measurement)."""
+RUNTIME_VARS = {
+    "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),  # HIP also reads CUDA's
+    "nvidia": ("CUDA_VISIBLE_DEVICES",),
+}
+"""The visible-device variables each vendor's runtime reads (the vendor's name: `Vendor.name`)."""
 
 
 def shipped_script() -> str:
@@ -313,6 +326,61 @@ def visible_var(config: CvfConfig, vendor: Vendor) -> str:
     return vendor.pin.index_var if config.workload_visible_var == default else config.workload_visible_var
 
 
+def _refused_var(var: str, vendor: Vendor, argv: tuple[str, ...]) -> str | None:
+    """Why phase 7 cannot permute `var` on this node (None: it can): the runtime does not read it, or the
+    command sets it itself."""
+    read = RUNTIME_VARS.get(vendor.name, (vendor.pin.index_var,))
+    if var not in read:
+        return (
+            f"UPGRADE_GATE_WORKLOAD_VISIBLE_VAR={var}: the {vendor.title} runtime does not read it, so the "
+            f"permutation would never happen; set {' or '.join(read)}"
+        )
+    pinned = next((a for a in argv if a.startswith(f"{var}=")), None)
+    if pinned is not None:
+        return (
+            f"the workload command sets {pinned} itself: phase 7's {var} would never reach the runtime; leave "
+            f"{var} to the phase"
+        )
+    return None
+
+
+def _bus(bdf: str | None) -> str | None:
+    """A device map's PCIe address without its function (torch reports none), None if it is none."""
+    try:
+        return str(normalize_bdf(bdf or "", tool="workload", line_no=0, allow_missing_function=True)).rsplit(".", 1)[0]
+    except ParseError:
+        return None
+
+
+def _not_permuted(snapshot: Snapshot, runs: list[tuple[str, str, WorkloadRun]]) -> str | None:
+    """Why the runs (how, list, run) show that the permuted list never reached the runtime; None when they
+    show that it did, or cannot say (a device map without `index`: the caller notes it)."""
+    count = len(snapshot.gpus)
+    listed = {_bus(str(g.bdf)): g.index for g in snapshot.gpus if g.bdf is not None}
+    first: dict[str, tuple[int, str]] = {}  # bus -> (unpermuted device, run that said so)
+    unpermuted = fixed = True  # every index as the snapshot enumerates; every device a fixed point of the list
+    for how, order, run in runs:
+        visible = [int(i) for i in order.split(",")]
+        for d in run.devices:
+            bus = _bus(d.bdf)
+            if d.index is None or bus is None:
+                return None
+            if d.index >= count:
+                return f"{how}: rank {d.rank} is at index {d.index} of a {count}-entry list"
+            device = visible[d.index]
+            seen = first.setdefault(bus, (device, how))
+            if seen[0] != device:
+                return (
+                    f"GPU {d.bdf} was device {seen[0]} of the unpermuted order by the {seen[1]} run and {device} "
+                    f"by the {how} run (visible index {d.index} both times)"
+                )
+            unpermuted = unpermuted and listed.get(bus) == d.index
+            fixed = fixed and device == d.index
+    if unpermuted and not fixed:
+        return "every rank's visible index is its GPU's index in the snapshot, as in an unpermuted run"
+    return None
+
+
 class PerturbationPhase:
     """Phase 7: the same job with the visible-device list reversed, then rotated."""
 
@@ -330,8 +398,14 @@ class PerturbationPhase:
         if nproc is None or ctx.snapshot is None:
             return out.result(self, ctx.config)
         count = len(ctx.snapshot.gpus)
-        var = visible_var(ctx.config, vendor_of(p.name for p in ctx.snapshot.probes))
+        vendor = vendor_of(p.name for p in ctx.snapshot.probes)
+        var = visible_var(ctx.config, vendor)
+        refused = _refused_var(var, vendor, workload_argv(ctx.config, nproc))
+        if refused is not None:
+            out.error(refused)
+            return out.result(self, ctx.config, extra={"variable": var})
         devices: list[RankDevice] = []
+        runs: list[tuple[str, str, WorkloadRun]] = []
         for how in PERTURBATIONS:
             order = permuted(count, how)
             argv = ("env", f"{var}={order}", *workload_argv(ctx.config, nproc))
@@ -339,6 +413,12 @@ class PerturbationPhase:
             if got is not None:
                 out.measurements.extend(run_measurements(f"perturbation/{how}", got.run, 7))
                 devices.extend(got.devices)
+                runs.append((how, order, got.run))
+        if count > 1 and len(runs) == len(PERTURBATIONS):
+            if any(d.index is None for _, _, run in runs for d in run.devices):
+                out.reasons.append(f"{var} permutation not verified: the device map gives no rank's index")
+            elif (why := _not_permuted(ctx.snapshot, runs)) is not None:
+                out.error(f"the {var} permutation did not reach the workload's runtime: {why}")
         return _with_map(out.result(self, ctx.config, extra={"variable": var}), tuple(devices))
 
     def budget_s(self, config: CvfConfig, *, samples: int, nodes: int) -> float:
