@@ -89,3 +89,20 @@ def test_nvidia_dmesg_refuses_what_the_engine_refuses() -> None:
 
 def test_nvidia_dmesg_an_address_the_kernel_cannot_print_is_no_device() -> None:
     assert _events(_xid(79).replace("PCI:0000:3b:00", "PCI:0000:3b:ff")) == [("nvidia.fallen_off_bus", "fatal", None)]
+
+
+@pytest.mark.parametrize(
+    ("severity", "kind", "level"),
+    [
+        ("Uncorrected (Fatal)", "pcie.aer_uncorrected_fatal", "fatal"),
+        ("Uncorrectable (Fatal)", "pcie.aer_uncorrected_fatal", "fatal"),
+        ("Uncorrectable (Non-Fatal)", "pcie.aer_uncorrected_nonfatal", "error"),
+        ("Correctable", "pcie.aer_corrected", "warn"),
+    ],
+)
+def test_nvidia_dmesg_reads_pcie_aer_in_both_kernel_wordings(severity: str, kind: str, level: str) -> None:
+    """The AMD table's AER patterns (aer.c's wording before and after 2023-12) hold for an NVIDIA GPU's port
+    too; the NVIDIA table had none, so a fatal PCIe error on an H100 was no event (break test 2026-12-07)."""
+    text = (FIXTURES / "dmesg-nvidia" / "nvidia-xid119-gsp-timeout-xe9680-dmesg-T.txt").read_text(encoding="utf-8")
+    line = f"[ 8123.441230] nvidia 0000:18:00.0: PCIe Bus Error: severity={severity}, type=Transaction Layer\n"
+    assert (kind, level, "0000:18:00.0") in _events(text + line, family="hopper")
