@@ -137,3 +137,30 @@ def test_a_firmware_wildcard_without_a_target_is_refused() -> None:
     plan_from_dict({**PLAN, "change": change}, source="plan.yaml")  # one target for every block: judged
     change["firmware"] = [{"block": "PM"}]
     plan_from_dict({**PLAN, "change": change}, source="plan.yaml")
+
+
+def test_a_plan_metric_accept_wider_than_the_policy_is_named_and_not_a_checklist_pass() -> None:
+    """Finding 02 with a named glob: `{metric: "mesh/**", tolerance: 1.0}` passed a -20% bus bandwidth with no
+    finding at all. It is the plan's declared cost, so it still passes; the checklist item reads unverified."""
+    from upgrade_gate.judge.policy_loosened import plan_loosened
+
+    plan = upgrade_plan(accept=[{"metric": "mesh/**", "tolerance": 1.0}])
+    policy = load_policy()
+    (wide,) = plan_loosened(plan, policy, None)
+    assert "accept[0] mesh/** shift +0% within 100% (the policy's: 7%)" in wide
+    assert (
+        plan_loosened(upgrade_plan(accept=[{"metric": "mesh/**", "shift": -0.03, "tolerance": 0.05}]), policy, None)
+        == ()
+    )
+    report = judge(
+        baselines={BASE.node.name: BASE},
+        candidates=[upgraded()],
+        plan=plan,
+        policy=policy,
+        now=NOW,
+        checklists=[load_checklist("canary")],
+    )
+    sweep = next(r for r in report.checklist if "bandwidth.regression" in str(r.actual))
+    assert sweep.status == "unverified" and "judges what the plan accepts more leniently" in str(sweep.actual)
+    order = next(r for r in report.checklist if "device.order_changed" in str(r.actual))
+    assert order.status == "pass"  # it counts fleet.odd_one_out's order findings only, not measurements

@@ -294,7 +294,7 @@ def gate_cmd(
     paths = candidate_paths(candidates, candidate_sources)
     refuse_overwriting_inputs(outputs, paths[len(candidates) :])  # what the --candidates folders and lists name
     _warn_if_caches_off()
-    _warn_if_rules_off(loaded_policy)
+    _warn_if_rules_off(loaded_policy, loaded_plan)
     patterns = loaded_policy.kernel_events.table
     baselines: Mapping[NodeName, Snapshot] = {}
     by_name: Mapping[NodeName, Snapshot] = {}
@@ -340,11 +340,20 @@ def gate_cmd(
     return _exit(report)
 
 
-def _warn_if_rules_off(policy: Policy) -> None:
-    """Say on stderr which rules the policy switches off: a PASS without them is not the default's PASS."""
+def _warn_if_rules_off(policy: Policy, plan: ChangePlan | None = None) -> None:
+    """Say on stderr which rules the policy switches off or loosens, and which measurements the plan accepts
+    more leniently than the policy judges them: a PASS without them is not the default's PASS."""
+    from upgrade_gate.judge.policy_loosened import plan_loosened
+
     notice = policy.switched_off()
     if notice is not None:
         typer.echo(f"warning: {one_line(notice)}", err=True)
+    wide = plan_loosened(plan, policy, None)  # the general entry's tolerance; the checklist reads each class's
+    if wide:
+        typer.echo(
+            f"warning: {one_line('the plan accepts measurements more leniently than the policy: ' + '; '.join(wide))}",
+            err=True,
+        )
 
 
 def _warn_if_caches_off() -> None:

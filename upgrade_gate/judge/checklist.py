@@ -39,6 +39,7 @@ from upgrade_gate import docio, schemas, shipped
 from upgrade_gate.errors import ConfigError, InputError, NotFoundError, SchemaError
 from upgrade_gate.judge.plan import ChangePlan, glob_match
 from upgrade_gate.judge.policy import Policy
+from upgrade_gate.judge.policy_loosened import PLAN_JUDGED, plan_loosened
 from upgrade_gate.judge.rules.base import softer
 from upgrade_gate.model import (
     ChecklistRow,
@@ -265,6 +266,8 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
                 missing.append(
                     f"{name}: rule {rule} judged more leniently than the shipped default ({', '.join(loose)})"
                 )
+            elif _measures(it, rule) and (wide := plan_loosened(inputs.plan, inputs.policy, cls)):
+                missing.append(f"{name}: rule {rule} judges what the plan accepts more leniently ({'; '.join(wide)})")
         results = {r.phase: r for r in snap.phases}
         for phase in it.phases:
             if not inputs.policy.phase_applies(phase, cls):
@@ -303,6 +306,12 @@ def _automatic(cl: Checklist, it: ChecklistItem, inputs: ChecklistInputs) -> tup
     if it.evidence or it.max_canary_fraction is not None:
         parts.append("evidence present")
     return _row(cl, it, f"pass: {'; '.join(parts)} on {len(candidates)} node(s)", it.owner, "pass"), None
+
+
+def _measures(item: ChecklistItem, rule: str) -> bool:
+    """True when `item` counts `rule`'s findings on measurements (a rule that judges plan-accepted metrics)."""
+    globs = item.paths.get(RuleId(rule))
+    return rule in PLAN_JUDGED and (globs is None or any(g.startswith("measurements") for g in globs))
 
 
 def counts_under(item: ChecklistItem, finding: Finding) -> bool:

@@ -15,8 +15,8 @@ A stricter or neutral change is the site's business and is not named.
 Directions: `higher` / `lower` (a number), `false` (a boolean switched off), `fewer` (a default item
 dropped from a list), `more` (an item added to a list of things ignored), `severity` (a severity word
 below the default's: block > warn > info), `other` (any change: which metric is judged), `map` (a
-`tolerance_overrides` value above the rule's shipped `tolerance`), `neutral` (sampling effort, not the
-bar).
+`tolerance_overrides` value above the rule's shipped `tolerance`), `unlisted` (a shipped warn severity
+that this entry neither warns nor blocks on), `neutral` (sampling effort or which test, not the bar).
 """
 
 from __future__ import annotations
@@ -27,7 +27,11 @@ from typing import TYPE_CHECKING, Any
 from upgrade_gate.errors import ConfigError
 
 if TYPE_CHECKING:
+    from upgrade_gate.judge.plan import ChangePlan
     from upgrade_gate.judge.policy import Policy, RuleEntry
+
+PLAN_JUDGED = ("bandwidth.regression", "fleet.odd_one_out")
+"""The rules that judge a plan-accepted measurement against the plan's shift and tolerance."""
 
 LOOSER: Mapping[tuple[str, str], str] = {
     ("firmware.unplanned", "ignore_blocks"): "more",
@@ -40,7 +44,7 @@ LOOSER: Mapping[tuple[str, str], str] = {
     ("bandwidth.regression", "curve_tolerance"): "higher",
     ("bandwidth.regression", "alpha"): "higher",
     ("bandwidth.regression", "tolerance_few_samples"): "higher",
-    ("bandwidth.regression", "min_samples"): "higher",
+    ("bandwidth.regression", "min_samples"): "neutral",  # which test (rank or relative), each with its own bar
     ("bandwidth.regression", "metrics"): "other",
     ("bandwidth.regression", "ignore_settings"): "more",
     ("bandwidth.regression", "tolerance_overrides"): "map",
@@ -62,7 +66,7 @@ LOOSER: Mapping[tuple[str, str], str] = {
     ("evidence.missing", "nic_probes"): "fewer",
     ("evidence.missing", "class_min_nodes"): "lower",
     ("dmesg.fatal", "block_severities"): "fewer",
-    ("dmesg.fatal", "warn_severities"): "fewer",
+    ("dmesg.fatal", "warn_severities"): "unlisted",  # a shipped warn severity now neither blocks nor warns
     ("fleet.odd_one_out", "check_metrics"): "false",
     ("fleet.odd_one_out", "metric_tolerance"): "higher",
     ("fleet.odd_one_out", "metric_spread_k"): "higher",
@@ -106,6 +110,8 @@ def _looser(direction: str, value: Any, shipped: Any, shipped_entry: Mapping[str
         return _RANK.get(str(value), 3) < _RANK.get(str(shipped), 3)
     if direction == "other":
         return bool(value != shipped)
+    if direction == "unlisted":
+        return bool(set(shipped) - set(value) - set(shipped_entry.get("_block", ())))
     if direction == "map":
         return any(v > shipped_entry.get("tolerance", 0.0) for v in dict(value).values())
     return False
@@ -119,7 +125,8 @@ def loosened(entry: RuleEntry, shipped: RuleEntry | None) -> tuple[str, ...]:
     for name, value in sorted(entry.params.items()):
         direction = LOOSER.get((entry.id, name), "neutral")
         default = shipped.params.get(name)
-        if default is not None and _looser(direction, value, default, shipped.params):
+        context = {**shipped.params, "_block": entry.params.get("block_severities", ())}
+        if default is not None and _looser(direction, value, default, context):
             out.append(f"{name} {_show(value)} (shipped: {_show(default)})")
     return tuple(out)
 
@@ -157,3 +164,19 @@ def refuse_degenerate(entry: RuleEntry, where: str) -> None:
             f"{where}: pcie.downgrade with compare_to_max and compare_to_baseline both false judges nothing; "
             "switch it off with `enabled: false` if that is meant"
         )
+
+
+def plan_loosened(plan: ChangePlan | None, policy: Policy, node_class: str | None) -> tuple[str, ...]:
+    """The plan's metric accepts whose tolerance is wider than the policy's `bandwidth.regression` tolerance
+    for `node_class`: the measurements they match are judged more leniently than the policy would (a plan's
+    `{metric: "mesh/**", tolerance: 1.0}` passed a -20% bus bandwidth with no finding: break test 2026-12-07).
+    A plan declares an expected cost on purpose; a wider bar is still named, and is not a checklist pass."""
+    entry = policy.rule_for("bandwidth.regression", node_class)
+    if plan is None or entry is None or not entry.enabled:
+        return ()
+    bar = entry.number("tolerance")
+    return tuple(
+        f"{plan.source}: accept[{i}] {a.metric} shift {a.shift:+.0%} within {a.tolerance:.0%} (the policy's: {bar:.0%})"
+        for i, a in enumerate(plan.accept_metrics)
+        if a.tolerance > bar
+    )
