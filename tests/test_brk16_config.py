@@ -6,6 +6,8 @@ Repros: /tmp/brk16/config/findings (01-08). Events come from real kernel logs (t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import FIXTURES
@@ -70,6 +72,9 @@ def test_a_stricter_or_default_policy_is_not_named() -> None:
     assert load_policy().switched_off() is None
     strict = _policy("name: site\nrules:\n  - {id: bandwidth.regression, params: {tolerance: 0.03}}\n")
     assert strict.switched_off() is None and strict.loosened("bandwidth.regression", None) == ()
+    # the shipped example moves `error` from warn to block and asks 5 samples for the rank test: stricter
+    example = Path(__file__).resolve().parents[1] / "examples" / "policies" / "strict.yaml"
+    assert load_policy(example).switched_off() is None
 
 
 def test_pcie_with_both_comparisons_off_is_refused_as_the_rule_switched_off_unannounced() -> None:
