@@ -343,7 +343,7 @@ def gate_cmd(
 def _warn_if_rules_off(policy: Policy, plan: ChangePlan | None = None) -> None:
     """Say on stderr which rules the policy switches off or loosens, and which measurements the plan accepts
     more leniently than the policy judges them: a PASS without them is not the default's PASS."""
-    from upgrade_gate.judge.policy_loosened import plan_loosened
+    from upgrade_gate.judge.policy_loosened import plan_loosened  # the judge stays out of the CLI's start-up
 
     notice = policy.switched_off()
     if notice is not None:

@@ -25,6 +25,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -307,6 +308,7 @@ def _gate(
     return report, ctx
 
 
+@functools.cache
 def lenient_items() -> tuple[str, ...]:
     """The canary checklist's items with a rule that the demo policy judges more leniently than the shipped
     default (init time, for the laptop's CPU noise): a checklist reads them `unverified` unless attested."""

@@ -265,10 +265,8 @@ def _shipped() -> Policy:
 @functools.cache
 def _shipped_severity(rule_id: str) -> Severity | None:
     """The severity the shipped default policy gives `rule_id` (its general entry)."""
-    for e in load_policy().rules:
-        if e.id == rule_id and not e.applies_to:
-            return e.severity
-    return None
+    entry = _shipped().rule_for(rule_id, None)
+    return entry.severity if entry is not None else None
 
 
 def load_policy(

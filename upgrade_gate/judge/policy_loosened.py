@@ -122,10 +122,10 @@ def loosened(entry: RuleEntry, shipped: RuleEntry | None) -> tuple[str, ...]:
     if shipped is None:
         return ()
     out = []
+    context = {**shipped.params, "_block": entry.params.get("block_severities", ())}
     for name, value in sorted(entry.params.items()):
         direction = LOOSER.get((entry.id, name), "neutral")
         default = shipped.params.get(name)
-        context = {**shipped.params, "_block": entry.params.get("block_severities", ())}
         if default is not None and _looser(direction, value, default, context):
             out.append(f"{name} {_show(value)} (shipped: {_show(default)})")
     return tuple(out)
