@@ -155,3 +155,18 @@ def test_cause_evidence_fallback_unique_id_is_not_a_change(tmp_path: Path, healt
     causes = [c for c in report.nodes[0].causes if c.severity is Severity.BLOCK]
     assert [c.key for c in causes] == ["evidence:rocminfo"]
     assert causes[0].headline.startswith("rocminfo unusable (rocminfo: timed out after 3.0s)")
+
+
+def test_cause_evidence_a_fallback_that_failed_in_part_says_so_in_the_headline(
+    tmp_path: Path, healthy_snapshot: Snapshot
+) -> None:
+    """amd-smi missing, and rocm-smi's main probe prints garbage while its others answer: the headline said only
+    "rocm-smi used", and the refused output came ~190 lines later (review 2026-12-07)."""
+    broken = {"amd-smi": faults.missing(), "rocm-smi": faults.garbage(argv_prefix=("--showproductname",))}
+    node = build_fake_node(tmp_path / "n", mi300x_node(NODE, seed=1), Faults(tools=broken))
+    runner = LocalRunner(env=node.env(os.environ))
+    bundle = capture(runner, node=NODE, host_root=node.host_root, timeout=3, output_check=parser_check())
+    causes = [
+        c for c in _gate(healthy_snapshot, build_snapshot(bundle)).nodes[0].causes if c.severity is Severity.BLOCK
+    ]
+    assert causes[0].headline.startswith("amd-smi unusable (amd-smi: missing binary); rocm-smi used, but its rocmsmi")

@@ -58,6 +58,7 @@ class _Root:
     key: str
     probe: ProbeStatus | None = None
     stand_ins: set[str] = field(default_factory=set)
+    broken_stand_in: ProbeStatus | None = None  # a failed probe of a stand-in's tool: "used" is not the whole story
     phase: PhaseResult | None = None
     baseline: bool = False
     indexes: list[int] = field(default_factory=list)
@@ -102,6 +103,8 @@ def _probe_root(
     root = roots.setdefault(key, _Root(key=key, probe=first, baseline=baseline))
     if stand_in is not None:
         root.stand_ins.add(stand_in)
+        if root.broken_stand_in is None:
+            root.broken_stand_in = next((p for p in probes.values() if not p.ok and _tool(p) == stand_in), None)
     return root
 
 
@@ -228,6 +231,9 @@ def _add(pool: Pool, root: _Root) -> None:
         headline = f"{tool} unusable ({reason})"
         if root.stand_ins:
             headline += f"; {', '.join(sorted(root.stand_ins))} used"
+            broken = root.broken_stand_in
+            if broken is not None:  # the fallback answered in part: what it refused is the next thing to read
+                headline += f", but its {broken.name} failed too ({broken.reason or 'failed'})"
         step = f"fix {tool} (`{argv}` failed); then re-capture on {node}: "
         step += f"upgrade-gate capture --node {node} --out {node}.tar.gz"
     key = f"probe.fallback:{tool}" if root.stand_ins and not root.baseline else root.key
