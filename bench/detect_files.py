@@ -9,7 +9,8 @@ runs as a subprocess; a node counts as blocked when `bandwidth.regression` block
 the node's verdict is counted beside it).
 
 Run: `PYTHONPATH=. python3 -m bench.detect_files [--quick]`; `--policy FILE` runs the same with a policy
-(e.g. `curve_tolerance: 0.07`, the behaviour before issue 29).
+(e.g. `curve_tolerance: 0.07`, the behaviour before issue 29; `class_min_nodes: 1000000`, the per-size test
+without the class's curve shape); `--tau SD` gives each node a curve shape of its own (log sd per size).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bench import fleetgen
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = "2025-06-08T12:00:00Z"
+BANDWIDTH = ("mesh", "rail", "cluster")
 CASES: dict[str, tuple[str, float]] = {
     "healthy": ("", 1.0),
     "one size (128 MiB) -10%": ("mesh/all_reduce/busbw/134217728", 0.90),
@@ -54,8 +56,27 @@ def _scaled(snap: fleetgen.Snapshot, prefix: str, factor: float) -> fleetgen.Sna
     return replace(snap, phases=phases)
 
 
-def build(root: Path, n: int, prefix: str, factor: float, *, seed: int, cv: float = 0.03) -> None:
-    """A store of `n` baselines and `n` candidate files (one case) under `root`."""
+def _shaped(snap: fleetgen.Snapshot, factors: dict[str, float]) -> fleetgen.Snapshot:
+    """Every bandwidth sample of a key times the node's own factor for it (its shape off the class's)."""
+    from upgrade_gate.model import replace
+
+    phases = tuple(
+        replace(
+            p,
+            measurements=tuple(
+                replace(m, samples=tuple(round(s * factors[m.key], 2) for s in m.samples)) if m.key in factors else m
+                for m in p.measurements
+            ),
+        )
+        for p in snap.phases
+    )
+    return replace(snap, phases=phases)
+
+
+def build(root: Path, n: int, prefix: str, factor: float, *, seed: int, cv: float = 0.03, tau: float = 0.0) -> None:
+    """A store of `n` baselines and `n` candidate files (one case) under `root`. `tau` > 0: each node's true
+    bandwidth at each size is off the template's by its own factor exp(tau N(0, 1)), in baseline and candidate
+    alike (nodes of one class whose curves differ in shape, not only the template's noise)."""
     from bench.bench_judge import template
     from bench.judge_api import PLAN_DOCUMENT
     from upgrade_gate import codec
@@ -66,10 +87,16 @@ def build(root: Path, n: int, prefix: str, factor: float, *, seed: int, cv: floa
     (root / "candidates").mkdir(parents=True)
     store = BaselineStore(root / "store")
     batch = []
+    rng = np.random.default_rng(seed)
     for node in fleetgen.derive_fleet(tpl, n, seed=seed, cv=cv, fault_rate=0.0):
-        cand = _scaled(node.candidate, prefix, factor)
+        base, cand = node.baseline, node.candidate
+        if tau > 0:
+            keys = sorted({m.key for p in base.phases for m in p.measurements if m.key.split("/")[0] in BANDWIDTH})
+            factors = dict(zip(keys, np.exp(tau * rng.standard_normal(len(keys))).tolist(), strict=True))
+            base, cand = _shaped(base, factors), _shaped(cand, factors)
+        cand = _scaled(cand, prefix, factor)
         (root / "candidates" / f"{node.name}.json").write_text(canonical_json(codec.to_jsonable(cand)), "utf-8")
-        batch.append(node.baseline)
+        batch.append(base)
     store.save(batch, message="baselines")
     store.close()
     (root / "plan.json").write_text(json.dumps(PLAN_DOCUMENT), encoding="utf-8")
@@ -132,13 +159,14 @@ def main() -> None:
 
     quick = "--quick" in sys.argv
     policy = Path(sys.argv[sys.argv.index("--policy") + 1]) if "--policy" in sys.argv else None
+    tau = float(sys.argv[sys.argv.index("--tau") + 1]) if "--tau" in sys.argv else 0.0
     healthy_n, degraded_n = (300, 100) if quick else (1000, 300)
     print("| case | nodes | blocked by bandwidth.regression | nodes blocked (any rule) | gate exit code |")
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="ug-detect-files-") as tmp:
         for i, (case, (prefix, factor)) in enumerate(CASES.items()):
             root = Path(tmp) / f"case{i}"
-            build(root, healthy_n if case == "healthy" else degraded_n, prefix, factor, seed=2029 + i)
+            build(root, healthy_n if case == "healthy" else degraded_n, prefix, factor, seed=2029 + i, tau=tau)
             code, by_rule, blocked, n = gate(root, policy)
             print(f"| {case} | {n} | {by_rule:.1%} | {blocked:.1%} | {code} |", flush=True)
     for name, us in cpu_per_node().items():

@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from upgrade_gate.judge import curve_prior
+from upgrade_gate.judge.curve_prior import Prior
 from upgrade_gate.judge.curve_stats import group_of, log_tol, logged, padded, rel, row_median, sum_sq_dev
 from upgrade_gate.judge.curves import Assessment, Columns, Decision, Outcome, Params, Row
 from upgrade_gate.validate.remeasure import z_upper
@@ -69,14 +71,17 @@ def assess_many(
     nodes: Sequence[Sequence[Row] | Columns],
     p: Params = Params(),
     multiplicities: Sequence[tuple[int, int] | None] | None = None,
+    priors: Sequence[Prior | None] | None = None,
 ) -> list[Assessment]:
-    """`curves.assess` of every node's rows (one Params for the batch), computed together.
+    """`curves.assess` of every node's rows (one Params for the batch), computed together. `priors`: each
+    node's class reference per row (`judge.curve_prior`), or None.
 
     Nodes are stacked with others whose rows have the same widest sample counts (baseline, candidate):
     NaN padding to another width would change the order numpy sums a row in (its pairwise summation),
     and the result would differ from the node's own in the last bits. A fleet's nodes mostly share one.
     """
     mults = list(multiplicities) if multiplicities is not None else [None] * len(nodes)
+    given = list(priors) if priors is not None else [None] * len(nodes)
     columns = [rows if isinstance(rows, Columns) else Columns.of(rows) for rows in nodes]
     buckets: dict[tuple[int, int], list[int]] = {}
     for j, cols in enumerate(columns):
@@ -86,7 +91,9 @@ def assess_many(
     out: list[Assessment] = [_EMPTY] * len(nodes)
     for members in buckets.values():
         for j, got in zip(
-            members, _assess_stacked([columns[j] for j in members], p, [mults[j] for j in members]), strict=True
+            members,
+            _assess_stacked([columns[j] for j in members], p, [mults[j] for j in members], [given[j] for j in members]),
+            strict=True,
         ):
             out[j] = got
     return out
@@ -122,7 +129,12 @@ def _counts(parts: list[Any], raw: np.ndarray, idx: np.ndarray) -> list[int]:
     return [every[i] for i in idx.tolist()]
 
 
-def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[int, int] | None]) -> list[Assessment]:
+def _assess_stacked(
+    nodes: Sequence[Columns],
+    p: Params,
+    mults: Sequence[tuple[int, int] | None],
+    priors: Sequence[Prior | None],
+) -> list[Assessment]:
     out: list[Assessment] = [_EMPTY] * len(nodes)
     keys: list[str] = []
     bases: list[Any] = []
@@ -148,6 +160,7 @@ def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[i
     if not owners:
         return out
     total = len(keys)
+    prior = _priors([priors[j] for j in owners], starts, total)
     raw_b = _stack(bases)
     raw_c = _stack(cands)
     shifts = np.array(shift_col, dtype=float) if any(shift_col) else np.zeros(total)
@@ -195,7 +208,9 @@ def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[i
             else _taken(pick.tolist(), keys, better, tols, group_col)
         )
         sub = (raw_b[pick], raw_c[pick], shifts[pick]) if len(pick) < total else (raw_b, raw_c, shifts)
-        per_node = _live(seg, lk, lbt, ltol, lgr, *sub, p, [mults[owners[pos]] for pos, _, _ in seg])
+        if prior is not None and len(pick) < total:
+            prior = Prior(prior.centre[pick], prior.var[pick])
+        per_node = _live(seg, lk, lbt, ltol, lgr, *sub, p, [mults[owners[pos]] for pos, _, _ in seg], prior)
     else:
         per_node = {}
     for pos, j in enumerate(owners):
@@ -212,6 +227,18 @@ def _assess_stacked(nodes: Sequence[Columns], p: Params, mults: Sequence[tuple[i
             max_samples=most,
         )
     return out
+
+
+def _priors(given: list[Prior | None], starts: list[int], total: int) -> Prior | None:
+    """The nodes' priors as one pair of arrays over the stacked rows (NaN: none), or None when no node has one."""
+    if all(x is None for x in given):
+        return None
+    centre, var = np.full(total, np.nan), np.full(total, np.nan)
+    for x, at in zip(given, starts, strict=True):
+        if x is not None:
+            centre[at : at + len(x.centre)] = x.centre
+            var[at : at + len(x.var)] = x.var
+    return Prior(centre, var)
 
 
 def _taken(idx: list[int], *columns: Sequence[Any]) -> list[list[Any]]:
@@ -242,6 +269,7 @@ def _live(
     shifts: np.ndarray,
     p: Params,
     mults: list[tuple[int, int] | None],
+    prior: Prior | None = None,
 ) -> dict[int, _NodeResult]:
     m = len(keys)
     n_nodes = len(seg)
@@ -429,6 +457,36 @@ def _live(
     settled = (r + z_miss * se_r < log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
     few_block = curve & few & (drop > log_tol(max(p.tolerance, p.tolerance_few_samples)))
     remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
+    aid = None
+    if prior is not None:  # the class's curve shape reads the baseline (judge.curve_prior)
+        aid = curve_prior.aided(
+            lb=lb,
+            lc=lc,
+            full=full,
+            sign=sign,
+            prior_centre=prior.centre + np.log1p(shifts) if shifts.any() else prior.centre,
+            prior_var=prior.var,
+            unit_var=sigma**2 + quant**2 / 12.0,
+            nb=nb,
+            nc=nc,
+            eligible=curve & ~few & ~coarse,
+            gid=gid,
+            n_groups=n_groups,
+            row_node=row_node,
+            n_nodes=n_nodes,
+        )
+    if aid is not None:
+        a_drop = np.where(aid.rows, aid.drop, drop)
+        a_se = np.where(aid.rows, aid.se, se)
+        a_w = 1.0 / a_se**2
+        a_rest = np.bincount(gid, a_w, n_groups)[gid] - a_w
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a_loo = (np.bincount(gid, a_w * a_drop, n_groups)[gid] - a_w * a_drop) / a_rest
+            a_se_r = np.sqrt(a_se**2 + 1.0 / a_rest)
+        a_r = a_drop - a_loo
+        a_block = (a_r > c_each * a_se_r) & (r > curve_prior.OWN_Z * se_r) & (drop > min_eff) & (a_drop > min_eff)
+        block = np.where(aid.rows, curve & ~few & a_block, block)
+        remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
     hit = np.flatnonzero(block | few_block | remeasure)
     # the few metrics decided here, as Python numbers (the same IEEE doubles; numpy scalars cost ~10x to read)
     columns = (few_block, block, r, c_each, se_r, drop, c_first, se, loo, nb, nc, row_node)
@@ -445,6 +503,13 @@ def _live(
             )
         else:
             outcome, why = "remeasure", f"inconclusive with {nc_i} samples: re-measure (up to {p.max_samples})"
+        if aid is not None and block_i and aid.rows[i]:
+            drop_i, se_i, r_i, se_r_i = float(a_drop[i]), float(a_se[i]), float(a_r[i]), float(a_se_r[i])
+            loo_i = float(a_loo[i])
+            why = (
+                f"departs from the rest of its curve by {rel(r_i):.1%} > {c_i:.2f} standard errors "
+                f"({rel(c_i * se_r_i):.1%}), its baseline read with the class's curve shape"
+            )
         metric_out[node_i].append(
             Decision(
                 key=keys[i],

@@ -55,6 +55,7 @@ LOOSER: Mapping[tuple[str, str], str] = {
     ("bandwidth.regression", "min_effect"): "higher",
     ("bandwidth.regression", "max_samples"): "neutral",
     ("bandwidth.regression", "noise_floor"): "higher",
+    ("bandwidth.regression", "class_min_nodes"): "higher",
     ("bandwidth.regression", "inconclusive"): "severity",
     ("bandwidth.threshold", "mesh_metric"): "other",
     ("bandwidth.threshold", "rail_metrics"): "other",

@@ -24,13 +24,14 @@ Design decisions:
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from upgrade_gate.judge import curves, stats
+from upgrade_gate.judge import curve_prior, curves, stats
 from upgrade_gate.judge.curve_stats import group_of
 from upgrade_gate.judge.plan import glob_match, metric_expectation
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
@@ -50,7 +51,7 @@ from upgrade_gate.judge.rules.measured import (
 from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
 from upgrade_gate.judge.rules.measured import curve_params as curve_params
 from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
-from upgrade_gate.model import Finding, Severity, Snapshot
+from upgrade_gate.model import ClassReference, Finding, Measurement, Severity, Snapshot
 from upgrade_gate.parse.common import digits
 
 if TYPE_CHECKING:
@@ -298,6 +299,126 @@ def table_columns(ctx: NodeContext, entry: RuleEntry) -> curves.Columns:
     )
 
 
+_ClassShape = dict[str, tuple[float, float, str, dict[str, str], bool | None]]
+_SHAPES: dict[tuple[int, int], tuple[object, object, _ClassShape]] = {}
+
+
+def _class_shape(ref: ClassReference, entry: RuleEntry) -> _ClassShape:
+    """The class metrics that may read a node's baseline (`judge.curve_prior`): key -> (log median, its
+    variance, unit, settings less the ignored ones, direction), from classes of >= `class_min_nodes` nodes.
+    The variance is the class median's: (pi/2) (1.4826 MAD / median)^2 / nodes, the MAD over the per-node
+    medians (level differences between nodes included: it only errs large). Built once per (reference, entry)."""
+    hit = _SHAPES.get((id(ref), id(entry)))
+    if hit is not None and hit[0] is ref and hit[1] is entry:
+        return hit[2]
+    least = entry.integer("class_min_nodes")
+    ignore = set(entry.strings("ignore_settings"))
+    shape: _ClassShape = {}
+    for m in ref.metrics:
+        if m.n_nodes < least or not m.median > 0 or m.key.startswith(THERMAL_PREFIX):
+            continue
+        spread = 1.4826 * m.spread / m.median
+        settings = {k: v for k, v in m.settings.items() if k not in ignore}
+        var = math.pi / 2.0 * spread * spread / m.n_nodes
+        shape[m.key] = (math.log(m.median), var, m.unit, settings, m.higher_is_better)
+    if len(_SHAPES) >= 16:
+        _SHAPES.clear()
+    _SHAPES[(id(ref), id(entry))] = (ref, entry, shape)
+    return shape
+
+
+class _ClassRows(NamedTuple):
+    """`class_prior`'s answer for one key list when every baseline measurement is like the class's (the usual
+    node), and what that takes: the rows with a class entry (`at`) and their class units and settings, the
+    rows whose class has a direction (`at_way`) and those directions."""
+
+    prior: curve_prior.Prior
+    at: list[int]
+    units: list[str]
+    settings: list[dict[str, str]]
+    at_way: list[int]
+    better: list[bool]
+
+
+_ROWS: dict[tuple[int, int], tuple[object, object, dict[tuple[str, ...], _ClassRows | None]]] = {}
+
+
+def _class_rows(ref: ClassReference, entry: RuleEntry, keys: tuple[str, ...]) -> _ClassRows | None:
+    """The prior of `keys` from the class shape, built once per (reference, entry, key list): a fleet's nodes
+    mostly share one key list."""
+    hit = _ROWS.get((id(ref), id(entry)))
+    if hit is None or hit[0] is not ref or hit[1] is not entry:
+        if len(_ROWS) >= 16:
+            _ROWS.clear()
+        hit = _ROWS[(id(ref), id(entry))] = (ref, entry, {})
+    by_keys = hit[2]
+    if keys in by_keys:
+        return by_keys[keys]
+    shape = _class_shape(ref, entry)
+    got = [shape.get(k) for k in keys]
+    at = [i for i, g in enumerate(got) if g is not None]
+    rows = None
+    if at:
+        centre = np.array([np.nan if g is None else g[0] for g in got])
+        var = np.array([np.nan if g is None else g[1] for g in got])
+        centre.flags.writeable = var.flags.writeable = False
+        at_way = [i for i in at if got[i][4] is not None]  # type: ignore[index]
+        rows = _ClassRows(
+            curve_prior.Prior(centre, var),
+            at,
+            [got[i][2] for i in at],  # type: ignore[index]
+            [got[i][3] for i in at],  # type: ignore[index]
+            at_way,
+            [got[i][4] for i in at_way],  # type: ignore[index,misc]
+        )
+    if len(by_keys) >= 64:
+        by_keys.clear()
+    by_keys[keys] = rows
+    return rows
+
+
+def _picked(items: list[Measurement], at: list[int]) -> list[Measurement]:
+    return list(map(items.__getitem__, at)) if len(at) != len(items) else items
+
+
+def class_prior(ctx: NodeContext, entry: RuleEntry, keys: Sequence[str]) -> curve_prior.Prior | None:
+    """The node's class reference per regression row (`keys`), like with like only: the baseline's unit,
+    settings (less `ignore_settings`) and direction equal to the class's. None: no reference, or nothing alike.
+    Units and directions are compared as lists, settings key by key (the ignored ones dropped only where they
+    differ: the rails' `peer`)."""
+    ref = ctx.reference
+    if ref is None or not ref.metrics or not keys or ctx.baseline is None:
+        return None
+    rows = _class_rows(ref, entry, tuple(keys))
+    if rows is None:
+        return None
+    every = list(map(merged_measurements(ctx.baseline)[0].__getitem__, keys))
+    b = _picked(every, rows.at)
+    units, settings = list(map(_UNIT, b)), list(map(_SETTINGS, b))
+    better = list(map(_BETTER, _picked(every, rows.at_way)))
+    ignore = entry.strings("ignore_settings")
+    off: list[int] = []
+    if units != rows.units or better != rows.better:  # rare: another unit or direction somewhere
+        way = dict(zip(rows.at_way, rows.better, strict=True))
+        off += (
+            i
+            for i, m, unit in zip(rows.at, b, rows.units, strict=True)
+            if m.unit != unit or way.get(i, m.higher_is_better) is not m.higher_is_better
+        )
+    differ = [n for n, (x, y) in enumerate(zip(settings, rows.settings, strict=True)) if x != y]  # rails: `peer`
+    off += (rows.at[n] for n in differ if {k: v for k, v in settings[n].items() if k not in ignore} != rows.settings[n])
+    if not off:
+        return rows.prior
+    if len(set(off)) == len(rows.at):
+        return None
+    centre = rows.prior.centre.copy()
+    centre[off] = np.nan
+    return curve_prior.Prior(centre, rows.prior.var)
+
+
+_UNIT, _SETTINGS = operator.attrgetter("unit"), operator.attrgetter("settings")
+
+
 # The batch being judged (`prime_regression`): candidate id -> (candidate, baseline, entry, columns, assessment).
 _PRIMED: dict[int, tuple[Snapshot, Snapshot, RuleEntry, curves.Columns, curves.Assessment]] = {}
 
@@ -316,7 +437,8 @@ def prime_regression(contexts: Sequence[NodeContext]) -> Iterator[None]:
     _PRIMED.clear()
     try:
         for params, items in todo.items():
-            assessed = curves.assess_many([rows for _, _, rows in items], params)
+            priors = [class_prior(ctx, entry, rows.key) for ctx, entry, rows in items]
+            assessed = curves.assess_many([rows for _, _, rows in items], params, None, priors)
             for (ctx, entry, rows), assessment in zip(items, assessed, strict=True):
                 assert ctx.baseline is not None
                 _PRIMED[id(ctx.candidate)] = (ctx.candidate, ctx.baseline, entry, rows, assessment)
@@ -330,7 +452,7 @@ def _assessed(ctx: NodeContext, entry: RuleEntry, params: curves.Params) -> tupl
     if hit is not None and hit[0] is ctx.candidate and hit[1] is ctx.baseline and hit[2] is entry:
         return hit[3], hit[4]
     columns = regression_columns(ctx, entry)
-    return columns, curves.assess_many([columns], params)[0]
+    return columns, curves.assess_many([columns], params, None, [class_prior(ctx, entry, columns.key)])[0]
 
 
 def check_regression(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
@@ -493,6 +615,13 @@ SPECS = (
             ),
             "noise_floor": ParamSpec(
                 kind="number", default=0.005, doc="smallest relative run-to-run noise assumed", minimum=0, maximum=1
+            ),
+            "class_min_nodes": ParamSpec(
+                kind="integer",
+                default=8,
+                doc="a class reference of at least this many nodes reads the baseline with the class's curve shape "
+                "in the per-size test (judge.curve_prior); a larger number than any class turns that off",
+                minimum=3,
             ),
             "inconclusive": ParamSpec(
                 kind="string",
