@@ -104,6 +104,15 @@ def test_curve_prior_a_node_with_its_own_shape_is_judged_on_its_own_baseline(qui
     assert aided <= max(plain, 0.0025) + 0.0025
 
 
+@pytest.mark.parametrize("quirk", [1.03, 1.05, 1.08])
+def test_curve_prior_a_node_above_its_class_where_it_drops_is_caught_as_the_plain_test_catches_it(quirk: float) -> None:
+    """The class reads such a baseline low, so the drop looks smaller: the outlier guard (`OUTLIER_Z`) hands
+    those sizes back to the node's own baseline before the class costs more than ~2 points of power."""
+    nodes, priors = _nodes(np.random.default_rng(21), 400, quirk=quirk, drop=0.90)
+    plain = _size_blocked(curves.assess_many(nodes))
+    assert _size_blocked(curves.assess_many(nodes, curves.Params(), None, priors)) >= plain - 0.03
+
+
 def test_curve_prior_batch_equals_each_node_alone_and_none_is_the_plain_test() -> None:
     nodes, priors = _nodes(np.random.default_rng(14), 6, drop=0.9)
     priors[2] = None  # type: ignore[call-overload]
