@@ -10,12 +10,12 @@ import statistics
 import numpy as np
 import pytest
 
-from tests.judge_scenarios import NOW, mi300x_snapshot, scale_metrics, upgrade_plan, upgraded
+from tests.judge_scenarios import NOW, named_snapshot, scale_metrics, upgrade_plan, upgraded
 from upgrade_gate.judge import curve_prior, curves
 from upgrade_gate.judge.curve_prior import Prior
 from upgrade_gate.judge.judge import judge
-from upgrade_gate.judge.policy import load_policy, policy_from_text
-from upgrade_gate.model import replace
+from upgrade_gate.judge.policy import Policy, load_policy, policy_from_text
+from upgrade_gate.model import ClassReference, Snapshot, replace
 from upgrade_gate.store.aggregate import aggregate_class
 
 SIZES = [1024 << i for i in range(22)]
@@ -84,8 +84,9 @@ def test_curve_prior_catches_one_size_10pct_down_where_the_plain_test_cannot() -
     aided = curves.assess_many(nodes, curves.Params(), None, priors)
     assert _size_blocked(plain) < 0.95  # the plain bound at 5 v 5 samples (bench/RESULTS-detection.md)
     assert _size_blocked(aided) >= 0.97
-    why = next(d.why for a in aided for d in a.metrics if d.key == DROPPED and d.outcome == "block")
-    assert "read with the class's curve shape" in why
+    whys = [d.why for a in aided for d in a.metrics if d.key == DROPPED and d.outcome == "block"]
+    added = [w for w in whys if "read with the class's curve shape" in w]  # the blocks the plain test missed
+    assert len(added) == len(whys) - round(_size_blocked(plain) * len(nodes))
 
 
 @pytest.mark.parametrize("tau", [0.0, 0.02])
@@ -105,12 +106,45 @@ def test_curve_prior_a_node_with_its_own_shape_is_judged_on_its_own_baseline(qui
 
 
 @pytest.mark.parametrize("quirk", [1.03, 1.05, 1.08])
-def test_curve_prior_a_node_above_its_class_where_it_drops_is_caught_as_the_plain_test_catches_it(quirk: float) -> None:
-    """The class reads such a baseline low, so the drop looks smaller: the outlier guard (`OUTLIER_Z`) hands
-    those sizes back to the node's own baseline before the class costs more than ~2 points of power."""
+def test_curve_prior_a_node_above_its_class_where_it_drops_is_caught_at_least_as_the_plain_test_catches_it(
+    quirk: float,
+) -> None:
+    """The class reads such a baseline low, so the drop looks smaller there: the class may add blocks, never
+    take one away."""
     nodes, priors = _nodes(np.random.default_rng(21), 400, quirk=quirk, drop=0.90)
-    plain = _size_blocked(curves.assess_many(nodes))
-    assert _size_blocked(curves.assess_many(nodes, curves.Params(), None, priors)) >= plain - 0.03
+    plain = curves.assess_many(nodes)
+    aided = curves.assess_many(nodes, curves.Params(), None, priors)
+    for p, a in zip(plain, aided, strict=True):
+        assert {d.key for d in p.metrics if d.outcome == "block"} <= {d.key for d in a.metrics if d.outcome == "block"}
+
+
+def test_curve_prior_a_class_reading_the_baseline_low_never_vetoes_a_plain_block() -> None:
+    """Review 2026-12-07: a class median 3.5% low at one size, 20 candidate samples (the last look, where not
+    blocked is passed), 7% down there: 120 of 331 plain blocks passed when the class replaced the plain test."""
+    rng = np.random.default_rng(41)
+    m = len(KEYS)
+    shape = np.log(LEVELS)
+    shape[17] += np.log(0.965)
+    plain_blocks = 0
+    for _ in range(200):
+        b = np.round(LEVELS[:, None] * (1 + 0.03 * rng.standard_normal((m, 5))), 2)
+        cm = LEVELS.copy()
+        cm[17] *= 0.93
+        c = np.round(cm[:, None] * (1 + 0.03 * rng.standard_normal((m, 20))), 2)
+        node = curves.Columns(KEYS, b, c, [True] * m, [0.0] * m, [None] * m, [None] * m)
+        plain = curves.assess_many([node])[0]
+        aided = curves.assess_many([node], curves.Params(), None, [Prior(shape, np.full(m, 1e-6))])[0]
+        blocked = {d.key for d in plain.metrics if d.outcome == "block"}
+        plain_blocks += DROPPED in blocked
+        assert blocked <= {d.key for d in aided.metrics if d.outcome == "block"}
+    assert plain_blocks > 100  # the case is exercised
+
+
+def test_curve_prior_of_another_length_than_its_node_is_refused() -> None:
+    nodes, priors = _nodes(np.random.default_rng(16), 2)
+    long = Prior(np.concatenate([priors[0].centre, priors[0].centre]), np.concatenate([priors[0].var] * 2))
+    with pytest.raises(ValueError, match="a prior of 44/44 values for a node of 22 rows"):
+        curves.assess_many(nodes, curves.Params(), None, [long, None])
 
 
 def test_curve_prior_batch_equals_each_node_alone_and_none_is_the_plain_test() -> None:
@@ -127,43 +161,38 @@ def test_curve_prior_too_few_alike_sizes_leave_the_plain_test() -> None:
     assert curves.assess_many(nodes, curves.Params(), None, sparse) == curves.assess_many(nodes)
 
 
-def _class_of(n: int, **kw: object) -> dict[str, object]:
-    snaps = [mi300x_snapshot(seed=s, **kw) for s in range(1, n + 1)]  # type: ignore[arg-type]
-    snaps = [replace(s, node=replace(s.node, name=f"n{i}")) for i, s in enumerate(snaps)]  # type: ignore[arg-type]
-    base = snaps[0]
-    return {"reference": aggregate_class(str(base.node.node_class), snaps), "baseline": base}
+def _class_of(n: int) -> tuple[ClassReference, Snapshot]:
+    snaps = [named_snapshot(f"n{i}", seed=i + 1) for i in range(n)]
+    return aggregate_class(str(snaps[0].node.node_class), snaps), snaps[0]
 
 
-def _judge(baseline: object, reference: object, candidate: object, policy: object = None) -> object:
-    return judge(
-        baselines={baseline.node.name: baseline},  # type: ignore[attr-defined]
-        candidates=[candidate],  # type: ignore[list-item]
+def _class_texts(
+    baseline: Snapshot, reference: ClassReference, candidate: Snapshot, policy: Policy | None = None
+) -> list[str]:
+    report = judge(
+        baselines={baseline.node.name: baseline},
+        candidates=[candidate],
         plan=upgrade_plan(),
-        policy=policy or load_policy(),  # type: ignore[arg-type]
-        references={reference.node_class: reference},  # type: ignore[attr-defined]
+        policy=policy or load_policy(),
+        references={reference.node_class: reference},
         now=NOW,
     )
+    return [f.message for n in report.nodes for f in n.findings if "class's curve shape" in f.message]
 
 
 def test_judge_reads_the_class_shape_only_from_a_class_large_enough_and_alike() -> None:
-    """Through the judge: the candidate of a class of 12 with one size 10% down is blocked on the class-aided
-    per-size test; with `class_min_nodes` above the class, or the class measured with other settings, the
-    plain test decides (its why does not name the class)."""
+    """Through the judge: a candidate of a class of 12 with one size 10% down that the plain test misses is
+    blocked on the class-aided per-size test; with `class_min_nodes` above the class, or the class measured with
+    other settings, it is not (no finding names the class)."""
     key = "mesh/all_reduce/busbw/134217728"
-    for seed in range(2, 40):
-        got = _class_of(12)
-        base = got["baseline"]
-        cand = scale_metrics(replace(upgraded(seed=seed), node=base.node), 0.9, lambda k: k == key)  # type: ignore[attr-defined]
-        report = _judge(base, got["reference"], cand)
-        texts = [f.message for n in report.nodes for f in n.findings if f.rule == "bandwidth.regression"]  # type: ignore[attr-defined]
-        if any(key in t and "class's curve shape" in t for t in texts):
+    reference, base = _class_of(12)
+    for seed in range(2, 60):
+        cand = scale_metrics(replace(upgraded(seed=seed), node=base.node), 0.9, lambda k: k == key)
+        if any(key in t for t in _class_texts(base, reference, cand)):
             break
     else:
         pytest.fail("the class-aided test never spoke")
     off = policy_from_text("rules:\n  - {id: bandwidth.regression, params: {class_min_nodes: 13}}\n", source="t")
-    report = _judge(base, got["reference"], cand, off)
-    assert not any("class's curve shape" in f.message for n in report.nodes for f in n.findings)  # type: ignore[attr-defined]
-    other = _class_of(12)["reference"]
-    metrics = tuple(replace(m, settings={**m.settings, "datatype": "half"}) for m in other.metrics)  # type: ignore[attr-defined]
-    report = _judge(base, replace(other, metrics=metrics), cand)  # type: ignore[arg-type]
-    assert not any("class's curve shape" in f.message for n in report.nodes for f in n.findings)  # type: ignore[attr-defined]
+    assert not _class_texts(base, reference, cand, off)
+    metrics = tuple(replace(m, settings={**m.settings, "datatype": "half"}) for m in reference.metrics)
+    assert not _class_texts(base, replace(reference, metrics=metrics), cand)

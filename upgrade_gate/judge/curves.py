@@ -23,8 +23,9 @@ threshold. So a node's metrics are judged in three parts, all on log ratios (a r
    metrics are decided at the first look) AND the drop itself exceeds `min_effect`. It passes when its
    upper bound at `miss_rate` is below `detect_drop` (a drop that large would have been seen).
    With a class reference of >= `class_min_nodes` nodes (`priors`), the baseline at each size is read with
-   the class's curve shape as well as its own samples (`judge.curve_prior`): the drop's standard error
-   falls by ~25%, which catches one size 10% down from files where the node's own 5 v 5 samples cannot.
+   the class's curve shape as well as its own samples (`judge.curve_prior`): a second test of each size,
+   whose standard error is ~25% smaller, that may add a block (one size 10% down from files where the
+   node's own 5 v 5 samples cannot show it) and never removes one.
 3. **Sequential**: anything inconclusive with fewer than `max_samples` candidate samples is a
    "re-measure" outcome (the phase takes more samples of it); at `max_samples` the block condition
    alone decides. The outcome carries the sample counts, so the verdict says how many it took.
