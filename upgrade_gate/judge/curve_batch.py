@@ -231,11 +231,11 @@ def _assess_stacked(
 
 
 def _scaled_quantiles(c: np.ndarray, share: float) -> np.ndarray:
-    """The normal quantiles with `share` of each of `c`'s tail probabilities above them (a node has a few
-    distinct thresholds: one per look)."""
+    """The normal quantiles with `share` of each of `c`'s tail probabilities above them (`z_upper`; a node has
+    a few distinct thresholds: one per look)."""
     values, where = np.unique(c, return_inverse=True)
-    nd = NormalDist()
-    return np.array([nd.inv_cdf(1.0 - max(share * nd.cdf(-float(v)), 1e-300)) for v in values])[where.reshape(-1)]
+    tail = NormalDist().cdf
+    return np.array([z_upper(share * tail(-float(v))) for v in values])[where.reshape(-1)]
 
 
 def _priors(given: list[Prior | None], starts: list[int], total: int) -> Prior | None:
@@ -248,8 +248,7 @@ def _priors(given: list[Prior | None], starts: list[int], total: int) -> Prior |
         if x is not None:
             if not len(x.centre) == len(x.var) == end - at:
                 raise ValueError(f"a prior of {len(x.centre)}/{len(x.var)} values for a node of {end - at} rows")
-            centre[at : at + len(x.centre)] = x.centre
-            var[at : at + len(x.var)] = x.var
+            centre[at:end], var[at:end] = x.centre, x.var
     return Prior(centre, var)
 
 
@@ -468,7 +467,6 @@ def _live(
     block = curve & ~few & (r > c_each * se_r) & (drop > min_eff)
     settled = (r + z_miss * se_r < log_tol(p.detect_drop)) | (drop + z_miss * se < min_eff) | coarse
     few_block = curve & few & (drop > log_tol(max(p.tolerance, p.tolerance_few_samples)))
-    remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
     aid = None
     if prior is not None:  # the class's curve shape reads the baseline (judge.curve_prior)
         aid = curve_prior.aided(
@@ -502,7 +500,7 @@ def _live(
         # reads a baseline low must not veto it: review 2026-12-07, 120 of 331 plain blocks of a 7% drop passed)
         a_block &= aid.rows & curve & ~few & ~block  # what the class adds (its why and numbers below)
         block = block | a_block
-        remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
+    remeasure = curve & ~few & ~block & ~settled & (nc < p.max_samples)
     hit = np.flatnonzero(block | few_block | remeasure)
     # the few metrics decided here, as Python numbers (the same IEEE doubles; numpy scalars cost ~10x to read)
     columns = (few_block, block, r, c_each, se_r, drop, c_first, se, loo, nb, nc, row_node)

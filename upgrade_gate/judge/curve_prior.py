@@ -55,7 +55,7 @@ OUTLIER_Z = 3.0
 OWN_Z = z_upper(0.01)
 MIN_MEMBERS = 5
 _WALSH_MAX = 32  # wider rows (re-measured to many samples) take the median: Walsh averages grow as n^2
-_MAD_TO_SIGMA = 1.4826
+MAD_TO_SIGMA = 1.4826  # a normal sample's sigma per median absolute deviation
 _MAD_VAR = 5.44  # n var(MAD-based sigma^2) / sigma^4 under normal noise: 2 / 0.3675 (the MAD's efficiency)
 TAU_Z = 2.0
 AIDED_SHARE = 0.5  # of a look's per-size alpha, the class-aided test's (the plain test keeps all of its own)
@@ -151,16 +151,15 @@ def aided(
     ok &= members[gid] >= MIN_MEMBERS
     if not ok.any():
         return None
-    pick = np.flatnonzero(ok)
     e = x - level[gid]  # NaN outside the aided groups: never read there
     v_b = factor_b * unit_var / nb
     v_c = factor_c * unit_var / nc
     spread = _node_median(np.abs(e), ok, row_node, n_nodes)
     sampling = _node_median(v_b + prior_var, ok, row_node, n_nodes)
-    members = np.bincount(row_node[ok], minlength=n_nodes)
-    upper = 1.0 + TAU_Z * np.sqrt(_MAD_VAR / np.maximum(members, 1))  # the spread's upper bound, not its estimate
+    per_node = np.bincount(row_node[ok], minlength=n_nodes)
+    upper = 1.0 + TAU_Z * np.sqrt(_MAD_VAR / np.maximum(per_node, 1))  # the spread's upper bound, not its estimate
     with np.errstate(invalid="ignore"):
-        tau2 = np.maximum(SHAPE_FLOOR**2, np.nan_to_num((_MAD_TO_SIGMA * spread) ** 2 * upper - sampling))
+        tau2 = np.maximum(SHAPE_FLOOR**2, np.nan_to_num((MAD_TO_SIGMA * spread) ** 2 * upper - sampling))
     v_p = tau2[row_node] + prior_var
     with np.errstate(invalid="ignore"):
         ok &= np.abs(e) <= OUTLIER_Z * np.sqrt(v_b + v_p)  # NaN: not aided

@@ -78,7 +78,6 @@ class Params:
     tolerance_few_samples: float = 0.10
     noise_floor: float = 0.005
     resolution: float = 0.01  # the tools print 2 decimals
-    class_min_nodes: int = 8  # a class reference of fewer nodes does not read the baseline (judge.curve_prior)
 
 
 class Row(NamedTuple):

@@ -300,30 +300,23 @@ def table_columns(ctx: NodeContext, entry: RuleEntry) -> curves.Columns:
 
 
 _ClassShape = dict[str, tuple[float, float, str, dict[str, str], bool | None]]
-_SHAPES: dict[tuple[int, int], tuple[object, object, _ClassShape]] = {}
 
 
 def _class_shape(ref: ClassReference, entry: RuleEntry) -> _ClassShape:
     """The class metrics that may read a node's baseline (`judge.curve_prior`): key -> (log median, its
     variance, unit, settings less the ignored ones, direction), from classes of >= `class_min_nodes` nodes.
     The variance is the class median's: (pi/2) (1.4826 MAD / median)^2 / nodes, the MAD over the per-node
-    medians (level differences between nodes included: it only errs large). Built once per (reference, entry)."""
-    hit = _SHAPES.get((id(ref), id(entry)))
-    if hit is not None and hit[0] is ref and hit[1] is entry:
-        return hit[2]
+    medians (level differences between nodes included: it only errs large)."""
     least = entry.integer("class_min_nodes")
     ignore = set(entry.strings("ignore_settings"))
     shape: _ClassShape = {}
     for m in ref.metrics:
         if m.n_nodes < least or not m.median > 0 or m.key.startswith(THERMAL_PREFIX):
             continue
-        spread = 1.4826 * m.spread / m.median
+        spread = curve_prior.MAD_TO_SIGMA * m.spread / m.median
         settings = {k: v for k, v in m.settings.items() if k not in ignore}
         var = math.pi / 2.0 * spread * spread / m.n_nodes
         shape[m.key] = (math.log(m.median), var, m.unit, settings, m.higher_is_better)
-    if len(_SHAPES) >= 16:
-        _SHAPES.clear()
-    _SHAPES[(id(ref), id(entry))] = (ref, entry, shape)
     return shape
 
 
@@ -340,21 +333,20 @@ class _ClassRows(NamedTuple):
     better: list[bool]
 
 
-_ROWS: dict[tuple[int, int], tuple[object, object, dict[tuple[str, ...], _ClassRows | None]]] = {}
+_ROWS: dict[tuple[int, int], tuple[object, object, _ClassShape, dict[tuple[str, ...], _ClassRows | None]]] = {}
 
 
 def _class_rows(ref: ClassReference, entry: RuleEntry, keys: tuple[str, ...]) -> _ClassRows | None:
-    """The prior of `keys` from the class shape, built once per (reference, entry, key list): a fleet's nodes
-    mostly share one key list."""
+    """The prior of `keys` from the class shape (built once per reference and entry), once per key list: a
+    fleet's nodes mostly share one key list."""
     hit = _ROWS.get((id(ref), id(entry)))
     if hit is None or hit[0] is not ref or hit[1] is not entry:
         if len(_ROWS) >= 16:
             _ROWS.clear()
-        hit = _ROWS[(id(ref), id(entry))] = (ref, entry, {})
-    by_keys = hit[2]
+        hit = _ROWS[(id(ref), id(entry))] = (ref, entry, _class_shape(ref, entry), {})
+    shape, by_keys = hit[2], hit[3]
     if keys in by_keys:
         return by_keys[keys]
-    shape = _class_shape(ref, entry)
     got = [shape.get(k) for k in keys]
     at = [i for i, g in enumerate(got) if g is not None]
     rows = None

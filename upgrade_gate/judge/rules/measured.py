@@ -313,7 +313,6 @@ def _curve_params(entry: RuleEntry) -> curves.Params:
         tolerance_few_samples=entry.number("tolerance_few_samples"),
         noise_floor=entry.number("noise_floor"),
         resolution=entry.number("print_resolution"),
-        class_min_nodes=entry.integer("class_min_nodes"),
     )
 
 
