@@ -282,6 +282,13 @@ class _Shared:
 _SHARED = _Shared()
 
 
+def shared_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The settings map a v2 decode hands out for `settings`' items in this order: the very object an equal map
+    of a decoded snapshot is, while the tables hold it (else `settings` itself). A reader that keeps its own maps
+    this way finds a decoded snapshot's equal ones by identity first (`rules.bandwidth.class_prior`)."""
+    return _SHARED.settings(settings)
+
+
 def without_samples(wire: Any) -> Any:
     """A decoded `SnapshotV2` (or its codec mirror) with every samples column emptied: what the
     duplicate-key count re-encodes (`codec.decode_json`'s `colon_free`). A samples column decodes only
