@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from upgrade_gate.errors import ParseError
-from upgrade_gate.parse.dmesg import parse_dmesg
+from upgrade_gate.parse.dmesg import load_default_patterns, parse_dmesg
 from upgrade_gate.parse.nvidia_dmesg import family_of, load_nvidia_patterns, parse_nvidia_dmesg
 
 
@@ -48,6 +48,7 @@ def test_nvidia_dmesg_fallen_off_the_bus_without_an_xid_is_fatal() -> None:
         (13, "nvidia.app_fault", "warn"),
         (31, "nvidia.app_fault", "warn"),
         (92, "nvidia.ecc_sbe_rate", "warn"),
+        (140, "nvidia.ecc_unrecovered", "fatal"),  # pages the driver could not offline: reset (break test)
         (999, "nvidia.xid", "error"),  # an Xid the table does not name is an error, never ignored
     ],
 )
@@ -106,3 +107,47 @@ def test_nvidia_dmesg_reads_pcie_aer_in_both_kernel_wordings(severity: str, kind
     text = (FIXTURES / "dmesg-nvidia" / "nvidia-xid119-gsp-timeout-xe9680-dmesg-T.txt").read_text(encoding="utf-8")
     line = f"[ 8123.441230] nvidia 0000:18:00.0: PCIe Bus Error: severity={severity}, type=Transaction Layer\n"
     assert (kind, level, "0000:18:00.0") in _events(text + line, family="hopper")
+
+
+@pytest.mark.parametrize(
+    ("action", "kind", "severity"),
+    [
+        ("from 0x0 (None) to 0x1 (GPU Reset Required)", "nvidia.recovery_action", "fatal"),
+        ("from 0x0 (None) to 0x2 (Node Reboot Required)", "nvidia.recovery_action", "fatal"),
+        ("from 0x0 (None) to 0x4 (Drain and Reset)", "nvidia.recovery_action", "fatal"),
+        ("to a wording no table has seen", "nvidia.recovery_action", "fatal"),  # never read as recovered
+        ("from 0x1 (GPU Reset Required) to 0x0 (None)", "nvidia.xid", "error"),  # recovered: still an Xid
+    ],
+)
+def test_nvidia_dmesg_xid_154_blocks_unless_the_action_is_none(action: str, kind: str, severity: str) -> None:
+    """Xid 154 names the recovery the GPU needs (NVML's nvmlDeviceGpuRecoveryAction_t); a reset, reboot or
+    drain only warned through the catch-all Xid before (break test 2026-12-07). Line format: driver 595 on
+    forums.developer.nvidia.com t/364958, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset
+    Required)"."""
+    line = f"[ 4711.093312] NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed {action}\n"
+    assert _events(line, family="hopper") == [(kind, severity, "0000:01:00.0")]
+
+
+def test_host_device_patterns_are_the_same_in_every_vendors_table() -> None:
+    """A pattern of a driver that is not the GPU's (PCIe, the NICs) judges an NVIDIA node as it judges an AMD
+    one: a ConnectX "health compromised" line blocked on AMD and passed on NVIDIA, because only the AMD table
+    had it (break test 2026-12-07)."""
+    amd = {p.id: p for p in load_default_patterns().patterns if p.driver != "amdgpu"}
+    nvidia = {p.id: p for p in load_nvidia_patterns().patterns if p.driver != "NVRM"}
+    assert amd and amd.keys() == nvidia.keys()
+    for pid, p in amd.items():
+        q = nvidia[pid]
+        assert (q.regex.pattern, q.severity, q.driver, q.families) == (
+            p.regex.pattern,
+            p.severity,
+            p.driver,
+            p.families,
+        )
+
+
+def test_nvidia_dmesg_reads_the_nic_and_link_events_of_the_amd_table() -> None:
+    text = (FIXTURES / "dmesg" / "mlx5-pcie-link-degraded-x8.txt").read_text(encoding="utf-8")
+    assert ("pcie.link_limited", "error", "0001:43:00.0") in _events(text, family="hopper")
+    line = "[ 912.004511] mlx5_core 0000:1a:00.0: poll_health:801:(pid 0): device's health compromised"
+    line += " - reached miss count\n"
+    assert _events(line, family="hopper") == [("mlx5.health_compromised", "fatal", "0000:1a:00.0")]
