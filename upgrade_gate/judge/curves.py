@@ -16,7 +16,10 @@ threshold. So a node's metrics are judged in three parts, all on log ratios (a r
    lower bound at the node's family-wise level is beyond it, and is inconclusive in between. A curve
    (a group of >= 3) is held to `curve_tolerance` (2%, issue 29: a whole sweep 5% down passed a 7%
    tolerance) unless an override or a plan's accept covers all of it; its estimate beyond it without
-   proof is inconclusive (re-measure). Rates derived and measured: bench/RESULTS-detection.md.
+   proof is inconclusive (re-measure). A group with fewer than `min_samples` samples a side at some size
+   has no test: it blocks when its drop is beyond `tolerance_few_samples` (10%); a curve whose drop is beyond
+   its tolerance but not that is inconclusive (re-measure; a warning from files), never a pass. Rates derived
+   and measured: bench/RESULTS-detection.md.
 2. **Single metrics of a group of >= 3**: a metric's departure from the rest of its group (drop minus
    the leave-one-out group shift) blocks when it exceeds `c * se` with `c` the normal quantile at
    `node_false_block / (2 * tests)` (Bonferroni over the node's tests and, loosely, over looks: most
