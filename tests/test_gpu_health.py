@@ -192,6 +192,37 @@ def test_gpu_health_ecc_switched_off_blocks() -> None:
     assert f.severity is Severity.BLOCK and "ECC Enabled in the baseline, Disabled now" in f.message
 
 
+def test_gpu_health_a100_records_the_pending_ecc_mode() -> None:
+    assert (_health(A100).ecc_mode, _health(A100).ecc_mode_pending) == ("Enabled", "Enabled")
+    off = _health(A100, ("<pending_ecc>Enabled<", "<pending_ecc>Disabled<"))
+    assert (off.ecc_mode, off.ecc_mode_pending) == ("Enabled", "Disabled")
+
+
+def test_gpu_health_ecc_switched_off_for_the_next_reset_blocks() -> None:
+    """ECC still on, but off once the GPU resets (`<pending_ecc>Disabled`): the change is made, only not yet
+    in force. It passed before (break test 2026-12-07); a mode pending back to the baseline's does not block."""
+    pending_off = ("<pending_ecc>Enabled<", "<pending_ecc>Disabled<")
+    found = _found(judge_one(_node(_health(T4, pending_off), others=_health(T4), seed=2), _node(_health(T4))))
+    (f,) = found
+    assert f.severity is Severity.BLOCK and f.path is not None and f.path.endswith(".ecc_mode_pending")
+    assert "ECC Enabled now, Disabled after the next GPU reset (pending); Enabled in the baseline" in f.message
+    back = _health(T4, ("<current_ecc>Enabled<", "<current_ecc>Disabled<"))  # off now, on again after a reset
+    (f,) = _found(judge_one(_node(back, others=_health(T4), seed=2), _node(_health(T4))))
+    assert "ECC Enabled in the baseline, Disabled now" in f.message  # the mode change alone, once
+
+
+def test_gpu_health_a_pending_mig_mode_is_a_partition_change() -> None:
+    """The MIG mode the next reset brings is recorded in `compute_partition` where it differs from the current
+    one, so the diff sees a partition change (`<pending_mig>` was not read: break test 2026-12-07)."""
+    from upgrade_gate.snapshot.nvidia import _gpu
+
+    text = (FIXTURES / A100).read_text(encoding="utf-8")
+    same = parse_nvidia_smi_xml(text).gpus[0]
+    assert _gpu(same, None, lambda *_: "cut").compute_partition == "MIG Enabled"
+    changed = parse_nvidia_smi_xml(text.replace("<pending_mig>Enabled<", "<pending_mig>Disabled<", 1)).gpus[0]
+    assert _gpu(changed, None, lambda *_: "cut").compute_partition == "MIG Enabled (pending Disabled)"
+
+
 def test_gpu_health_missing_block_on_a_node_whose_probe_reports_it_blocks() -> None:
     candidate = _node(None, seed=2)
     gpus = tuple(replace(g, health=None, na_reasons={**g.na_reasons, "health": "cut"}) for g in candidate.gpus)

@@ -90,6 +90,9 @@ class GpuHealth(Record, frozen=True, kw_only=True):
 
     source: Annotated[Name, Meta(description='the probe that printed them ("nvidia_smi")')]
     ecc_mode: Annotated[OptText, ALWAYS, Meta(description='"Enabled" / "Disabled", as printed')] = None
+    ecc_mode_pending: Annotated[
+        OptText, Meta(description="the ECC mode the GPU takes at its next reset, as printed (added 2026-12)")
+    ] = None
     ecc_volatile_uncorrectable: Annotated[
         CountMap,
         ALWAYS,

@@ -11,8 +11,9 @@ How the fields map (docs/vendors.md has the table):
 - `gfx_target` holds the architecture as printed ("Hopper"), the family the kernel-log table keys on.
 - `firmware` holds the inforom blocks (`inforom.img`, `inforom.oem`, `inforom.ecc`, `inforom.pwr`) and the
   GSP firmware (`gsp`); `vbios` the VBIOS.
-- `compute_partition` is the MIG mode ("MIG Enabled" / "MIG Disabled", as printed); None where the GPU has
-  no MIG support. NVIDIA has no memory partition mode: `memory_partition` is None with that reason.
+- `compute_partition` is the MIG mode ("MIG Enabled" / "MIG Disabled", as printed), with the mode the next
+  reset brings where it differs ("MIG Disabled (pending Enabled)": a partition change already made); None
+  where the GPU has no MIG support. NVIDIA has no memory partition mode: `memory_partition` is None with that reason.
 - Links: every GPU pair of `topo -m`; an `NV<n>` cell is NVLINK with `weight` = n, the bonded link
   count (a lost link changes it), a PCIe path (PIX/PXB/PHB/NODE/SYS) is PCIE. GPUs of the matrix are
   nvidia-smi's indices, mapped to BDFs through `-q -x`.
@@ -211,6 +212,8 @@ def _gpu(g: NvidiaGpu, topo: TopoMatrix | None, reason: Reason) -> Gpu:
         row = next((d for d in topo.devices if d.name == f"GPU{g.index}"), None)
         numa = row.numa_affinity if row is not None else None
     partition = f"MIG {g.mig_current}" if g.mig_current else None
+    if partition is not None and g.mig_pending is not None and g.mig_pending != g.mig_current:
+        partition += f" (pending {g.mig_pending})"  # the next reset changes it: a partition change (break test)
     gpu = Gpu(
         index=g.index,
         bdf=g.bdf,
@@ -285,6 +288,7 @@ def gpu_health(g: NvidiaGpu) -> tuple[GpuHealth | None, str | None]:
     health = GpuHealth(
         source=HEALTH_SOURCE,
         ecc_mode=ecc.current_mode if ecc else None,
+        ecc_mode_pending=ecc.pending_mode if ecc else None,
         ecc_volatile_uncorrectable=volatile,
         ecc_aggregate_uncorrectable=aggregate,
         remapped_rows_correctable=rows.correctable if rows else None,
@@ -298,6 +302,7 @@ def gpu_health(g: NvidiaGpu) -> tuple[GpuHealth | None, str | None]:
     )
     elements = {
         "ecc_mode": "ecc_mode/current_ecc",
+        "ecc_mode_pending": "ecc_mode/pending_ecc",
         "remapped_rows_correctable": "remapped_rows/remapped_row_corr",
         "remapped_rows_uncorrectable": "remapped_rows/remapped_row_unc",
         "remap_pending": "remapped_rows/remapped_row_pending",

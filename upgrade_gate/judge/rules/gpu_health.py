@@ -9,6 +9,8 @@ What blocks (at the rule's severity, default block), on the candidate's own valu
 - `reset_required`: the tool says the GPU needs a reset.
 - `ecc_mode` other than the baseline GPU's (ECC switched off by the change, or on: either changes the memory
   the workload gets and the errors it is protected from).
+- `ecc_mode_pending` (the mode the next GPU reset brings) other than the current mode and the baseline's: ECC
+  switched off for the next reset passed before (break test 2026-12-07).
 - An uncorrectable count (an ECC counter, volatile or aggregate, by the tool's name; uncorrectable remapped
   rows; double-bit retired pages) higher than the same GPU's in the baseline: new uncorrectable errors
   since the baseline was taken. The baseline's value is the reference.
@@ -58,7 +60,7 @@ _STATES = (
 _ECC_SCOPES = frozenset({"ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable"})
 _COUNTED = frozenset({"remapped_rows_uncorrectable", "retired_pages_double_bit"})
 # Every value of the block `gpu.health` judges (the rest, correctable counts, is informational: judge/coverage).
-_JUDGED = ("ecc_mode", *(name for name, _ in _STATES))
+_JUDGED = ("ecc_mode", "ecc_mode_pending", *(name for name, _ in _STATES))
 
 
 def _counts(health: GpuHealth) -> dict[str, int]:
@@ -117,6 +119,19 @@ def _one(
             path=f"{path}.ecc_mode",
             expected=was_mode,
             actual=health.ecc_mode,
+            evidence=health.source,
+        )
+    pending = health.ecc_mode_pending
+    if pending is not None and pending != health.ecc_mode and pending != (was_mode or health.ecc_mode):
+        yield finding(
+            ctx,
+            entry,
+            f"GPU {label}: ECC {health.ecc_mode} now, {pending} after the next GPU reset (pending)"
+            + (f"; {was_mode} in the baseline" if was_mode is not None else ""),
+            device=label,
+            path=f"{path}.ecc_mode_pending",
+            expected=was_mode or health.ecc_mode,
+            actual=pending,
             evidence=health.source,
         )
     for name, what in _STATES:
