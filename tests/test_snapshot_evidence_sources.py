@@ -83,6 +83,37 @@ def test_peer_access_disabled_on_both_sides_is_unchanged_and_a_baseline_without_
     assert not _findings(_gate(old, base), "xgmi.link_changed")
 
 
+def test_peer_access_printed_na_where_the_baseline_had_it_is_missing_evidence(healthy: Bundle, base: Snapshot) -> None:
+    """`link_status: "N/A"` on GPU 2's links read as "not printed", and the rule compared access only where the
+    candidate printed it: a disabled link amd-smi could not name passed (break test 2026-12-07)."""
+    entries = json.loads(stdout_of(healthy, "amdsmi_topology"))
+    for entry in entries:
+        for link in entry["links"]:
+            if entry["gpu"] == 2 or link.get("gpu") == 2:
+                link["link_status"] = "N/A"
+    snap = build_snapshot(with_stdout(healthy, "amdsmi_topology", json.dumps(entries, indent=4)))
+    assert sum(link.access is None for link in snap.gpu_links) == 7
+    report = _gate(base, snap)
+    (message,) = _findings(report, "xgmi.link_changed")
+    assert "peer access not reported at 7 of the 28 pairs the baseline recorded it for" in message
+    assert "amdsmi_topology printed no link_status for them" in message and "missing evidence" in message
+    assert report.verdict is Verdict.BLOCK
+
+
+def test_peer_access_lost_with_the_topology_probe_names_the_probe(base: Snapshot) -> None:
+    """amd-smi's topology killed, hung or cut: rocm-smi stands in with type, hops and weight but no access."""
+    probes = tuple(
+        replace(p, ok=False, timed_out=True, reason="timed out after 30.0s") if p.name == "amdsmi_topology" else p
+        for p in base.probes
+    )
+    lost = replace(base, probes=probes, gpu_links=tuple(replace(link, access=None) for link in base.gpu_links))
+    messages = _findings(_gate(base, lost), "xgmi.link_changed")
+    assert messages == [
+        "GPU link matrix: peer access not reported at 28 of the 28 pairs the baseline recorded it for "
+        "(amdsmi_topology timed out; its stand-in prints no peer access): missing evidence"
+    ]
+
+
 def test_topology_entry_of_a_gpu_cut_out_is_unparseable_not_a_smaller_matrix(healthy: Bundle, base: Snapshot) -> None:
     entries = json.loads(stdout_of(healthy, "amdsmi_topology"))
     cut = json.dumps([e for e in entries if e["gpu"] != 3], indent=4)

@@ -66,6 +66,7 @@ LOOSER: Mapping[tuple[str, str], str] = {
     ("evidence.missing", "required_probes"): "fewer",
     ("evidence.missing", "nic_probes"): "fewer",
     ("evidence.missing", "class_min_nodes"): "lower",
+    ("evidence.missing", "unreported_gpu_fields"): "fewer",
     ("dmesg.fatal", "block_severities"): "fewer",
     ("dmesg.fatal", "warn_severities"): "unlisted",  # a shipped warn severity now neither blocks nor warns
     ("fleet.odd_one_out", "check_metrics"): "false",

@@ -81,6 +81,7 @@ def check_evidence(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         yield from _class_moved(ctx, entry, ctx.baseline.node.node_class, ctx.candidate.node.node_class)
     yield from _probes(ctx, entry)
     yield from _issues(ctx, entry)
+    yield from _unreported(ctx, entry)
     yield from _phases(ctx, entry)
     if ctx.baseline is not None and ctx.baseline.phases:  # none at all: a configuration snapshot (below)
         yield from _baseline_phases(ctx, entry)
@@ -151,6 +152,42 @@ def _baseline_phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             expected=PhaseStatus.PASSED.value,
             actual=had,
             evidence="baseline store",
+        )
+
+
+def _unreported(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
+    """GPU fields the gate watches (`unreported_gpu_fields`: VBIOS, firmware, unique ID) that the candidate
+    could not read on some GPU (absent, with the snapshot's reason) and that its baseline did not hold on that
+    GPU either: the diff sees an absence only against a value, so nothing judged them. Where the baseline had
+    the value, the diff reports its loss and this says nothing (break test 2026-12-07: VBIOS or every firmware
+    version N/A on all GPUs, at the baseline and again after the change, passed with nothing to report)."""
+    fields = entry.strings("unreported_gpu_fields")
+    if not fields or not ctx.candidate.gpus:
+        return
+    before = {g.bdf: g for g in ctx.baseline.gpus if g.bdf is not None} if ctx.baseline is not None else {}
+    for name in fields:
+        missing = [
+            (g, why)
+            for g in ctx.candidate.gpus
+            if (why := g.na_reasons.get(name)) is not None
+            and not getattr(g, name, None)
+            and not (g.bdf in before and getattr(before[g.bdf], name, None))
+        ]
+        if not missing:
+            continue
+        first, why = missing[0]
+        where = " nor in the baseline" if ctx.baseline is not None else ""
+        yield finding(
+            ctx,
+            entry,
+            f"{name} not reported on {len(missing)} of {len(ctx.candidate.gpus)} GPU(s){where} ({why}"
+            + (f"; and {len(missing) - 1} more" if len(missing) > 1 else "")
+            + "): nothing to judge it by, missing evidence",
+            device=f"gpu[{first.index}]" if len(missing) == 1 else None,
+            path=f"gpus[{first.index}].{name}" if len(missing) == 1 else f"gpus[].{name}",
+            expected=f"{name} of every GPU",
+            actual=None,
+            evidence=why.split(" ", 1)[0] if why else None,
         )
 
 
@@ -483,6 +520,11 @@ SPECS = (
                 kind="integer",
                 default=3,
                 doc="a node without a baseline judged against a class reference of fewer nodes blocks (else warns)",
+            ),
+            "unreported_gpu_fields": ParamSpec(
+                kind="strings",
+                default=("vbios", "firmware", "unique_id"),
+                doc="GPU fields whose absence (a reason recorded) on both sides is missing evidence, not a pass",
             ),
         },
     ),

@@ -9,7 +9,11 @@ Design decisions:
   does the reverse, a change like any other. A baseline taken before the field was recorded (null)
   compares as enabled: a disabled pair is never "as before" for want of a baseline value.
 - A candidate with no link matrix at all while the baseline had one is one finding (the topology
-  probe lost its evidence), not one per pair.
+  probe lost its evidence), not one per pair. So are pairs whose peer access the baseline recorded and the
+  candidate does not (amd-smi's topology failed and `rocm-smi --showtopo`, which has no access field, stood
+  in; or amd-smi printed `link_status: N/A`): missing evidence, naming the topology probe's failure, never
+  "compared where printed" (break test 2026-12-07: a matrix whose GPU 2 links printed DISABLED and was then
+  killed, hung or cut passed with nothing to report).
 - A candidate whose link list equals the baseline's (link by link, in order: what one collector prints
   twice on a healthy node) has no pair to compare: it is passed without building the pair maps.
 - Under a planned partition change (`change.partition`) the links of a changed device's partitions
@@ -48,6 +52,20 @@ def _access_changed(was: GpuLink, now: GpuLink) -> bool:
     return now.access != (was.access if was.access is not None else True)
 
 
+TOPOLOGY_PROBE = "amdsmi_topology"
+
+
+def _topology_probe(ctx: NodeContext) -> str:
+    """Why the candidate's links carry no access: its topology probe's failure, or the tool's placeholder."""
+    probe = next((p for p in ctx.candidate.probes if p.name == TOPOLOGY_PROBE), None)
+    if probe is None:
+        return f"no {TOPOLOGY_PROBE} probe ran"
+    if not probe.ok:
+        why = "timed out" if probe.timed_out else (probe.reason or "failed")
+        return f"{TOPOLOGY_PROBE} {why}; its stand-in prints no peer access"
+    return f"{TOPOLOGY_PROBE} printed no link_status for them (N/A or absent)"
+
+
 def _show(link: GpuLink | None) -> str:
     if link is None:
         return "absent"
@@ -80,6 +98,18 @@ def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         return
     change = ctx.plan.change.partition if ctx.plan is not None else None
     planned = planned_slots(change, ctx.baseline, ctx.candidate) if change is not None else frozenset()
+    lost = [k for k, was in before.items() if was.access is not None and k in after and after[k].access is None]
+    if lost:
+        yield finding(
+            ctx,
+            entry,
+            f"GPU link matrix: peer access not reported at {len(lost)} of the {len(before)} pairs the baseline "
+            f"recorded it for ({_topology_probe(ctx)}): missing evidence",
+            path="gpu_links",
+            expected="peer access (amd-smi link_status) per pair",
+            actual=None,
+            evidence=TOPOLOGY_PROBE,
+        )
 
     def partition_link(key: tuple[str, str]) -> bool:
         return any(slot_of(end) in planned and function_of(end) != 0 for end in key)
