@@ -8,7 +8,7 @@ import io
 import json
 import os
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -146,6 +146,35 @@ def test_load_bundle_accepts_tar_of_bundle_folder_with_dot_prefix(tmp_path: Path
     with tarfile.open(path, "w:gz") as tar:
         tar.add(folder, arcname=".")  # as `tar -C bundle -czf repacked.tar.gz .` writes it
     assert load_bundle(path) == _bundle()
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda raw: raw[:-8] + bytes(b ^ 0xFF for b in raw[-8:-4]) + raw[-4:], "CRC check failed"),
+        (lambda raw: raw[:-8], "ended before the end-of-stream marker"),
+        (lambda raw: raw + b"\x8f" * 64 + b"garbage", "Not a gzipped file"),
+    ],
+)
+def test_load_bundle_refuses_a_gzip_stream_damaged_after_the_last_member(
+    tmp_path: Path, damage: Callable[[bytes], bytes], why: str
+) -> None:
+    """gzip checks its CRC and length only at the end of the stream, which tarfile never read: a flipped CRC, a
+    cut trailer and bytes after the stream loaded as valid evidence (break test 2026-12-07)."""
+    path = write_bundle(_bundle(), tmp_path / "b.tar.gz")
+    load_bundle(path)  # whole, it loads
+    path.write_bytes(damage(path.read_bytes()))
+    _refused(path, why)
+
+
+def test_load_bundle_refuses_data_after_the_end_of_a_plain_tar(tmp_path: Path) -> None:
+    path = tmp_path / "b.tar"
+    with tarfile.open(path, "w") as tar:
+        for info, data in _good_members():
+            tar.addfile(info, io.BytesIO(data))
+    load_bundle(path)  # GNU-style zero padding to the record: taken
+    path.write_bytes(path.read_bytes() + b"not tar" + b"\0" * 505)
+    _refused(path, "data after the end of the tar archive")
 
 
 def test_load_bundle_missing_manifest(tmp_path: Path) -> None:

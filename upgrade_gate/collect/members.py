@@ -21,6 +21,10 @@ Design decisions:
   from the moment `manifest.json` has been read, a member it does not name is refused at its header,
   before its content is decompressed. Members that come before the manifest (a re-packed folder) are
   not read on the first pass, only noted; once the manifest admits them, a second pass reads them.
+- The archive is read to its end, however many members it has: gzip checks its CRC and length, and bzip2
+  and xz their own checks, only at the end of the stream, so a bit flipped in a stored block, a trailer cut
+  off, or bytes after the compressed stream were read as valid evidence (break test 2026-12-07). After the
+  archive's end marker only zero padding is taken, at most `MAX_PADDING_BYTES`.
 - Limits are set so that the worst bundle the reader accepts stays well under 256 MiB of memory: a
   probe's output is capped at capture (16 MiB, `collect.runner`), a member may hold 32 MiB (tool output
   that is not UTF-8 grows up to 3x when the replacement characters are re-encoded), 96 MiB in all.
@@ -59,6 +63,8 @@ MAX_LONGNAME_BYTES = 4096
 
 MANIFEST_NAME = "manifest.json"
 
+MAX_PADDING_BYTES = 1 << 20
+"""Zeros taken after a tar archive's end marker (GNU tar pads to its 10 KiB record; more is something else)."""
 _HEADER_BUDGET = 3 * 4096 + 16  # header records while opening, before the limits are attached
 
 Admit = Callable[[bytes], tuple[frozenset[str], frozenset[str]]]
@@ -102,6 +108,7 @@ def read_tar_files(path: Path, limits: BundleLimits = DEFAULT_LIMITS, *, admit: 
             tar._ug_header_budget = 3 * limits.max_members + 16  # type: ignore[attr-defined]
             reader = _TarReader(source, limits, admit)
             reader.read(tar)
+            reader.drain(tar)
         if reader.deferred:  # members seen before the manifest, now admitted: read them
             with _open_tar(path, source) as tar:
                 reader.read_deferred(tar)
@@ -201,6 +208,21 @@ class _TarReader:
                     self._check_admitted(seen, seen, False)
                 for seen in sorted(self.dirs):
                     self._check_admitted(seen, seen, True)
+
+    def drain(self, tar: tarfile.TarFile) -> None:
+        """Read the stream past the archive's end marker to its end (module docstring): the compression's own
+        checks run there; anything but zero padding is refused."""
+        fileobj = tar.fileobj
+        assert fileobj is not None
+        left = MAX_PADDING_BYTES
+        while chunk := fileobj.read(64 * 1024):
+            if chunk.strip(b"\0"):
+                raise BundleError(f"{self.source}: refused: data after the end of the tar archive")
+            left -= len(chunk)
+            if left < 0:
+                raise BundleError(
+                    f"{self.source}: refused: over {MAX_PADDING_BYTES} bytes after the end of the archive"
+                )
 
     def read_deferred(self, tar: tarfile.TarFile) -> None:
         tar._ug_header_budget = 3 * self.limits.max_members + 16  # type: ignore[attr-defined]
