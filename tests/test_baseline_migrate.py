@@ -75,6 +75,24 @@ def test_migrate_twice_is_a_no_op_and_a_mixed_store_migrates_only_v1(v1_store: P
         assert st.pin() == head
 
 
+def test_a_migrate_with_nothing_to_migrate_catches_up_a_mirror_a_killed_writer_left(v1_store: Path) -> None:
+    """SIGKILL between the ref move and the end of the working-tree mirror leaves the index and files of the
+    commit before (nothing signal-deferral can stop); `migrate` said "nothing to migrate" and left them, so a
+    `git commit -a` in the store would have committed a revert (break test 2026-12-07)."""
+    with BaselineStore(v1_store) as st:
+        st.migrate()
+        head = st.pin()
+    git(v1_store, "read-tree", "HEAD~1")  # the index and the files of the commit before, as the kill left them
+    git(v1_store, "checkout-index", "-a", "-f")
+    assert git(v1_store, "status", "--porcelain") != ""
+    with BaselineStore(v1_store) as st:
+        again = st.migrate()
+        assert again.commit is None and again.migrated == () and st.pin() == head
+    assert git(v1_store, "status", "--porcelain") == ""
+    assert {json.loads((v1_store / "nodes" / f"{n}.json").read_text())["schema_version"] for n in NODES} == {"2"}
+    assert_fsck_clean(v1_store)
+
+
 def test_a_save_that_lands_during_the_migration_wins(v1_store: Path) -> None:
     upgraded = replace(rich_snapshot("node-b"), software=Software(rocm_version="6.2.0"))
 

@@ -19,8 +19,9 @@ Design decisions:
   people browsing the repository see it. The ref move is the commit point: a save killed before it
   leaves the previous baseline as HEAD (at most unreferenced objects, which `git fsck` accepts as
   dangling); killed after it, the save has landed and only the mirror lags. The next write catches
-  the mirror up: `git diff-index --cached` against the new commit lists every path the index (the
-  mirror's last completed state) does not have yet.
+  the mirror up, one with nothing to commit too (`baseline migrate` of a store already migrated): `git
+  diff-index --cached` against the new commit lists every path the index (the mirror's last completed
+  state) does not have yet.
 - Stale git lock files from a killed writer: `store.locking`. Loose objects accumulate; `git gc` is
   left to the operator (it is safe to run between saves).
 - A tag that already exists is bad input (exit 3, `TagExistsError`): tags are immutable names of a
@@ -353,6 +354,8 @@ class BaselineStore(StoreMigrating):
             raise TagExistsError(f"{self.path}: tag {tag!r} already exists (at {existing_sha[:12]}); choose another")
         files = build()
         if files is None:
+            if head is not None:  # nothing to write: still catch up a mirror a killed writer left behind
+                self._mirror(repo, head.hexsha, None)
             return None
         message = message.strip() or "upgrade-gate update"
         if tag is not None:

@@ -88,7 +88,8 @@ class StoreMigrating(StoreSaving):
         self.warnings.extend(problems)
         if _hook is not None:
             _hook("streamed")
-        if not done:
+        if not done:  # under the lock, the working tree a killed save or migrate left behind is caught up
+            self._write(lambda: None, migrate_message(0), hook=_hook)
             return Migration(commit=None, migrated=(), already=already, raced=())
         raced: list[str] = []
 
