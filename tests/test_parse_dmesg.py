@@ -171,11 +171,21 @@ def test_dmesg_family_filter_drops_aca_pattern_for_other_families() -> None:
         ("", "empty kernel log"),
         ("\n  \n", "empty kernel log"),
         ("dmesg: read kernel buffer failed: Operation not permitted\n", "could not read"),
+        # a wrapper's error where the log belongs, exit 0 (break test 2026-12-07: read as a clean log)
+        ("ERROR: amdgpu driver not loaded, is the module blacklisted?\n", "not a kernel log: error message"),
+        ("Failed to open /dev/kmsg\nsee the journal\n", "not a kernel log: error message"),
     ],
 )
 def test_dmesg_no_evidence_raises(text: str, message: str) -> None:
     with pytest.raises(ParseError, match=message):
         parse_dmesg(text)
+
+
+def test_dmesg_a_log_without_timestamps_is_still_read() -> None:
+    """A kernel built without CONFIG_PRINTK_TIME prints no timestamps: such a log is read, only one that opens
+    with an error text is refused."""
+    result = parse_dmesg("Linux version 6.8.0-45-generic (buildd@lcy02)\namdgpu 0000:05:00.0: amdgpu: RAS: ok\n")
+    assert result.message_count == 2 and result.timestamp_style == "none"
 
 
 def test_dmesg_default_table_is_valid_and_ids_are_namespaced() -> None:

@@ -42,6 +42,7 @@ from upgrade_gate import docio
 from upgrade_gate.errors import ConfigError, ParseError
 from upgrade_gate.model import Bdf, KernelEvent
 from upgrade_gate.parse.common import normalize_bdf, strip_ansi
+from upgrade_gate.parse.sanity import error_text
 
 TOOL = "dmesg"
 SEVERITIES = ("fatal", "error", "warn")
@@ -248,6 +249,10 @@ def _messages(text: str) -> tuple[list[tuple[int, str]], str]:
         messages.append((no, message.strip()))
     if not messages:
         raise ParseError(TOOL, 0, "", "empty kernel log: no evidence to scan")
+    if styles == {"none"} and (why := error_text(messages[0][1])) is not None:
+        # no line carries a kernel timestamp and the first is an error: a wrapper's or tool's message where the
+        # log belongs ("ERROR: amdgpu driver not loaded" with exit 0 read as a clean log: break test 2026-12-07)
+        raise ParseError(TOOL, messages[0][0], messages[0][1][:120], f"not a kernel log: {why}")
     style_name = styles.pop() if len(styles) == 1 else "mixed"
     return messages, style_name
 
