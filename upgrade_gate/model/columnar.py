@@ -282,6 +282,12 @@ class _Shared:
 _SHARED = _Shared()
 
 
+def shared_epoch() -> int:
+    """Moves whenever the shared tables are emptied: a map `shared_settings` gave before may no longer be the
+    one a decode hands out (a caller that keeps such maps takes them again)."""
+    return _SHARED._epoch
+
+
 def shared_settings(settings: dict[str, str]) -> dict[str, str]:
     """The settings map a v2 decode hands out for `settings`' items in this order: the very object an equal map
     of a decoded snapshot is, while the tables hold it (else `settings` itself). A reader that keeps its own maps

@@ -52,7 +52,7 @@ from upgrade_gate.judge.rules.measured import bandwidth_key as bandwidth_key
 from upgrade_gate.judge.rules.measured import curve_params as curve_params
 from upgrade_gate.judge.rules.measured import merged_measurements as merged_measurements
 from upgrade_gate.model import ClassReference, Finding, Measurement, Severity, Snapshot
-from upgrade_gate.model.columnar import shared_settings
+from upgrade_gate.model.columnar import shared_epoch, shared_settings
 from upgrade_gate.parse.common import digits
 
 if TYPE_CHECKING:
@@ -334,17 +334,18 @@ class _ClassRows(NamedTuple):
     better: list[bool]
 
 
-_ROWS: dict[tuple[int, int], tuple[object, object, _ClassShape, dict[tuple[str, ...], _ClassRows | None]]] = {}
+_ROWS: dict[tuple[int, int], tuple[object, object, _ClassShape, dict[tuple[str, ...], _ClassRows | None], int]] = {}
 
 
 def _class_rows(ref: ClassReference, entry: RuleEntry, keys: tuple[str, ...]) -> _ClassRows | None:
     """The prior of `keys` from the class shape (built once per reference and entry), once per key list: a
     fleet's nodes mostly share one key list."""
     hit = _ROWS.get((id(ref), id(entry)))
-    if hit is None or hit[0] is not ref or hit[1] is not entry:
+    epoch = shared_epoch()  # the decode's shared maps were emptied since: take the class's maps again
+    if hit is None or hit[0] is not ref or hit[1] is not entry or hit[4] != epoch:
         if len(_ROWS) >= 16:
             _ROWS.clear()
-        hit = _ROWS[(id(ref), id(entry))] = (ref, entry, _class_shape(ref, entry), {})
+        hit = _ROWS[(id(ref), id(entry))] = (ref, entry, _class_shape(ref, entry), {}, epoch)
     shape, by_keys = hit[2], hit[3]
     if keys in by_keys:
         return by_keys[keys]
