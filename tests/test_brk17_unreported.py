@@ -49,6 +49,18 @@ def test_vbios_na_on_every_gpu_on_both_sides_blocks_as_missing_evidence() -> Non
     )
 
 
+def test_an_mi300a_which_never_prints_its_vbios_is_not_blocked_for_it() -> None:
+    """amd-smi static prints `VBIOS: VERSION: N/A` on every MI300A run (corpus amd-smi/static-mi300a-doc-example-
+    driver6.9.0-rc5-elided.txt): that is the model, not missing evidence."""
+
+    def apu(snap: Snapshot) -> Snapshot:
+        return replace(snap, gpus=tuple(replace(g, product_name="AMD Instinct MI300A") for g in snap.gpus))
+
+    base = _without(apu(mi300x_snapshot()), "vbios", None, VBIOS_NA)
+    cand = _without(apu(mi300x_snapshot(seed=2)), "vbios", None, VBIOS_NA)
+    assert not _unreported(judge_one(cand, base).findings)
+
+
 def test_firmware_unreported_on_one_gpu_names_it() -> None:
     base = _without(mi300x_snapshot(), "firmware", {}, FIRMWARE_NA, gpus=1)
     cand = _without(mi300x_snapshot(seed=2), "firmware", {}, FIRMWARE_NA, gpus=1)

@@ -155,8 +155,14 @@ def _baseline_phases(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         )
 
 
+_NEVER_PRINTED = {"vbios": re.compile(r"\bMI300A\b")}
+"""GPU models whose tool prints a watched field as N/A on every run, by design: the MI300A APU has no discrete
+VBIOS (amd-smi static prints `VBIOS: VERSION: N/A`, corpus amd-smi/static-mi300a-doc-example-driver6.9.0-rc5-
+elided.txt). Its N/A on both sides is not judged, as its board serial and partition modes are not."""
+
+
 def _unreported(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
-    """GPU fields the gate watches (`unreported_gpu_fields`: VBIOS, firmware, unique ID) that the candidate
+    """GPU fields the gate watches (`unreported_gpu_fields`: VBIOS and firmware by default) that the candidate
     could not read on some GPU (absent, with the snapshot's reason) and that its baseline did not hold on that
     GPU either: the diff sees an absence only against a value, so nothing judged them. Where the baseline had
     the value, the diff reports its loss and this says nothing (break test 2026-12-07: VBIOS or every firmware
@@ -166,12 +172,14 @@ def _unreported(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         return
     before = {g.bdf: g for g in ctx.baseline.gpus if g.bdf is not None} if ctx.baseline is not None else {}
     for name in fields:
+        never = _NEVER_PRINTED.get(name)
         missing = [
             (g, why)
             for g in ctx.candidate.gpus
             if (why := g.na_reasons.get(name)) is not None
             and not getattr(g, name, None)
             and not (g.bdf in before and getattr(before[g.bdf], name, None))
+            and not (never is not None and never.search(g.product_name or ""))
         ]
         if not missing:
             continue
@@ -523,7 +531,7 @@ SPECS = (
             ),
             "unreported_gpu_fields": ParamSpec(
                 kind="strings",
-                default=("vbios", "firmware", "unique_id"),
+                default=("vbios", "firmware"),
                 doc="GPU fields whose absence (a reason recorded) on both sides is missing evidence, not a pass",
             ),
         },
