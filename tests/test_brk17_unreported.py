@@ -44,7 +44,7 @@ def test_vbios_na_on_every_gpu_on_both_sides_blocks_as_missing_evidence() -> Non
     (f,) = _unreported(report.findings)
     assert f.severity is Severity.BLOCK and f.path == "gpus[].vbios" and report.verdict is Verdict.BLOCK
     assert f.message == (
-        f"vbios not reported on 8 of 8 GPU(s) nor in the baseline ({VBIOS_NA}; and 7 more): "
+        f"vbios not reported on 8 of 8 GPU(s) nor in the baseline ({VBIOS_NA}; and on 7 more GPU(s)): "
         "nothing to judge it by, missing evidence"
     )
 
@@ -59,6 +59,18 @@ def test_an_mi300a_which_never_prints_its_vbios_is_not_blocked_for_it() -> None:
     base = _without(apu(mi300x_snapshot()), "vbios", None, VBIOS_NA)
     cand = _without(apu(mi300x_snapshot(seed=2)), "vbios", None, VBIOS_NA)
     assert not _unreported(judge_one(cand, base).findings)
+
+
+def test_a_partition_whose_device_reports_the_value_is_not_missing() -> None:
+    """VBIOS and firmware belong to the physical device: a secondary partition printing N/A where the device's
+    first partition prints the value is not missing evidence."""
+    snap = mi300x_snapshot()
+    first = snap.gpus[0]
+    second = replace(
+        first, index=8, bdf=f"{str(first.bdf)[:-1]}1", vbios=None, na_reasons={**first.na_reasons, "vbios": VBIOS_NA}
+    )
+    cand = replace(mi300x_snapshot(seed=2), gpus=(*mi300x_snapshot(seed=2).gpus, second))
+    assert not _unreported(judge_one(cand, replace(snap, gpus=(*snap.gpus, second))).findings)
 
 
 def test_firmware_unreported_on_one_gpu_names_it() -> None:

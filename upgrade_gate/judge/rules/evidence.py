@@ -52,6 +52,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple
 
+from upgrade_gate.judge.plan_partition import slot_of
 from upgrade_gate.judge.rules.base import NodeContext, ParamSpec, finding, softer, spec
 from upgrade_gate.judge.rules.standalone import peer_phase_waived
 from upgrade_gate.model import Finding, PhaseStatus, ProbeStatus, Severity
@@ -170,15 +171,19 @@ def _unreported(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     fields = entry.strings("unreported_gpu_fields")
     if not fields or not ctx.candidate.gpus:
         return
-    before = {g.bdf: g for g in ctx.baseline.gpus if g.bdf is not None} if ctx.baseline is not None else {}
+    gpus = ctx.candidate.gpus
+    older = ctx.baseline.gpus if ctx.baseline is not None else ()
     for name in fields:
         never = _NEVER_PRINTED.get(name)
+        # per physical device (a partitioned GPU's secondary partitions may print N/A where its first prints the
+        # value), on either side: a device whose value the baseline held is the diff's to judge
+        held = {slot_of(g.bdf) for g in (*gpus, *older) if getattr(g, name, None) and g.bdf is not None}
         missing = [
             (g, why)
-            for g in ctx.candidate.gpus
+            for g in gpus
             if (why := g.na_reasons.get(name)) is not None
             and not getattr(g, name, None)
-            and not (g.bdf in before and getattr(before[g.bdf], name, None))
+            and (g.bdf is None or slot_of(g.bdf) not in held)
             and not (never is not None and never.search(g.product_name or ""))
         ]
         if not missing:
@@ -188,14 +193,14 @@ def _unreported(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         yield finding(
             ctx,
             entry,
-            f"{name} not reported on {len(missing)} of {len(ctx.candidate.gpus)} GPU(s){where} ({why}"
-            + (f"; and {len(missing) - 1} more" if len(missing) > 1 else "")
+            f"{name} not reported on {len(missing)} of {len(gpus)} GPU(s){where} ({why}"
+            + (f"; and on {len(missing) - 1} more GPU(s)" if len(missing) > 1 else "")
             + "): nothing to judge it by, missing evidence",
             device=f"gpu[{first.index}]" if len(missing) == 1 else None,
             path=f"gpus[{first.index}].{name}" if len(missing) == 1 else f"gpus[].{name}",
             expected=f"{name} of every GPU",
             actual=None,
-            evidence=why.split(" ", 1)[0] if why else None,
+            evidence=why.split(" ", 1)[0].rstrip(":") if why else None,
         )
 
 

@@ -98,21 +98,23 @@ def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
         return
     change = ctx.plan.change.partition if ctx.plan is not None else None
     planned = planned_slots(change, ctx.baseline, ctx.candidate) if change is not None else frozenset()
-    lost = [k for k, was in before.items() if was.access is not None and k in after and after[k].access is None]
+
+    def partition_link(key: tuple[str, str]) -> bool:
+        return any(slot_of(end) in planned and function_of(end) != 0 for end in key)
+
+    recorded = [k for k, was in before.items() if was.access is not None and not (planned and partition_link(k))]
+    lost = [k for k in recorded if k in after and after[k].access is None]
     if lost:
         yield finding(
             ctx,
             entry,
-            f"GPU link matrix: peer access not reported at {len(lost)} of the {len(before)} pairs the baseline "
+            f"GPU link matrix: peer access not reported at {len(lost)} of the {len(recorded)} pairs the baseline "
             f"recorded it for ({_topology_probe(ctx)}): missing evidence",
             path="gpu_links",
             expected="peer access (amd-smi link_status) per pair",
             actual=None,
             evidence=TOPOLOGY_PROBE,
         )
-
-    def partition_link(key: tuple[str, str]) -> bool:
-        return any(slot_of(end) in planned and function_of(end) != 0 for end in key)
 
     for key in sorted(before.keys() | after.keys()):
         if planned and partition_link(key):
