@@ -175,17 +175,19 @@ def _unreported(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
     older = ctx.baseline.gpus if ctx.baseline is not None else ()
     for name in fields:
         never = _NEVER_PRINTED.get(name)
-        # per physical device (a partitioned GPU's secondary partitions may print N/A where its first prints the
-        # value), on either side: a device whose value the baseline held is the diff's to judge
-        held = {slot_of(g.bdf) for g in (*gpus, *older) if getattr(g, name, None) and g.bdf is not None}
-        missing = [
+        unread = [
             (g, why)
             for g in gpus
             if (why := g.na_reasons.get(name)) is not None
             and not getattr(g, name, None)
-            and (g.bdf is None or slot_of(g.bdf) not in held)
             and not (never is not None and never.search(g.product_name or ""))
         ]
+        if not unread:
+            continue  # the usual node: every GPU gave it
+        # per physical device (a partitioned GPU's secondary partitions may print N/A where its first prints the
+        # value), on either side: a device whose value the baseline held is the diff's to judge
+        held = {slot_of(g.bdf) for g in (*gpus, *older) if getattr(g, name, None) and g.bdf is not None}
+        missing = [(g, why) for g, why in unread if g.bdf is None or slot_of(g.bdf) not in held]
         if not missing:
             continue
         first, why = missing[0]
