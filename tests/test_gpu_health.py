@@ -15,7 +15,7 @@ import pytest
 
 from tests.judge_scenarios import NOW, judge_one, mi300x_snapshot, upgrade_plan
 from upgrade_gate.cli.main import run
-from upgrade_gate.errors import ExitCode
+from upgrade_gate.errors import ExitCode, ParseError
 from upgrade_gate.fakenode.nvidia import build_nvidia_node, h100_node, with_pending_remap
 from upgrade_gate.judge.judge import judge
 from upgrade_gate.judge.policy import load_policy
@@ -221,6 +221,31 @@ def test_gpu_health_a_pending_mig_mode_is_a_partition_change() -> None:
     assert _gpu(same, None, lambda *_: "cut").compute_partition == "MIG Enabled"
     changed = parse_nvidia_smi_xml(text.replace("<pending_mig>Enabled<", "<pending_mig>Disabled<", 1)).gpus[0]
     assert _gpu(changed, None, lambda *_: "cut").compute_partition == "MIG Enabled (pending Disabled)"
+
+
+def test_gpu_health_records_the_compute_mode_and_refuses_an_unknown_one() -> None:
+    assert _health(A100).compute_mode == "Default" and _health(T4).compute_mode == "Default"
+    with pytest.raises(ParseError, match="compute_mode"):
+        _health(T4, ("<compute_mode>Default<", "<compute_mode>Exclusive<"))
+
+
+def test_gpu_health_compute_prohibited_blocks_even_against_a_baseline_without_the_field() -> None:
+    """No process can create a context on a Prohibited GPU; the mode was not recorded before (break test
+    2026-12-07: a node whose GPU 0 was Prohibited passed)."""
+    prohibited = _health(T4, ("<compute_mode>Default<", "<compute_mode>Prohibited<"))
+    old = replace(_health(T4), compute_mode=None)  # a baseline saved before the field existed
+    (f,) = _found(judge_one(_node(prohibited, others=_health(T4), seed=2), _node(old)))
+    assert f.severity is Severity.BLOCK and "compute mode Prohibited: no process can create a context" in f.message
+
+
+def test_gpu_health_another_compute_mode_than_the_baselines_blocks() -> None:
+    exclusive = _health(T4, ("<compute_mode>Default<", "<compute_mode>Exclusive_Process<"))
+    (f,) = _found(judge_one(_node(exclusive, others=_health(T4), seed=2), _node(_health(T4))))
+    assert "compute mode Exclusive_Process: Default in the baseline" in f.message and f.path is not None
+    assert f.path.endswith(".compute_mode")
+    assert not _found(judge_one(_node(exclusive, seed=2), _node(exclusive)))  # a site's own mode, kept
+    old = replace(_health(T4), compute_mode=None)
+    assert not _found(judge_one(_node(exclusive, others=_health(T4), seed=2), _node(old, others=_health(T4))))
 
 
 def test_gpu_health_missing_block_on_a_node_whose_probe_reports_it_blocks() -> None:

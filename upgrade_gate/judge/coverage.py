@@ -140,6 +140,7 @@ COVERAGE: Mapping[str, Coverage] = {
     "gpus[].health.source": informational("which probe printed the counters"),
     "gpus[].health.ecc_mode": checked("gpu.health", "ECC switched off (or on) since the baseline blocks"),
     "gpus[].health.ecc_mode_pending": checked("gpu.health", "a mode change waiting for the next reset blocks"),
+    "gpus[].health.compute_mode": checked("gpu.health", "Prohibited, or another mode than the baseline's, blocks"),
     "gpus[].health.ecc_volatile_uncorrectable": checked("gpu.health", _GROWN),
     "gpus[].health.ecc_aggregate_uncorrectable": checked("gpu.health", _GROWN),
     "gpus[].health.remapped_rows_correctable": informational(_CORRECTED),

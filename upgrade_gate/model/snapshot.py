@@ -81,7 +81,7 @@ CountMap = Annotated[dict[str, Count], Meta(max_length=64)]
 
 
 class GpuHealth(Record, frozen=True, kw_only=True):
-    """A GPU's memory health counters and reset state, as its vendor's tool printed them.
+    """A GPU's memory health counters, reset state and compute mode, as its vendor's tool printed them.
 
     Null where the tool printed N/A (the reason in `na_reasons`) or the GPU has no such mechanism: row
     remapping (A100 and later) and page retirement (Volta/Turing) are two generations of one repair.
@@ -111,6 +111,10 @@ class GpuHealth(Record, frozen=True, kw_only=True):
     retired_pages_double_bit: Annotated[Count | None, ALWAYS] = None
     retirement_pending: Annotated[bool | None, ALWAYS, Meta(description="pages wait for a reset to be retired")] = None
     reset_required: Annotated[bool | None, ALWAYS, Meta(description="the tool says the GPU needs a reset")] = None
+    compute_mode: Annotated[
+        OptText,
+        Meta(description='"Default" / "Exclusive_Process" / "Prohibited": which processes may use the GPU (2026-12)'),
+    ] = None
     na_reasons: Reasons = field(default_factory=dict)
 
 

@@ -76,6 +76,7 @@ class NvidiaGpu:
     subsystem_id: str | None = None  # pci_sub_system_id as printed ("147F10DE")
     board_part_number: str | None = None
     module_id: int | None = None  # `<gpu_module_id>`: the HGX baseboard slot
+    compute_mode: str | None = None  # "Default" / "Exclusive_Process" / "Prohibited" (/ "Exclusive_Thread")
     mig_current: str | None = None  # "Enabled" / "Disabled"; None where N/A (no MIG support)
     mig_pending: str | None = None
     mig_devices: tuple[MigDevice, ...] = ()

@@ -53,6 +53,9 @@ _SIZE_MIB_RE = re.compile(r"^(\d+) MiB$")
 _WIDTH_RE = re.compile(r"^(\d+)x$")
 _MAX_ELEMENTS = 100_000  # a 1-GPU log holds ~1,000 elements; 16 MiB of `<a/>` would be 4M tree nodes (1.2 GB)
 _MODES = frozenset({"Enabled", "Disabled"})
+_COMPUTE_MODES = frozenset({"Default", "Exclusive_Thread", "Prohibited", "Exclusive_Process"})
+"""`<compute_mode>` as nvidia-smi prints NVML's nvmlComputeMode_t (DEFAULT, EXCLUSIVE_THREAD (support removed),
+PROHIBITED, EXCLUSIVE_PROCESS); the three fixtures print "Default". Another word is a ParseError, not a guess."""
 _YES_NO = {"Yes": True, "No": False}
 _REASON_STATES = {"Active": True, "Not Active": False}
 
@@ -340,6 +343,7 @@ def _gpu(index: int, node: _Node) -> NvidiaGpu:
         subsystem_id=reader.shaped("pci/pci_sub_system_id", _token, "a subsystem id"),
         board_part_number=reader.shaped("board_part_number", _token, "a part number"),
         module_id=reader.integer("gpu_module_id"),
+        compute_mode=reader.choice("compute_mode", _COMPUTE_MODES),
         mig_current=reader.choice("mig_mode/current_mig", _MODES),
         mig_pending=reader.choice("mig_mode/pending_mig", _MODES),
         mig_devices=_mig_devices(reader),

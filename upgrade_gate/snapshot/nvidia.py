@@ -299,6 +299,7 @@ def gpu_health(g: NvidiaGpu) -> tuple[GpuHealth | None, str | None]:
         retired_pages_double_bit=pages.double_bit_count if pages else None,
         retirement_pending=pages.pending if pages else None,
         reset_required=g.reset_required,
+        compute_mode=g.compute_mode,
     )
     elements = {
         "ecc_mode": "ecc_mode/current_ecc",
@@ -311,6 +312,7 @@ def gpu_health(g: NvidiaGpu) -> tuple[GpuHealth | None, str | None]:
         "retired_pages_double_bit": "retired_pages/double_bit_retirement/retired_count",
         "retirement_pending": "retired_pages/pending_retirement",
         "reset_required": "gpu_reset_status/reset_required",
+        "compute_mode": "compute_mode",
     }
     for name, element in elements.items():
         if getattr(health, name) is not None:

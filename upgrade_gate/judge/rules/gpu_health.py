@@ -9,6 +9,8 @@ What blocks (at the rule's severity, default block), on the candidate's own valu
 - `reset_required`: the tool says the GPU needs a reset.
 - `ecc_mode` other than the baseline GPU's (ECC switched off by the change, or on: either changes the memory
   the workload gets and the errors it is protected from).
+- `compute_mode` Prohibited (no process can create a context), or another mode than the baseline GPU's
+  (Exclusive_Process admits one process a GPU): neither was recorded before (break test 2026-12-07).
 - `ecc_mode_pending` (the mode the next GPU reset brings) other than the current mode and the baseline's: ECC
   switched off for the next reset passed before (break test 2026-12-07).
 - An uncorrectable count (an ECC counter, volatile or aggregate, by the tool's name; uncorrectable remapped
@@ -60,7 +62,7 @@ _STATES = (
 _ECC_SCOPES = frozenset({"ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable"})
 _COUNTED = frozenset({"remapped_rows_uncorrectable", "retired_pages_double_bit"})
 # Every value of the block `gpu.health` judges (the rest, correctable counts, is informational: judge/coverage).
-_JUDGED = ("ecc_mode", "ecc_mode_pending", *(name for name, _ in _STATES))
+_JUDGED = ("ecc_mode", "ecc_mode_pending", "compute_mode", *(name for name, _ in _STATES))
 
 
 def _counts(health: GpuHealth) -> dict[str, int]:
@@ -134,6 +136,7 @@ def _one(
             actual=pending,
             evidence=health.source,
         )
+    yield from _compute_mode(ctx, entry, health, base.health if base is not None else None, label, path)
     for name, what in _STATES:
         if getattr(health, name) is True:
             yield finding(
@@ -184,6 +187,32 @@ def _ecc_scope(key: str) -> str | None:
     """'ecc_volatile_uncorrectable.dram_uncorrectable' -> 'ecc_volatile_uncorrectable'; None for other keys."""
     scope = key.split(".", 1)[0]
     return scope if scope in _ECC_SCOPES else None
+
+
+def _compute_mode(
+    ctx: NodeContext, entry: RuleEntry, health: GpuHealth, was: GpuHealth | None, label: str, path: str
+) -> Iterator[Finding]:
+    """Prohibited: no process can create a context on the GPU, whatever the baseline says. Another mode than the
+    baseline GPU's: Exclusive_Process admits one process a GPU, so a job of several (a data loader's, a second
+    rank's) fails where it ran. A baseline without the field (taken before it was recorded) compares as nothing."""
+    now = health.compute_mode
+    before = was.compute_mode if was is not None else None
+    if now == "Prohibited" and before != "Prohibited":
+        why = "no process can create a context on it"
+    elif now is not None and before is not None and now != before:
+        why = f"{before} in the baseline"
+    else:
+        return
+    yield finding(
+        ctx,
+        entry,
+        f"GPU {label}: compute mode {now}: {why}",
+        device=label,
+        path=f"{path}.compute_mode",
+        expected=before or "Default",
+        actual=now,
+        evidence=health.source,
+    )
 
 
 def _unreadable(
