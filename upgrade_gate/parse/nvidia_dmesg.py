@@ -5,7 +5,8 @@ Design notes and tool quirks:
   `upgrade_gate/data/dmesg_patterns_nvidia.yaml`, read by `parse.dmesg.load_patterns` and matched by
   `parse.dmesg.parse_dmesg` (timestamps, continuation lines, refusals of garbage and of `dmesg:` errors
   are the AMD scan's own). The AMD table stays as it is: an AMD gate does not judge Xids, an NVIDIA gate
-  does not judge amdgpu RAS lines.
+  does not judge amdgpu RAS lines. The host's own devices (PCIe, the NICs) are the AMD table's entries of
+  other drivers, appended by `load_nvidia_patterns`: one copy of them for both vendors.
 - The per-family fatal map: a pattern names the architectures it applies to (nvidia-smi -q -x
   `<product_architecture>`, lower-cased, blanks as '-': "Ada Lovelace" -> "ada-lovelace"); `family_of`
   turns the printed name into that key. GSP Xids (119/120) need GSP firmware (Turing and later); the
@@ -25,10 +26,10 @@ import re
 from collections.abc import Callable
 from importlib import resources
 
-from upgrade_gate.errors import ParseError
+from upgrade_gate.errors import ConfigError, ParseError
 from upgrade_gate.model import replace
 from upgrade_gate.parse.common import normalize_bdf
-from upgrade_gate.parse.dmesg import DmesgResult, PatternTable, load_patterns, parse_dmesg
+from upgrade_gate.parse.dmesg import DmesgResult, PatternTable, load_default_patterns, load_patterns, parse_dmesg
 
 TOOL = "dmesg-nvidia"
 DATA_FILE = "dmesg_patterns_nvidia.yaml"
@@ -38,9 +39,16 @@ _XID_PCI_RE = re.compile(r"\bPCI:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-
 
 @functools.cache
 def load_nvidia_patterns() -> PatternTable:
-    """The NVIDIA pattern table shipped in `upgrade_gate/data/dmesg_patterns_nvidia.yaml`."""
+    """The NVIDIA pattern table shipped in `upgrade_gate/data/dmesg_patterns_nvidia.yaml`, followed by the host's
+    own devices' patterns of the shipped table (`dmesg_patterns.yaml`, every driver but amdgpu: PCIe, the NICs).
+    Those never match an `NVRM:` line, so their place after the catch-all Xid changes no first match."""
     ref = resources.files("upgrade_gate") / "data" / DATA_FILE
-    return load_patterns(ref.read_text(encoding="utf-8"), source=DATA_FILE)
+    own = load_patterns(ref.read_text(encoding="utf-8"), source=DATA_FILE)
+    host = tuple(p for p in load_default_patterns().patterns if p.driver != "amdgpu")
+    clash = {p.id for p in own.patterns} & {p.id for p in host}
+    if clash:
+        raise ConfigError(f"{DATA_FILE}: {sorted(clash)[0]!r} is a host pattern of dmesg_patterns.yaml: not again here")
+    return PatternTable(version=own.version, patterns=own.patterns + host)
 
 
 def family_of(architecture: str | None) -> str | None:

@@ -75,7 +75,7 @@ def error_text(value: str | None) -> str | None:
         return f"permission banner instead of a value ({text!r})"
     if _ERROR_RE.match(text) or _SHELL_RE.search(text):
         return f"error message instead of a value ({text!r})"
-    if text.lower() in _PLACEHOLDERS or text.strip("[]() ").lower() in _PLACEHOLDERS:
+    if text.strip("[]() ").lower() in _PLACEHOLDERS:
         return f"the tool printed {text!r}"  # nvidia-smi and rocm-smi bracket theirs: "[Not Supported]", "[N/A]"
     return None
 

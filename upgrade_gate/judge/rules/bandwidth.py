@@ -401,9 +401,11 @@ def class_prior(ctx: NodeContext, entry: RuleEntry, keys: Sequence[str]) -> curv
         )
     # the class's maps are the decode's shared ones (`_class_rows`): the usual row is the same object, and only
     # the others are compared item by item (the rails: `peer`); 143 maps compared by content cost ~40 us a node
-    differ = [n for n, same in enumerate(map(operator.is_, settings, rows.settings)) if not same]
-    differ = [n for n in differ if settings[n] != rows.settings[n]]
-    off += (rows.at[n] for n in differ if {k: v for k, v in settings[n].items() if k not in ignore} != rows.settings[n])
+    off += (
+        rows.at[n]
+        for n, same in enumerate(map(operator.is_, settings, rows.settings))
+        if not same and {k: v for k, v in settings[n].items() if k not in ignore} != rows.settings[n]
+    )
     if not off:
         return rows.prior
     if len(set(off)) == len(rows.at):

@@ -202,7 +202,7 @@ def _unreported(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             path=f"gpus[{first.index}].{name}" if len(missing) == 1 else f"gpus[].{name}",
             expected=f"{name} of every GPU",
             actual=None,
-            evidence=why.split(" ", 1)[0].rstrip(":") if why else None,
+            evidence=None,  # the reason in the message names its source
         )
 
 

@@ -93,7 +93,7 @@ def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             path="gpu_links",
             expected=len(before),
             actual=0,
-            evidence="amdsmi_topology",
+            evidence=TOPOLOGY_PROBE,
         )
         return
     change = ctx.plan.change.partition if ctx.plan is not None else None
@@ -131,7 +131,7 @@ def check_xgmi(ctx: NodeContext, entry: RuleEntry) -> Iterable[Finding]:
             path=f"gpu_links[a={a},b={b}]",
             expected=_show(was),
             actual=_show(now),
-            evidence="amdsmi_topology",
+            evidence=TOPOLOGY_PROBE,
         )
 
 
